@@ -1,0 +1,5 @@
+"""Allows ``python -m descheduler``."""
+
+from descheduler.cli import main
+
+raise SystemExit(main())

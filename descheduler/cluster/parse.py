@@ -1,0 +1,394 @@
+"""Turn Kubernetes objects (decoded JSON/YAML dicts) into snapshot values.
+
+One parser serves the watch cache and the ``simulate`` loader. It reads plain dicts instead of the
+official client's models because model deserialization is several times slower and keeps every field.
+Bad objects raise ``ObjectError`` naming the object and field; nothing is guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from descheduler.cluster.types import (
+    ClusterSnapshot,
+    LabelSelector,
+    LabelSelectorRequirement,
+    Namespace,
+    Node,
+    NodeSelectorTerm,
+    OwnerRef,
+    Pod,
+    PodDisruptionBudget,
+    Taint,
+    Toleration,
+    Workload,
+)
+from descheduler.units import resource_amount
+
+RAW_ALLOCATABLE_ANNOTATION = "node.koordinator.sh/raw-allocatable"
+KEPT_POD_ANNOTATIONS = frozenset(
+    {
+        "controller.kubernetes.io/pod-deletion-cost",
+        "scheduling.koordinator.sh/eviction-cost",
+        "descheduler.alpha.kubernetes.io/evict",
+        "kubernetes.io/config.mirror",
+        "kubernetes.io/config.source",
+        "scheduling.koordinator.sh/soft-eviction",
+    }
+)
+KEPT_POD_LABELS_PREFIXES = ("",)  # all labels are kept: selectors may name any of them
+WORKLOAD_KINDS = ("ReplicaSet", "Deployment", "StatefulSet", "ReplicationController")
+
+Obj = Mapping[str, Any]
+
+
+class ObjectError(ValueError):
+    """A Kubernetes object that cannot be used; the message names the object and the field."""
+
+
+def _describe(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    kind = obj.get("kind") or "object"
+    name = meta.get("name", "<no name>") if isinstance(meta, Mapping) else "<no name>"
+    namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+
+
+def _map(obj: Obj, path: str) -> Mapping[str, Any]:
+    value: Any = obj
+    for part in path.split("."):
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise ObjectError(f"{_describe(obj)}: {path} must be an object")
+        value = value.get(part)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ObjectError(f"{_describe(obj)}: {path} must be an object, got {value!r}")
+    return value
+
+
+def _list(obj: Obj, container: Mapping[str, Any], key: str, path: str) -> list[Any]:
+    value = container.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ObjectError(f"{_describe(obj)}: {path} must be a list, got {value!r}")
+    return value
+
+
+def _str_map(obj: Obj, value: Any, path: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ObjectError(f"{_describe(obj)}: {path} must be a map of strings")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _resources(obj: Obj, value: Any, path: str) -> dict[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ObjectError(f"{_describe(obj)}: {path} must be a map of quantities")
+    out: dict[str, int] = {}
+    for name, quantity in value.items():
+        try:
+            out[str(name)] = resource_amount(str(name), quantity)
+        except ValueError as exc:
+            raise ObjectError(f"{_describe(obj)}: {path}.{name}: {exc}") from None
+    return out
+
+
+def _timestamp(obj: Obj, value: Any, path: str) -> float:
+    if value in (None, ""):
+        return 0.0
+    if isinstance(value, datetime):  # YAML loaders turn unquoted timestamps into datetimes
+        return value.timestamp()
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise ObjectError(f"{_describe(obj)}: {path}: {value!r} is not an RFC 3339 time") from None
+
+
+def _metadata(obj: Obj) -> tuple[str, str, Mapping[str, Any]]:
+    meta = _map(obj, "metadata")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise ObjectError(f"{_describe(obj)}: metadata.name is required")
+    namespace = meta.get("namespace") or ""
+    return name, str(namespace), meta
+
+
+def parse_selector(obj: Obj, value: Any, path: str) -> LabelSelector:
+    if not isinstance(value, Mapping):
+        raise ObjectError(f"{_describe(obj)}: {path} must be a label selector object")
+    expressions = []
+    for i, expr in enumerate(_list(obj, value, "matchExpressions", f"{path}.matchExpressions")):
+        expressions.append(_requirement(obj, expr, f"{path}.matchExpressions[{i}]"))
+    return LabelSelector(
+        match_labels=_str_map(obj, value.get("matchLabels"), f"{path}.matchLabels"),
+        match_expressions=tuple(expressions),
+    )
+
+
+def _requirement(obj: Obj, expr: Any, path: str) -> LabelSelectorRequirement:
+    if not isinstance(expr, Mapping) or "key" not in expr or "operator" not in expr:
+        raise ObjectError(f"{_describe(obj)}: {path} needs key and operator")
+    operator = str(expr["operator"])
+    if operator not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
+        raise ObjectError(f"{_describe(obj)}: {path}.operator: unknown operator {operator!r}")
+    values = expr.get("values") or []
+    if not isinstance(values, list):
+        raise ObjectError(f"{_describe(obj)}: {path}.values must be a list")
+    return LabelSelectorRequirement(str(expr["key"]), operator, tuple(str(v) for v in values))
+
+
+def _owner(obj: Obj, meta: Mapping[str, Any]) -> OwnerRef | None:
+    for i, ref in enumerate(_list(obj, meta, "ownerReferences", "metadata.ownerReferences")):
+        if not isinstance(ref, Mapping):
+            raise ObjectError(f"{_describe(obj)}: metadata.ownerReferences[{i}] must be an object")
+        if ref.get("controller"):
+            return OwnerRef(
+                kind=str(ref.get("kind", "")),
+                name=str(ref.get("name", "")),
+                uid=str(ref.get("uid", "")),
+                api_version=str(ref.get("apiVersion", "")),
+            )
+    return None
+
+
+def parse_node(obj: Obj) -> Node:
+    name, _, meta = _metadata(obj)
+    spec = _map(obj, "spec")
+    status = _map(obj, "status")
+    ready = False
+    for cond in _list(obj, status, "conditions", "status.conditions"):
+        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
+            ready = cond.get("status") == "True"
+    taints = []
+    for i, taint in enumerate(_list(obj, spec, "taints", "spec.taints")):
+        if not isinstance(taint, Mapping) or "key" not in taint:
+            raise ObjectError(f"{_describe(obj)}: spec.taints[{i}] needs a key")
+        taints.append(Taint(str(taint["key"]), str(taint.get("value", "")), str(taint.get("effect", ""))))
+    annotations = _str_map(obj, meta.get("annotations"), "metadata.annotations")
+    raw_allocatable = None
+    if RAW_ALLOCATABLE_ANNOTATION in annotations:
+        import json
+
+        try:
+            decoded = json.loads(annotations[RAW_ALLOCATABLE_ANNOTATION])
+        except ValueError:
+            raise ObjectError(
+                f"{_describe(obj)}: annotation {RAW_ALLOCATABLE_ANNOTATION} is not JSON"
+            ) from None
+        raw_allocatable = _resources(obj, decoded, f"metadata.annotations[{RAW_ALLOCATABLE_ANNOTATION}]")
+    return Node(
+        name=name,
+        labels=_str_map(obj, meta.get("labels"), "metadata.labels"),
+        allocatable=_resources(obj, status.get("allocatable"), "status.allocatable"),
+        unschedulable=bool(spec.get("unschedulable", False)),
+        ready=ready,
+        taints=tuple(taints),
+        raw_allocatable=raw_allocatable,
+    )
+
+
+def _pod_requests(obj: Obj, spec: Mapping[str, Any]) -> dict[str, int]:
+    """Effective requests as the scheduler sees them: max(sum(containers), max(initContainers)) + overhead."""
+    total: dict[str, int] = {}
+    for i, container in enumerate(_list(obj, spec, "containers", "spec.containers")):
+        res = container.get("resources") if isinstance(container, Mapping) else None
+        requests = _resources(obj, (res or {}).get("requests"), f"spec.containers[{i}].resources.requests")
+        for name, amount in requests.items():
+            total[name] = total.get(name, 0) + amount
+    for i, container in enumerate(_list(obj, spec, "initContainers", "spec.initContainers")):
+        res = container.get("resources") if isinstance(container, Mapping) else None
+        path = f"spec.initContainers[{i}].resources.requests"
+        for name, amount in _resources(obj, (res or {}).get("requests"), path).items():
+            total[name] = max(total.get(name, 0), amount)
+    for name, amount in _resources(obj, spec.get("overhead"), "spec.overhead").items():
+        total[name] = total.get(name, 0) + amount
+    return total
+
+
+def _required_node_terms(obj: Obj, spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
+    affinity = _map(obj, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
+    terms = []
+    for i, term in enumerate(_list(obj, affinity, "nodeSelectorTerms", "nodeSelectorTerms")):
+        base = f"spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]"
+        if not isinstance(term, Mapping):
+            raise ObjectError(f"{_describe(obj)}: {base} must be an object")
+        exprs = tuple(
+            _requirement(obj, e, f"{base}.matchExpressions[{j}]")
+            for j, e in enumerate(_list(obj, term, "matchExpressions", base))
+        )
+        fields = tuple(
+            _requirement(obj, e, f"{base}.matchFields[{j}]")
+            for j, e in enumerate(_list(obj, term, "matchFields", base))
+        )
+        terms.append(NodeSelectorTerm(exprs, fields))
+    return tuple(terms)
+
+
+def parse_pod(obj: Obj) -> Pod:
+    name, namespace, meta = _metadata(obj)
+    spec = _map(obj, "spec")
+    status = _map(obj, "status")
+    annotations = _str_map(obj, meta.get("annotations"), "metadata.annotations")
+    tolerations = []
+    for i, tol in enumerate(_list(obj, spec, "tolerations", "spec.tolerations")):
+        if not isinstance(tol, Mapping):
+            raise ObjectError(f"{_describe(obj)}: spec.tolerations[{i}] must be an object")
+        tolerations.append(
+            Toleration(
+                key=str(tol.get("key", "")),
+                operator=str(tol.get("operator", "Equal")),
+                value=str(tol.get("value", "")),
+                effect=str(tol.get("effect", "")),
+            )
+        )
+    local_storage = False
+    pvc = False
+    for volume in _list(obj, spec, "volumes", "spec.volumes"):
+        if not isinstance(volume, Mapping):
+            continue
+        if "hostPath" in volume or "emptyDir" in volume:
+            local_storage = True
+        if "persistentVolumeClaim" in volume or "ephemeral" in volume:
+            pvc = True
+    priority = spec.get("priority")
+    if priority is not None and not isinstance(priority, int):
+        raise ObjectError(f"{_describe(obj)}: spec.priority must be an integer, got {priority!r}")
+    source = annotations.get("kubernetes.io/config.source", "api")
+    return Pod(
+        namespace=namespace or "default",
+        name=name,
+        uid=str(meta.get("uid") or f"{namespace}/{name}"),
+        node_name=str(spec.get("nodeName") or ""),
+        labels=_str_map(obj, meta.get("labels"), "metadata.labels"),
+        annotations={k: v for k, v in annotations.items() if k in KEPT_POD_ANNOTATIONS},
+        phase=str(status.get("phase") or "Pending"),
+        terminating=meta.get("deletionTimestamp") is not None,
+        created=_timestamp(obj, meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        priority=priority,
+        priority_class_name=str(spec.get("priorityClassName") or ""),
+        qos_class=str(status.get("qosClass") or _derive_qos(obj, spec)),
+        requests=_pod_requests(obj, spec),
+        owner=_owner(obj, meta),
+        node_selector=_str_map(obj, spec.get("nodeSelector"), "spec.nodeSelector"),
+        required_node_terms=_required_node_terms(obj, spec),
+        tolerations=tuple(tolerations),
+        has_local_storage=local_storage,
+        has_pvc=pvc,
+        is_mirror="kubernetes.io/config.mirror" in annotations,
+        is_static=source != "api",
+        has_resource_claims=bool(spec.get("resourceClaims")),
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+    )
+
+
+def _derive_qos(obj: Obj, spec: Mapping[str, Any]) -> str:
+    """QoS class when status.qosClass is absent (objects written by hand for simulate)."""
+    requests_seen = False
+    guaranteed = True
+    for i, container in enumerate(_list(obj, spec, "containers", "spec.containers")):
+        res = (container.get("resources") if isinstance(container, Mapping) else None) or {}
+        requests = _resources(obj, res.get("requests"), f"spec.containers[{i}].resources.requests")
+        limits = _resources(obj, res.get("limits"), f"spec.containers[{i}].resources.limits")
+        effective = {**limits, **requests} if limits else requests
+        if requests or limits:
+            requests_seen = True
+        for resource in ("cpu", "memory"):
+            if resource not in limits or effective.get(resource) != limits.get(resource):
+                guaranteed = False
+    if not requests_seen:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def parse_pdb(obj: Obj) -> PodDisruptionBudget:
+    name, namespace, _ = _metadata(obj)
+    spec = _map(obj, "spec")
+    status = _map(obj, "status")
+    selector = spec.get("selector")
+    allowed = status.get("disruptionsAllowed", 0)
+    if not isinstance(allowed, int) or isinstance(allowed, bool):
+        raise ObjectError(f"{_describe(obj)}: status.disruptionsAllowed must be an integer, got {allowed!r}")
+    return PodDisruptionBudget(
+        namespace=namespace or "default",
+        name=name,
+        selector=None if selector is None else parse_selector(obj, selector, "spec.selector"),
+        disruptions_allowed=allowed,
+    )
+
+
+def parse_workload(obj: Obj) -> Workload:
+    name, namespace, meta = _metadata(obj)
+    spec = _map(obj, "spec")
+    replicas = spec.get("replicas", 1)
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+        raise ObjectError(f"{_describe(obj)}: spec.replicas must be a non-negative integer, got {replicas!r}")
+    return Workload(
+        kind=str(obj.get("kind")),
+        namespace=namespace or "default",
+        name=name,
+        uid=str(meta.get("uid") or f"{obj.get('kind')}/{namespace}/{name}"),
+        replicas=replicas,
+        owner=_owner(obj, meta),
+    )
+
+
+def parse_namespace(obj: Obj) -> Namespace:
+    name, _, meta = _metadata(obj)
+    return Namespace(name=name, labels=_str_map(obj, meta.get("labels"), "metadata.labels"))
+
+
+def iter_objects(documents: Iterable[Any]) -> Iterable[Obj]:
+    """Flatten YAML documents and ``kind: List`` (or ``*List``) into single objects."""
+    for doc in documents:
+        if doc is None:
+            continue
+        if not isinstance(doc, Mapping):
+            raise ObjectError(f"expected a Kubernetes object, got {type(doc).__name__}")
+        if "items" in doc and str(doc.get("kind", "List")).endswith("List"):
+            items = doc.get("items") or []
+            if not isinstance(items, list):
+                raise ObjectError(f"{doc.get('kind', 'List')}: items must be a list")
+            item_kind = str(doc.get("kind", "List"))[: -len("List")]
+            for item in items:
+                if isinstance(item, Mapping) and "kind" not in item and item_kind:
+                    item = {**item, "kind": item_kind}
+                yield from iter_objects([item])
+        else:
+            yield doc
+
+
+def build_snapshot(objects: Iterable[Obj]) -> ClusterSnapshot:
+    """Build a snapshot from Kubernetes objects; kinds the planner does not use are ignored."""
+    nodes: list[Node] = []
+    pods: list[Pod] = []
+    pdbs: list[PodDisruptionBudget] = []
+    workloads: list[Workload] = []
+    namespaces: list[Namespace] = []
+    for obj in objects:
+        kind = obj.get("kind")
+        if kind == "Node":
+            nodes.append(parse_node(obj))
+        elif kind == "Pod":
+            pods.append(parse_pod(obj))
+        elif kind == "PodDisruptionBudget":
+            pdbs.append(parse_pdb(obj))
+        elif kind in WORKLOAD_KINDS:
+            workloads.append(parse_workload(obj))
+        elif kind == "Namespace":
+            namespaces.append(parse_namespace(obj))
+    return ClusterSnapshot(
+        nodes=tuple(nodes),
+        pods=tuple(pods),
+        pdbs=tuple(pdbs),
+        workloads=tuple(workloads),
+        namespaces=tuple(namespaces),
+    )

@@ -1,0 +1,175 @@
+"""The cluster snapshot: only the fields the planner needs, as small immutable values.
+
+Both the offline ``simulate`` loader and the live watch cache produce these, so dry-run, simulate and
+the service decide on identical inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+ResourceList = Mapping[str, int]
+"""Resource name to integer amount: cpu in millicores, memory and storage in bytes, others in units."""
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelectorRequirement:
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist (and Gt/Lt for node selector terms)
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A metav1.LabelSelector. An empty selector matches everything."""
+
+    match_labels: Mapping[str, str] = field(default_factory=dict)
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str  # Equal or Exists
+    value: str
+    effect: str  # empty matches every effect
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """One term of requiredDuringSchedulingIgnoredDuringExecution: all expressions must hold."""
+
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+    match_fields: tuple[LabelSelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    labels: Mapping[str, str]
+    allocatable: ResourceList
+    unschedulable: bool = False
+    ready: bool = True
+    taints: tuple[Taint, ...] = ()
+    raw_allocatable: ResourceList | None = None
+    """From annotation ``node.koordinator.sh/raw-allocatable``: wins over allocatable for thresholds."""
+
+    @property
+    def threshold_base(self) -> ResourceList:
+        """What thresholds are percentages of (Koordinator's raw-allocatable when present)."""
+        if self.raw_allocatable:
+            merged = dict(self.allocatable)
+            merged.update(self.raw_allocatable)
+            return merged
+        return self.allocatable
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    kind: str
+    name: str
+    uid: str
+    api_version: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str
+    node_name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    """Only the annotations the planner reads (see ``parse.KEPT_POD_ANNOTATIONS``)."""
+    phase: str = "Running"
+    terminating: bool = False
+    created: float = 0.0
+    """creationTimestamp as seconds since the epoch (newest-first ordering)."""
+    priority: int | None = None
+    priority_class_name: str = ""
+    qos_class: str = "BestEffort"
+    requests: ResourceList = field(default_factory=dict)
+    owner: OwnerRef | None = None
+    """The controller owner reference, if any."""
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    required_node_terms: tuple[NodeSelectorTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    has_local_storage: bool = False
+    has_pvc: bool = False
+    is_mirror: bool = False
+    is_static: bool = False
+    has_resource_claims: bool = False
+    scheduler_name: str = "default-scheduler"
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    namespace: str
+    name: str
+    selector: LabelSelector | None
+    """None selects no pods (policy/v1 semantics for a null selector); empty selects all in namespace."""
+    disruptions_allowed: int
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A controller that owns pods; ``replicas`` is its expected replica count."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    replicas: int
+    owner: OwnerRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """Everything the planner may look at in the cluster at one instant."""
+
+    nodes: tuple[Node, ...] = ()
+    pods: tuple[Pod, ...] = ()
+    pdbs: tuple[PodDisruptionBudget, ...] = ()
+    workloads: tuple[Workload, ...] = ()
+    namespaces: tuple[Namespace, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSample:
+    """Measured usage of a node or pod. Memory excludes reclaimable page cache."""
+
+    resources: ResourceList
+    timestamp: float
+    """When the sample was measured, seconds since the epoch."""
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSnapshot:
+    """Usage for one cycle. ``node_errors`` says why a node has no trustworthy sample."""
+
+    nodes: Mapping[str, UsageSample] = field(default_factory=dict)
+    pods: Mapping[str, UsageSample] = field(default_factory=dict)
+    """Keyed by ``namespace/name``."""
+    node_errors: Mapping[str, str] = field(default_factory=dict)
