@@ -1,0 +1,1 @@
+"""Configuration: Koordinator-compatible DeschedulerConfiguration modelled with pydantic."""

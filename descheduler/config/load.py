@@ -1,0 +1,238 @@
+"""Load a configuration file (or a ConfigMap manifest holding one) into validated models.
+
+Errors are collected into one ``ConfigError`` whose lines name the full field path and the bad value,
+so an operator reading ``kubectl logs`` of a crash-looping pod sees exactly what to fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from descheduler.config.models import (
+    KNOWN_PLUGINS,
+    LOW_NODE_LOAD,
+    MIGRATION_CONTROLLER,
+    DeschedulerConfiguration,
+    LowNodeLoadArgs,
+    MigrationControllerArgs,
+    OtherPluginArgs,
+)
+
+_TAGS = {"LowNodeLoadArgs", "MigrationControllerArgs", "Other"}
+
+
+class ConfigError(ValueError):
+    """Invalid configuration; ``str()`` is the full, human-readable list of problems."""
+
+    def __init__(self, source: str, problems: Sequence[str]) -> None:
+        self.source = source
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"invalid configuration in {source}:\n{lines}")
+
+
+@dataclass(frozen=True)
+class EffectiveConfig:
+    """The validated configuration with plugin args resolved and defaults applied."""
+
+    config: DeschedulerConfiguration
+    low_node_load: LowNodeLoadArgs | None
+    migration: MigrationControllerArgs
+    notices: tuple[str, ...] = field(default=())
+
+    @property
+    def dry_run(self) -> bool:
+        """Dry-run if any level asks for it: the safe reading of conflicting settings."""
+        lnl = self.low_node_load.dry_run if self.low_node_load else False
+        return self.config.dry_run or lnl or self.migration.dry_run
+
+    def to_document(self) -> dict[str, Any]:
+        """The effective configuration as a YAML-ready document with every default filled in."""
+        doc = self.config.model_dump(by_alias=True, mode="json")
+        resolved = []
+        if self.low_node_load is not None:
+            resolved.append(
+                {"name": LOW_NODE_LOAD, "args": self.low_node_load.model_dump(by_alias=True, mode="json")}
+            )
+        resolved.append(
+            {"name": MIGRATION_CONTROLLER, "args": self.migration.model_dump(by_alias=True, mode="json")}
+        )
+        for item in resolved:
+            item["args"] = {"apiVersion": "descheduler/v1alpha2", "kind": f"{item['name']}Args", **item["args"]}
+        for profile in doc.get("profiles", []):
+            profile["pluginConfig"] = [
+                pc for pc in profile.get("pluginConfig", []) if pc["name"] not in KNOWN_PLUGINS
+            ] + resolved
+        return doc
+
+
+def _format_loc(loc: Sequence[int | str], prefix: str) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif item in _TAGS or item.startswith("function-"):
+            continue
+        else:
+            parts.append(("." if parts else "") + item)
+    path = "".join(parts)
+    if prefix:
+        return f"{prefix}.{path}" if path else prefix
+    return path or "(top level)"
+
+
+def _format_validation_error(exc: ValidationError, prefix: str) -> list[str]:
+    problems = []
+    for err in exc.errors():
+        message = str(err.get("msg", "invalid"))
+        message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        path = _format_loc(err.get("loc", ()), prefix)
+        value = err.get("input")
+        unknown = re.match(r"unknown field '([^']+)'", message)
+        if unknown:
+            path = f"{path}.{unknown.group(1)}" if path != "(top level)" else unknown.group(1)
+            problems.append(f"{path}: {message}")
+            continue
+        if err.get("type") in ("missing",):
+            problems.append(f"{path}: field required")
+        elif isinstance(value, dict | list) or repr(value) in message or "got" in message:
+            problems.append(f"{path}: {message}")
+        else:
+            problems.append(f"{path}: {message} (got {value!r})")
+    return problems
+
+
+def _unwrap_configmap(doc: Mapping[str, Any], source: str) -> tuple[Any, str]:
+    data = doc.get("data")
+    if not isinstance(data, Mapping) or not data:
+        raise ConfigError(source, ["data: a ConfigMap holding the configuration needs one data key"])
+    if len(data) != 1:
+        raise ConfigError(
+            source, [f"data: expected exactly one key holding the configuration, found {sorted(data)}"]
+        )
+    key, text = next(iter(data.items()))
+    if not isinstance(text, str):
+        raise ConfigError(source, [f"data.{key}: must be a string holding YAML"])
+    try:
+        return yaml.safe_load(text), f"data.{key}"
+    except yaml.YAMLError as exc:
+        raise ConfigError(source, [f"data.{key}: not valid YAML: {exc}"]) from None
+
+
+def _plugin_problems(config: DeschedulerConfiguration) -> tuple[list[str], list[str]]:
+    """Check plugin names: typos of known plugins are errors, unknown plugins are notices."""
+    problems: list[str] = []
+    notices: list[str] = []
+    low_node_load_profiles = 0
+    for i, profile in enumerate(config.profiles):
+        for point in ("deschedule", "balance", "evict", "filter"):
+            plugin_set = getattr(profile.plugins, point)
+            for j, plugin in enumerate(plugin_set.enabled):
+                if plugin.name in KNOWN_PLUGINS:
+                    continue
+                path = f"profiles[{i}].plugins.{point}.enabled[{j}].name"
+                close = difflib.get_close_matches(plugin.name, KNOWN_PLUGINS, n=1, cutoff=0.75)
+                if close:
+                    problems.append(f"{path}: unknown plugin {plugin.name!r}; did you mean {close[0]!r}?")
+                else:
+                    notices.append(f"{path}: plugin {plugin.name!r} is not implemented here and is ignored")
+        if LOW_NODE_LOAD in profile.plugins.balance.names():
+            low_node_load_profiles += 1
+        for j, pc in enumerate(profile.plugin_config):
+            if isinstance(pc.args, OtherPluginArgs):
+                notices.append(
+                    f"profiles[{i}].pluginConfig[{j}]: args of plugin {pc.name!r} are not used here and are ignored"
+                )
+    if low_node_load_profiles > 1:
+        problems.append(
+            "profiles: LowNodeLoad is enabled in more than one profile; run one instance per profile instead "
+            "(each with its own nodeSelector and lease name)"
+        )
+    return problems, notices
+
+
+def _ignored_notices(config: DeschedulerConfiguration, lnl: LowNodeLoadArgs | None,
+                     mc: MigrationControllerArgs) -> list[str]:
+    notices = []
+    for name in ("enable_profiling", "enable_contention_profiling"):
+        if name in config.model_fields_set:
+            alias = DeschedulerConfiguration.model_fields[name].alias
+            notices.append(f"{alias}: accepted for Koordinator compatibility, ignored (no profiling endpoints)")
+    if "client_connection" in config.model_fields_set:
+        for name in ("kubeconfig", "accept_content_types", "content_type"):
+            if name in config.client_connection.model_fields_set:
+                alias = type(config.client_connection).model_fields[name].alias or name
+                notices.append(f"clientConnection.{alias}: ignored (use --kubeconfig; JSON is always used)")
+    for alias in MigrationControllerArgs.reservation_fields:
+        name = next(n for n, f in MigrationControllerArgs.model_fields.items() if f.alias == alias)
+        if name in mc.model_fields_set:
+            notices.append(
+                f"MigrationControllerArgs.{alias}: accepted for compatibility, not used "
+                "(this product evicts directly and checks destinations itself)"
+            )
+    if lnl is not None:
+        cond = lnl.anomaly_condition
+        for name, alias in (("consecutive_normalities", "consecutiveNormalities"), ("timeout", "timeout")):
+            if name in cond.model_fields_set:
+                notices.append(
+                    f"LowNodeLoadArgs.anomalyCondition.{alias}: accepted for compatibility, not used "
+                    "(one cycle below the high threshold resets the count)"
+                )
+    return notices
+
+
+def load_config_document(doc: Any, source: str = "<config>") -> EffectiveConfig:
+    """Validate an already-parsed YAML document (a configuration or a ConfigMap holding one)."""
+    prefix = ""
+    if isinstance(doc, Mapping) and doc.get("kind") == "ConfigMap":
+        doc, prefix = _unwrap_configmap(doc, source)
+    if not isinstance(doc, Mapping):
+        raise ConfigError(source, [f"{prefix or '(top level)'}: expected a DeschedulerConfiguration mapping"])
+    try:
+        config = DeschedulerConfiguration.model_validate(dict(doc))
+    except ValidationError as exc:
+        raise ConfigError(source, _format_validation_error(exc, prefix)) from None
+    problems, notices = _plugin_problems(config)
+    if problems:
+        raise ConfigError(source, problems)
+    lnl: LowNodeLoadArgs | None = None
+    mc: MigrationControllerArgs | None = None
+    for profile in config.profiles:
+        balance = profile.plugins.balance.names()
+        for pc in profile.plugin_config:
+            if isinstance(pc.args, LowNodeLoadArgs) and LOW_NODE_LOAD in balance:
+                lnl = pc.args
+            elif isinstance(pc.args, MigrationControllerArgs) and mc is None:
+                mc = pc.args
+        if LOW_NODE_LOAD in balance and lnl is None:
+            lnl = LowNodeLoadArgs()
+    mc = mc or MigrationControllerArgs()
+    notices += _ignored_notices(config, lnl, mc)
+    return EffectiveConfig(config=config, low_node_load=lnl, migration=mc, notices=tuple(notices))
+
+
+def load_config_text(text: str, source: str = "<config>") -> EffectiveConfig:
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise ConfigError(source, [f"not valid YAML: {exc}"]) from None
+    if len(docs) != 1:
+        raise ConfigError(source, [f"expected exactly one YAML document, found {len(docs)}"])
+    return load_config_document(docs[0], source)
+
+
+def load_config(path: str | Path) -> EffectiveConfig:
+    """Read and validate a configuration file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(str(path), [f"cannot read file: {exc.strerror or exc}"]) from None
+    return load_config_text(text, str(path))

@@ -1,0 +1,40 @@
+"""`descheduler validate` prints the effective configuration or the errors, with exit codes 0 and 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+SHARED = Path(__file__).resolve().parents[3] / "shared"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "descheduler", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_validate_prints_the_effective_configuration_with_defaults_filled_in() -> None:
+    result = run("validate", str(SHARED / "compat" / "koordinator-doc-configmap.yaml"))
+    assert result.returncode == 0, result.stderr
+    doc = yaml.safe_load(result.stdout)
+    args = {pc["name"]: pc["args"] for pc in doc["profiles"][0]["pluginConfig"]}
+    assert args["LowNodeLoad"]["nodeMetricExpirationSeconds"] == 180
+    assert args["MigrationController"]["maxMigratingPerNode"] == 2
+    assert "consecutiveNormalities" in result.stderr  # reported once as ignored
+
+
+def test_validate_exits_2_with_the_field_path_and_no_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: descheduler/v1alpha2\nkind: DeschedulerConfiguration\ndeschedulingInterval: soon\n")
+    result = run("validate", str(bad))
+    assert result.returncode == 2
+    assert "deschedulingInterval: 'soon' is not a duration" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_validate_of_a_missing_file_exits_2(tmp_path: Path) -> None:
+    result = run("validate", str(tmp_path / "nope.yaml"))
+    assert result.returncode == 2
+    assert "cannot read file" in result.stderr

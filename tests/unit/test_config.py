@@ -1,0 +1,191 @@
+"""Configuration: Koordinator ConfigMaps validate unchanged; mistakes fail with the field path and value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from textwrap import dedent
+from typing import Any
+
+import pytest
+import yaml
+
+from descheduler.config.load import ConfigError, load_config, load_config_document, load_config_text
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = REPO.parent / "shared"
+
+
+def config_with(lnl: dict[str, Any] | None = None, mc: dict[str, Any] | None = None, **top: Any) -> dict[str, Any]:
+    """A minimal DeschedulerConfiguration with LowNodeLoad enabled and the given args merged in."""
+    plugin_config: list[dict[str, Any]] = [
+        {"name": "LowNodeLoad", "args": {"lowThresholds": {"cpu": 20}, "highThresholds": {"cpu": 50}, **(lnl or {})}}
+    ]
+    if mc is not None:
+        plugin_config.append({"name": "MigrationController", "args": mc})
+    return {
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerConfiguration",
+        "profiles": [
+            {
+                "name": "p",
+                "plugins": {"balance": {"enabled": [{"name": "LowNodeLoad"}]}},
+                "pluginConfig": plugin_config,
+            }
+        ],
+        **top,
+    }
+
+
+def problems_of(doc: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_config_document(doc)
+    return str(info.value)
+
+
+def test_the_configmap_from_koordinators_guide_validates_unchanged() -> None:
+    effective = load_config(SHARED / "compat" / "koordinator-doc-configmap.yaml")
+    assert effective.low_node_load is not None
+    assert effective.low_node_load.high_thresholds == {"cpu": 50.0, "memory": 60.0}
+    assert effective.low_node_load.evictable_namespaces is not None
+    assert effective.low_node_load.evictable_namespaces.exclude == ["kube-system", "koordinator-system"]
+    assert effective.config.descheduling_interval == 60.0
+
+
+def test_koordinators_shipped_configuration_is_accepted_and_its_unused_fields_are_reported() -> None:
+    effective = load_config(REPO / "tests" / "fixtures" / "koordinator-shipped-config.yaml")
+    assert effective.migration.evict_qps == 10.0
+    assert effective.config.leader_election.leader_elect
+    notices = "\n".join(effective.notices)
+    for field in ("enableProfiling", "enableContentionProfiling", "defaultJobMode", "schedulerNames",
+                  "arbitrationArgs", "anomalyCondition.timeout"):
+        assert field in notices
+
+
+def test_the_seed_scenario_config_turns_on_skip_check_expected_replicas() -> None:
+    effective = load_config(SHARED / "scenarios" / "seed-stress-demo" / "config.yaml")
+    assert effective.migration.skip_check_expected_replicas
+    assert effective.low_node_load is not None
+    assert effective.low_node_load.anomaly_condition.consecutive_abnormalities == 5
+
+
+def test_defaults_are_koordinators() -> None:
+    effective = load_config_document(config_with())
+    lnl = effective.low_node_load
+    assert lnl is not None
+    assert lnl.node_metric_expiration_seconds == 180
+    assert lnl.node_fit is True
+    assert lnl.anomaly_condition.consecutive_abnormalities == 5
+    assert lnl.anomaly_condition.consecutive_normalities == 3
+    assert lnl.anomaly_condition.timeout == 60.0
+    assert lnl.resource_weights == {"cpu": 1, "memory": 1}
+    mc = effective.migration
+    assert (mc.max_migrating_per_node, mc.evict_qps, mc.evict_burst, mc.eviction_policy) == (2, 10.0, 1, "Eviction")
+    assert mc.object_limiters["workload"].duration == 300.0
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90s", 90.0), ("5m", 300.0), ("1h30m", 5400.0), ("500ms", 0.5), ("1m30s", 90.0), ("2h", 7200.0)],
+)
+def test_durations_are_read_as_go_writes_them(text: str, seconds: float) -> None:
+    assert load_config_document(config_with(deschedulingInterval=text)).config.descheduling_interval == seconds
+
+
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        (config_with(lnl={"highThreshold": {"cpu": 50}}),
+         "profiles[0].pluginConfig[0].args.highThreshold: unknown field 'highThreshold'; did you mean 'highThresholds'?"),
+        (config_with(deschedulingIntervall="60s"), "did you mean 'deschedulingInterval'"),
+        (config_with(deschedulingInterval="5x"), "deschedulingInterval: '5x' is not a duration"),
+        (config_with(deschedulingInterval=60), "deschedulingInterval: duration must be written with a unit"),
+        (config_with(lnl={"highThresholds": {"cpu": 150}}),
+         "profiles[0].pluginConfig[0].args.highThresholds.cpu: percentage must be between 0 and 100"),
+        (config_with(lnl={"lowThresholds": {"cpu": 60}, "highThresholds": {"cpu": 50}}),
+         "lowThresholds.cpu (60) is above highThresholds.cpu (50)"),
+        (config_with(lnl={"evictableNamespaces": {"include": ["a"], "exclude": ["b"]}}),
+         "profiles[0].pluginConfig[0].args.evictableNamespaces: set either include or exclude, not both"),
+        (config_with(mc={"maxUnavailablePerWorkload": "10x"}),
+         "profiles[0].pluginConfig[1].args.maxUnavailablePerWorkload: expected an integer or a percentage"),
+        (config_with(mc={"evictQPS": "fast"}), "args.evictQPS: expected a number (or a string holding one), got 'fast'"),
+        (config_with(mc={"evictionPolicy": "Kill"}), "args.evictionPolicy"),
+        (config_with(mc={"objectLimiters": {"namespace": {"duration": "5m"}}}), "unknown object limiter 'namespace'"),
+        (config_with(lnl={"nodePools": [{"name": "gpu", "lowThresholds": {"cpu": 90}}]}),
+         "nodePools[0].lowThresholds.cpu (90) is above highThresholds.cpu (50)"),
+        (config_with(healthzBindAddress="localhost"), "healthzBindAddress: expected HOST:PORT"),
+        (config_with(apiVersion="descheduler/v1alpha1"), "apiVersion"),
+        (config_with(lnl={"anomalyCondition": {"consecutiveAbnormalities": 0}}),
+         "args.anomalyCondition.consecutiveAbnormalities"),
+        (config_with(maxNoOfPodsToEvictPerNode=-1), "maxNoOfPodsToEvictPerNode"),
+    ],
+)
+def test_a_mistake_is_reported_with_its_full_path(doc: dict[str, Any], expected: str) -> None:
+    assert expected in problems_of(doc)
+
+
+def test_a_typo_in_a_plugin_name_is_an_error_but_an_unknown_plugin_is_a_notice() -> None:
+    doc = config_with()
+    doc["profiles"][0]["plugins"]["balance"]["enabled"].append({"name": "LowNodeLoads"})
+    assert "did you mean 'LowNodeLoad'" in problems_of(doc)
+    doc["profiles"][0]["plugins"]["balance"]["enabled"][-1] = {"name": "RemoveDuplicates"}
+    notices = load_config_document(doc).notices
+    assert any("'RemoveDuplicates' is not implemented here" in n for n in notices)
+
+
+def test_args_of_the_wrong_kind_for_a_plugin_are_rejected() -> None:
+    doc = config_with(mc={"kind": "LowNodeLoadArgs"})
+    assert "plugin MigrationController takes MigrationControllerArgs" in problems_of(doc)
+
+
+def test_evict_qps_may_be_a_string_or_a_number() -> None:
+    assert load_config_document(config_with(mc={"evictQPS": "2.5"})).migration.evict_qps == 2.5
+    assert load_config_document(config_with(mc={"evictQPS": 3})).migration.evict_qps == 3.0
+
+
+def test_int_or_percent_accepts_both_forms() -> None:
+    mc = load_config_document(config_with(mc={"maxMigratingPerWorkload": "20%", "maxUnavailablePerWorkload": 2}))
+    assert (mc.migration.max_migrating_per_workload, mc.migration.max_unavailable_per_workload) == ("20%", 2)
+
+
+def test_dry_run_at_any_level_makes_the_whole_run_dry() -> None:
+    assert load_config_document(config_with(dryRun=True)).dry_run
+    assert load_config_document(config_with(lnl={"dryRun": True})).dry_run
+    assert load_config_document(config_with(mc={"dryRun": True})).dry_run
+    assert not load_config_document(config_with()).dry_run
+
+
+def test_a_configmap_must_hold_exactly_one_key() -> None:
+    doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
+           "data": {"a": yaml.safe_dump(config_with()), "b": "x: 1"}}
+    assert "expected exactly one key" in problems_of(doc)
+
+
+def test_errors_inside_a_configmap_name_the_data_key() -> None:
+    inner = yaml.safe_dump(config_with(lnl={"highThresholds": {"cpu": "lots"}}))
+    doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"config.yaml": inner}}
+    assert "data.config.yaml.profiles[0].pluginConfig[0].args.highThresholds.cpu" in problems_of(doc)
+
+
+def test_lownodeload_in_two_profiles_is_refused_with_the_way_out() -> None:
+    doc = config_with()
+    doc["profiles"].append({**doc["profiles"][0], "name": "q"})
+    assert "run one instance per profile" in problems_of(doc)
+
+
+def test_the_effective_configuration_round_trips_through_validation() -> None:
+    effective = load_config(SHARED / "compat" / "koordinator-doc-configmap.yaml")
+    again = load_config_document(effective.to_document())
+    assert again.low_node_load == effective.low_node_load
+    assert again.migration == effective.migration
+    assert again.config.descheduling_interval == effective.config.descheduling_interval
+
+
+def test_invalid_yaml_and_multiple_documents_are_refused() -> None:
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config_text("a: [")
+    with pytest.raises(ConfigError, match="exactly one YAML document"):
+        load_config_text(dedent("""\
+            kind: DeschedulerConfiguration
+            ---
+            kind: DeschedulerConfiguration
+            """))

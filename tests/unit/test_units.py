@@ -1,0 +1,73 @@
+"""Quantities, durations and int-or-percent are read exactly as Kubernetes and Go read them."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from descheduler.units import (
+    cpu_millis,
+    format_duration,
+    memory_bytes,
+    parse_duration,
+    parse_int_or_percent,
+    parse_quantity,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("1", Fraction(1)), ("250m", Fraction(1, 4)), ("1.5", Fraction(3, 2)), ("4Gi", Fraction(4 * 2**30)),
+        ("1k", Fraction(1000)), ("1Ki", Fraction(1024)), ("1e3", Fraction(1000)), ("2E", Fraction(2 * 10**18)),
+        ("100n", Fraction(1, 10**7)), (".5", Fraction(1, 2)), (3, Fraction(3)),
+    ],
+)
+def test_quantities_parse_exactly(text: object, value: Fraction) -> None:
+    assert parse_quantity(text) == value
+
+
+@pytest.mark.parametrize("bad", ["", "1.2.3", "10 Gi", "Gi", "1GB", "abc", True, None, float("nan")])
+def test_malformed_quantities_are_refused(bad: object) -> None:
+    with pytest.raises(ValueError):
+        parse_quantity(bad)
+
+
+def test_cpu_is_counted_in_millicores_rounded_up_and_memory_in_bytes() -> None:
+    assert cpu_millis("71272m") == 71272
+    assert cpu_millis("104") == 104000
+    assert cpu_millis("0.0001") == 1
+    assert memory_bytes("396Gi") == 396 * 2**30
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("0", 0.0), ("90s", 90.0), ("1h30m", 5400.0), ("1.5h", 5400.0), ("300ms", 0.3), ("2m3s", 123.0)],
+)
+def test_go_durations_parse(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("bad", ["", "5", "5x", "m5", "1h 30m", "s"])
+def test_malformed_durations_are_refused(bad: str) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(bad)
+
+
+@given(st.integers(min_value=0, max_value=10**6))
+def test_formatted_durations_parse_back_to_the_same_seconds(seconds: int) -> None:
+    assert parse_duration(format_duration(seconds)) == seconds
+
+
+@pytest.mark.parametrize(("value", "parsed"), [(3, 3), ("3", 3), ("10%", "10%"), ("0", 0)])
+def test_int_or_percent_accepts_ints_and_percentages(value: object, parsed: object) -> None:
+    assert parse_int_or_percent(value) == parsed
+
+
+@pytest.mark.parametrize("bad", [-1, "10x", "%", "1.5", True, None])
+def test_int_or_percent_refuses_everything_else(bad: object) -> None:
+    with pytest.raises(ValueError):
+        parse_int_or_percent(bad)
