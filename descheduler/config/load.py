@@ -54,6 +54,16 @@ class EffectiveConfig:
         lnl = self.low_node_load.dry_run if self.low_node_load else False
         return self.config.dry_run or lnl or self.migration.dry_run
 
+    def with_dry_run(self, dry_run: bool) -> EffectiveConfig:
+        """The same configuration forced into (or, only if nothing else asks for it, out of) dry-run."""
+        lnl = self.low_node_load.model_copy(update={"dry_run": dry_run}) if self.low_node_load else None
+        return EffectiveConfig(
+            config=self.config.model_copy(update={"dry_run": dry_run}),
+            low_node_load=lnl,
+            migration=self.migration.model_copy(update={"dry_run": dry_run}),
+            notices=self.notices,
+        )
+
     def to_document(self) -> dict[str, Any]:
         """The effective configuration as a YAML-ready document with every default filled in."""
         doc = self.config.model_dump(by_alias=True, mode="json")

@@ -1,0 +1,1 @@
+"""The long-running service: wiring of cache, usage source, planner and evictor into a periodic loop."""

@@ -1,0 +1,274 @@
+"""``descheduler run`` and ``descheduler once``: wire the edges to the cycle runner.
+
+Order of start-up matters for safety: configuration first (an invalid one exits 2 before touching the
+cluster), then the watch cache, and cycles only after the cache has synced and, with leader election,
+only while this replica holds the lease.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+import structlog
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from descheduler.config.load import EffectiveConfig, load_config
+from descheduler.config.models import LabelSelectorConfig
+from descheduler.service.cycle import CycleRecord, CycleRunner
+from descheduler.service.health import Endpoints
+from descheduler.service.observability import Metrics, configure_logging
+
+log = structlog.get_logger("descheduler.service")
+
+SYNC_TIMEOUT_SECONDS = 300.0
+
+
+def selector_string(selector: LabelSelectorConfig | str | None) -> str | None:
+    """A label selector as the API's ``labelSelector`` query string (for server-side node sharding)."""
+    if selector is None or isinstance(selector, str):
+        return selector or None
+    parts = [f"{k}={v}" for k, v in sorted(selector.match_labels.items())]
+    for expr in selector.match_expressions:
+        if expr.operator == "In":
+            parts.append(f"{expr.key} in ({','.join(expr.values)})")
+        elif expr.operator == "NotIn":
+            parts.append(f"{expr.key} notin ({','.join(expr.values)})")
+        elif expr.operator == "Exists":
+            parts.append(expr.key)
+        else:
+            parts.append(f"!{expr.key}")
+    return ",".join(parts) or None
+
+
+class Service:
+    """Everything one process runs; built from an effective configuration and a kubeconfig."""
+
+    def __init__(self, effective: EffectiveConfig, *, kubeconfig: str | None, dry_run: bool | None = None) -> None:
+        from descheduler.kube.cache import ClusterCache
+        from descheduler.kube.connection import connect
+        from descheduler.kube.events import EventRecorder
+        from descheduler.kube.evict import Evictor
+        from descheduler.kube.metrics_api import MetricsServerApi
+        from descheduler.usage.settings import providers_from_config
+        from descheduler.usage.source import build_source
+
+        if dry_run is not None and dry_run != effective.dry_run:
+            effective = effective.with_dry_run(dry_run)
+        self.effective = effective
+        config = effective.config
+        mc = effective.migration
+        self.metrics = Metrics()
+        self.metrics.dry_run.set(1 if effective.dry_run else 0)
+        self.api = connect(kubeconfig, config.client_connection.qps, config.client_connection.burst)
+        self.cache = ClusterCache(self.api, node_selector=selector_string(config.node_selector))
+        self.usage = build_source(providers_from_config(config), metrics_api=MetricsServerApi(self.api))
+        self.events = EventRecorder(self.api)
+        self.evictor = Evictor(
+            self.api,
+            policy=mc.eviction_policy,
+            delete_options=mc.default_delete_options,
+            evict_qps=mc.evict_qps,
+            evict_burst=mc.evict_burst,
+            dry_run=effective.dry_run,
+            events=self.events,
+        )
+        self.elector: Any = None
+        self._leading = threading.Event()
+        le = config.leader_election
+        if le.leader_elect:
+            from descheduler.kube.leader import LeaderElector
+
+            identity = f"{socket.gethostname()}_{os.getpid()}"
+            self.elector = LeaderElector(
+                self.api,
+                namespace=le.resource_namespace,
+                name=le.resource_name,
+                identity=identity,
+                lease_duration=le.lease_duration,
+                renew_deadline=le.renew_deadline,
+                retry_period=le.retry_period,
+                on_started_leading=self._started_leading,
+                on_stopped_leading=self._stopped_leading,
+            )
+        else:
+            self._leading.set()
+        self.runner = CycleRunner(
+            config=effective,
+            cluster=self.cache,
+            usage=self.usage,
+            evictor=self.evictor,
+            is_leader=self._leading.is_set,
+            on_record=self._observe,
+        )
+        self.stop_requested = threading.Event()
+        self.endpoints = Endpoints(
+            healthz_address=config.healthz_bind_address,
+            metrics_address=config.metrics_bind_address,
+            liveness=self._liveness,
+            readiness=self._readiness,
+            registry=self.metrics.registry,
+        )
+
+    # -- leadership -------------------------------------------------------------------------
+    def _started_leading(self) -> None:
+        log.info("leader_elected")
+        self._leading.set()
+        self.metrics.leader.set(1)
+
+    def _stopped_leading(self) -> None:
+        log.warning("leadership_lost")
+        self._leading.clear()
+        self.metrics.leader.set(0)
+
+    # -- health -----------------------------------------------------------------------------
+    def _readiness(self) -> tuple[bool, str]:
+        if not self.cache.synced:
+            return False, "cache not synced"
+        return True, "ok"
+
+    def _liveness(self) -> tuple[bool, str]:
+        interval = self.effective.config.descheduling_interval
+        wedged_after = 3 * interval + 120
+        runner = self.runner
+        if runner.in_cycle and time.monotonic() - runner.last_started > wedged_after:
+            return False, f"cycle running for more than {wedged_after:.0f}s"
+        return True, "ok"
+
+    def _observe(self, record: CycleRecord) -> None:
+        from descheduler.service.audit import observe_record
+
+        observe_record(self.metrics, record, self.effective)
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start_edges(self) -> bool:
+        """Start the endpoints, cache and leader election; wait for the first sync."""
+        self.endpoints.start()
+        self.cache.start()
+        deadline = time.monotonic() + SYNC_TIMEOUT_SECONDS
+        while not self.stop_requested.is_set() and time.monotonic() < deadline:
+            if self.cache.wait_synced(1.0):
+                break
+        if not self.cache.synced:
+            return False
+        self.metrics.cache_synced.set(1)
+        if self.elector is not None:
+            self.elector.start()
+        return True
+
+    def cycle_if_leader(self) -> None:
+        self.metrics.cache_age.set(self.cache.last_update_age(time.time()))
+        if not self._leading.is_set():
+            log.debug("cycle_idle", reason="not leader")
+            return
+        try:
+            self.runner.run_cycle()
+        except Exception:  # a broken cycle must not kill the loop; the next one retries
+            self.metrics.cycles.labels(outcome="error").inc()
+            log.exception("cycle_failed")
+
+    def request_stop(self, *_: object) -> None:
+        log.info("shutdown_requested")
+        self.stop_requested.set()
+        self.runner.stopping.set()
+
+    def shutdown(self) -> None:
+        if self.elector is not None:
+            self.elector.stop(release=True)
+        self._leading.clear()
+        self.cache.stop()
+        self.endpoints.stop()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    effective = load_config(args.config)
+    configure_logging(args.log_format)
+    for notice in effective.notices:
+        log.info("config_notice", notice=notice)
+    service = Service(effective, kubeconfig=args.kubeconfig)
+    signal.signal(signal.SIGTERM, service.request_stop)
+    signal.signal(signal.SIGINT, service.request_stop)
+    log.info("starting", dry_run=effective.dry_run, interval=effective.config.descheduling_interval)
+    if not service.start_edges():
+        log.error("cache_sync_failed" if not service.stop_requested.is_set() else "stopped_before_sync")
+        service.shutdown()
+        return 0 if service.stop_requested.is_set() else 1
+    scheduler = BackgroundScheduler(daemon=True)
+    scheduler.add_job(
+        service.cycle_if_leader,
+        IntervalTrigger(seconds=effective.config.descheduling_interval),
+        id="cycle",
+        max_instances=1,
+        coalesce=True,
+        misfire_grace_time=None,
+        next_run_time=__import__("datetime").datetime.now().astimezone(),
+    )
+    scheduler.start()
+    service.stop_requested.wait()
+    scheduler.shutdown(wait=True)
+    service.shutdown()
+    log.info("stopped")
+    return 0
+
+
+def cmd_once(args: argparse.Namespace) -> int:
+    effective = load_config(args.config)
+    configure_logging(args.log_format)
+    service = Service(effective, kubeconfig=args.kubeconfig, dry_run=True if args.dry_run else None)
+    service.cache.start()
+    if not service.cache.wait_synced(SYNC_TIMEOUT_SECONDS):
+        print("error: the cluster cache did not sync in time", file=sys.stderr)
+        service.cache.stop()
+        return 1
+    record = service.runner.run_cycle()
+    service.cache.stop()
+    if record is None:
+        return 1
+    if args.output == "json":
+        print(json.dumps(record.to_dict(), indent=2, sort_keys=False))
+    else:
+        from descheduler.service.audit import render_record_text
+
+        print(render_record_text(record))
+    return 0
+
+
+def add_service_parsers(sub: Any) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", required=True, help="configuration file or ConfigMap manifest")
+    common.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="kubeconfig file (default: $KUBECONFIG, then the in-cluster service account)",
+    )
+    common.add_argument("--log-format", choices=("json", "console"), default="json", help="log format (default json)")
+
+    run = sub.add_parser(
+        "run",
+        parents=[common],
+        help="run the descheduler as a service, a cycle every deschedulingInterval",
+        description="Run continuously: watch the cluster, read usage, and every deschedulingInterval cure "
+        "hotspots. Serves /healthz, /readyz and /metrics. SIGTERM stops it cleanly.",
+        epilog="example: descheduler run --config /etc/descheduler/config.yaml",
+    )
+    run.set_defaults(func=cmd_run)
+
+    once = sub.add_parser(
+        "once",
+        parents=[common],
+        help="run a single cycle and exit (CronJob use, or a one-off dry-run audit)",
+        description="Run one cycle against the live cluster and print its record. With --dry-run nothing is "
+        "evicted; each would-be eviction is checked with a server-side dry-run eviction.",
+        epilog="example: descheduler once --config config.yaml --dry-run --output text",
+    )
+    once.add_argument("--dry-run", action="store_true", help="evict nothing, audit only")
+    once.add_argument("--output", choices=("json", "text"), default="text", help="record format (default text)")
+    once.set_defaults(func=cmd_once)

@@ -1,0 +1,228 @@
+"""One descheduling cycle: snapshot -> usage -> plan -> evict -> commit, with an audit record.
+
+This is the thin shell around the pure planner. Every external dependency is a small protocol so the
+same code runs against the live cluster, the test API server, and fakes in unit tests. Safety rules
+enforced here (not in the planner, because they are about the outside world):
+- no eviction unless this replica is leader at the moment of the call;
+- no eviction after shutdown was requested or the cycle's time budget is spent;
+- a failed eviction never counts as a migration (the planner's ``commit`` gets only real evictions).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+
+from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSnapshot
+from descheduler.config.load import EffectiveConfig
+from descheduler.planner import Plan, PlannerState, commit, plan
+
+log = structlog.get_logger("descheduler.cycle")
+
+
+class SnapshotSource(Protocol):
+    def snapshot(self) -> ClusterSnapshot: ...
+
+
+class UsageSource(Protocol):
+    def fetch(self, nodes: Sequence[Node], pods: Sequence[Pod]) -> UsageSnapshot: ...
+
+
+class Outcome(Protocol):
+    @property
+    def result(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+
+
+class Evictor(Protocol):
+    def evict(self, pod: Pod, node: str, reason: str, deadline: float) -> Outcome: ...
+
+
+@dataclass(frozen=True)
+class EvictionRecord:
+    pod: str
+    node: str
+    destination: str
+    reason: str
+    result: str
+    message: str
+
+
+@dataclass(frozen=True)
+class CycleRecord:
+    """What one cycle saw and did: the audit record of dry-run, and the summary of live runs."""
+
+    cycle: int
+    started: float
+    duration: float
+    dry_run: bool
+    plan: Plan
+    evictions: tuple[EvictionRecord, ...]
+    aborted: str = ""
+    usage_errors: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        body = self.plan.to_dict()
+        body.update(
+            {
+                "cycle": self.cycle,
+                "started": self.started,
+                "durationSeconds": round(self.duration, 6),
+                "dryRun": self.dry_run,
+                "evictions": [
+                    {
+                        "pod": e.pod,
+                        "node": e.node,
+                        "destination": e.destination,
+                        "reason": e.reason,
+                        "result": e.result,
+                        "message": e.message,
+                    }
+                    for e in self.evictions
+                ],
+            }
+        )
+        if self.aborted:
+            body["aborted"] = self.aborted
+        return body
+
+
+EVICTED_RESULTS = frozenset({"evicted"})
+
+
+class CycleRunner:
+    """Runs cycles one at a time and carries the planner state between them."""
+
+    def __init__(
+        self,
+        *,
+        config: EffectiveConfig,
+        cluster: SnapshotSource,
+        usage: UsageSource,
+        evictor: Evictor,
+        is_leader: Callable[[], bool] = lambda: True,
+        wall_clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        budget_seconds: float | None = None,
+        on_record: Callable[[CycleRecord], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.cluster = cluster
+        self.usage = usage
+        self.evictor = evictor
+        self.is_leader = is_leader
+        self.wall_clock = wall_clock
+        self.monotonic = monotonic
+        self.budget = budget_seconds if budget_seconds is not None else config.config.descheduling_interval
+        self.on_record = on_record
+        self.state = PlannerState()
+        self.cycles = 0
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self.last_started = 0.0
+        self.last_finished = 0.0
+        self.in_cycle = False
+
+    def run_cycle(self) -> CycleRecord | None:
+        """Run one cycle; returns None if another is still running (cycles never overlap)."""
+        if not self._lock.acquire(blocking=False):
+            log.warning("cycle_skipped", reason="previous cycle still running")
+            return None
+        try:
+            self.in_cycle = True
+            self.last_started = self.monotonic()
+            return self._run()
+        finally:
+            self.in_cycle = False
+            self.last_finished = self.monotonic()
+            self._lock.release()
+
+    def _run(self) -> CycleRecord:
+        self.cycles += 1
+        cycle_id = self.cycles
+        started_mono = self.monotonic()
+        deadline = started_mono + self.budget
+        now = self.wall_clock()
+        structlog.contextvars.bind_contextvars(cycle=cycle_id)
+        try:
+            snapshot = self.cluster.snapshot()
+            usage = self.usage.fetch(snapshot.nodes, snapshot.pods)
+            decided = plan(snapshot, usage, self.config, self.state, now)
+            records: list[EvictionRecord] = []
+            evicted: list[str] = []
+            aborted = ""
+            for planned in decided.evictions:
+                if self.stopping.is_set():
+                    aborted = "shutdown requested"
+                elif not self.is_leader():
+                    aborted = "lost leadership"
+                elif self.monotonic() >= deadline:
+                    aborted = "cycle time budget spent"
+                if aborted:
+                    records.append(self._record(planned, "not-attempted", aborted))
+                    continue
+                outcome = self.evictor.evict(planned.pod, planned.node, planned.reason, deadline)
+                records.append(self._record(planned, outcome.result, outcome.message))
+                if outcome.result in EVICTED_RESULTS:
+                    evicted.append(planned.pod.key)
+                log_method = log.info if outcome.result in ("evicted", "would-evict") else log.warning
+                log_method(
+                    "eviction",
+                    pod=planned.pod.key,
+                    node=planned.node,
+                    destination=planned.destination,
+                    reason=planned.reason,
+                    result=outcome.result,
+                    message=outcome.message,
+                )
+            self.state = commit(decided.state, decided, evicted, now)
+            record = CycleRecord(
+                cycle=cycle_id,
+                started=now,
+                duration=self.monotonic() - started_mono,
+                dry_run=self.config.dry_run,
+                plan=decided,
+                evictions=tuple(records),
+                aborted=aborted,
+                usage_errors=dict(usage.node_errors),
+            )
+            self._summarise(record)
+            if self.on_record is not None:
+                self.on_record(record)
+            return record
+        finally:
+            structlog.contextvars.unbind_contextvars("cycle")
+
+    @staticmethod
+    def _record(planned: Any, result: str, message: str) -> EvictionRecord:
+        return EvictionRecord(
+            pod=planned.pod.key,
+            node=planned.node,
+            destination=planned.destination,
+            reason=planned.reason,
+            result=result,
+            message=message,
+        )
+
+    def _summarise(self, record: CycleRecord) -> None:
+        classes = Counter(str(r.node_class) for r in record.plan.node_reports)
+        skips = Counter(str(s.code) for s in record.plan.pod_skips)
+        results = Counter(e.result for e in record.evictions)
+        log.info(
+            "cycle_summary",
+            dry_run=record.dry_run,
+            nodes=dict(classes),
+            hotspots=classes.get("hotspot", 0),
+            evictions=dict(results),
+            skips=dict(skips),
+            usage_errors=len(record.usage_errors),
+            duration_seconds=round(record.duration, 3),
+            aborted=record.aborted or None,
+        )

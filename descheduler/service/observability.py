@@ -1,0 +1,137 @@
+"""Logs (structlog) and Prometheus metrics: what the descheduler did and why, for operators.
+
+Metric names follow the Kubernetes descheduler where one exists (``descheduler_pods_evicted_total``) so
+existing dashboards keep working; label values are bounded (reason codes, never free text).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from descheduler import __version__
+
+NODE_CLASSES = ("hotspot", "over", "normal", "low", "skipped")
+
+
+def configure_logging(fmt: str = "json", level: str = "info") -> None:
+    """JSON lines by default (machines read logs); ``console`` for people at a terminal."""
+    renderer: Any = (
+        structlog.processors.JSONRenderer(sort_keys=False)
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+class Metrics:
+    """All metrics of one process, on their own registry so tests can create several."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.pods_evicted = Counter(
+            "descheduler_pods_evicted",
+            "Pods evicted (or, in dry-run, that would be), by result, reason, node and namespace.",
+            ["result", "reason", "strategy", "profile", "node", "namespace"],
+            registry=r,
+        )
+        self.pods_skipped = Counter(
+            "descheduler_pods_skipped", "Candidate pods not moved, by reason code.", ["reason"], registry=r
+        )
+        self.cycle_duration = Histogram(
+            "descheduler_cycle_duration_seconds",
+            "Duration of one descheduling cycle.",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+            registry=r,
+        )
+        self.cycles = Counter("descheduler_cycles", "Cycles run, by outcome.", ["outcome"], registry=r)
+        self.node_usage = Gauge(
+            "descheduler_node_usage_ratio", "Measured node usage as a fraction of allocatable.",
+            ["node", "resource"], registry=r,
+        )
+        self.node_threshold = Gauge(
+            "descheduler_node_threshold_ratio", "Node thresholds as a fraction of allocatable.",
+            ["node", "resource", "level"], registry=r,
+        )
+        self.node_class = Gauge(
+            "descheduler_node_classification", "1 for the node's current class, 0 otherwise.",
+            ["node", "class"], registry=r,
+        )
+        self.node_anomaly = Gauge(
+            "descheduler_node_anomaly_count", "Consecutive cycles the node has been over its high threshold.",
+            ["node"], registry=r,
+        )
+        self.nodes_by_class = Gauge(
+            "descheduler_nodes", "Nodes by class in the last cycle.", ["class"], registry=r
+        )
+        self.cache_age = Gauge(
+            "descheduler_cache_age_seconds", "Seconds since the watch cache last heard from the API server.",
+            registry=r,
+        )
+        self.cache_synced = Gauge("descheduler_cache_synced", "1 once the watch cache has synced.", registry=r)
+        self.usage_age = Gauge(
+            "descheduler_usage_sample_age_seconds", "Age of the oldest usage sample used in the last cycle.",
+            registry=r,
+        )
+        self.usage_errors = Gauge(
+            "descheduler_usage_nodes_without_sample", "Nodes with no trustworthy usage sample in the last cycle.",
+            registry=r,
+        )
+        self.leader = Gauge("descheduler_leader", "1 while this replica holds the leader lease.", registry=r)
+        self.dry_run = Gauge("descheduler_dry_run", "1 when the descheduler runs in dry-run mode.", registry=r)
+        self.last_cycle = Gauge(
+            "descheduler_last_cycle_timestamp_seconds", "When the last cycle finished (unix time).", registry=r
+        )
+        self.build_info = Gauge(
+            "descheduler_build_info", "Build information.", ["version", "python"], registry=r
+        )
+        self.build_info.labels(version=__version__, python=sys.version.split()[0]).set(1)
+        self._known_nodes: set[str] = set()
+
+    def observe_nodes(self, node_reports: Iterable[Mapping[str, Any]]) -> None:
+        """Refresh per-node gauges from the plan's node reports; drop nodes that left the cluster."""
+        seen: set[str] = set()
+        counts = dict.fromkeys(NODE_CLASSES, 0)
+        for report in node_reports:
+            name = str(report["name"])
+            seen.add(name)
+            node_class = str(report.get("class", "skipped"))
+            counts[node_class] = counts.get(node_class, 0) + 1
+            for klass in NODE_CLASSES:
+                self.node_class.labels(node=name, **{"class": klass}).set(1 if klass == node_class else 0)
+            self.node_anomaly.labels(node=name).set(float(report.get("anomalyCount", 0)))
+            for resource, figures in (report.get("resources") or {}).items():
+                if figures.get("usagePercent") is not None:
+                    self.node_usage.labels(node=name, resource=resource).set(figures["usagePercent"] / 100)
+                for level in ("low", "high"):
+                    value = figures.get(f"{level}Percent")
+                    if value is not None:
+                        self.node_threshold.labels(node=name, resource=resource, level=level).set(value / 100)
+        for gone in self._known_nodes - seen:
+            self._remove_node(gone)
+        self._known_nodes = seen
+        for klass, count in counts.items():
+            self.nodes_by_class.labels(**{"class": klass}).set(count)
+
+    def _remove_node(self, name: str) -> None:
+        for gauge in (self.node_usage, self.node_threshold, self.node_class, self.node_anomaly):
+            for labels in list(gauge._metrics):  # prometheus_client keeps children keyed by label values
+                if labels and labels[0] == name:
+                    gauge.remove(*labels)
