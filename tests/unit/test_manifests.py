@@ -1,0 +1,493 @@
+"""The deployment manifests: rendered with the real ``kubectl kustomize``, validated against real Kubernetes
+schemas, and checked for the properties operators rely on (least-privilege RBAC, a locked-down pod, probes
+and Service on the configuration's ports, dry-run on first install).
+
+Everything is read from the rendered output, not from the source files, because that is what
+``kubectl apply -k manifests/`` sends to the cluster.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from descheduler.units import cpu_millis, memory_bytes
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFESTS = REPO / "manifests"
+NAMESPACE = "load-aware-descheduler"
+CONFIG_KEY = "config.yaml"
+
+# Oldest Kubernetes minor we promise to support; the newest schema kubernetes-validate ships is added too.
+OLDEST_SUPPORTED_KUBERNETES = "1.30.0"
+
+Obj = dict[str, Any]
+
+# Every object the base must render: (kind, name, namespaced).
+EXPECTED_OBJECTS: list[tuple[str, str, bool]] = [
+    ("Namespace", NAMESPACE, False),
+    ("PriorityClass", "load-aware-descheduler", False),
+    ("ServiceAccount", "load-aware-descheduler", True),
+    ("ClusterRole", "load-aware-descheduler", False),
+    ("ClusterRoleBinding", "load-aware-descheduler", False),
+    ("Role", "load-aware-descheduler-leader-election", True),
+    ("RoleBinding", "load-aware-descheduler-leader-election", True),
+    ("ConfigMap", "load-aware-descheduler-config", True),
+    ("Deployment", "load-aware-descheduler", True),
+    ("Service", "load-aware-descheduler-metrics", True),
+]
+
+# The cluster-wide requests the descheduler makes, and nothing else: (apiGroup, resource, verbs).
+EXPECTED_CLUSTER_RULES: list[tuple[str, str, tuple[str, ...]]] = [
+    ("", "nodes", ("get", "list", "watch")),
+    ("", "pods", ("get", "list", "watch")),
+    ("", "replicationcontrollers", ("get", "list", "watch")),
+    ("apps", "replicasets", ("get", "list", "watch")),
+    ("apps", "deployments", ("get", "list", "watch")),
+    ("apps", "statefulsets", ("get", "list", "watch")),
+    ("policy", "poddisruptionbudgets", ("get", "list", "watch")),
+    ("", "pods/eviction", ("create",)),
+    ("events.k8s.io", "events", ("create", "patch")),
+    ("", "events", ("create", "patch")),
+    ("metrics.k8s.io", "nodes", ("get", "list")),
+    ("metrics.k8s.io", "pods", ("get", "list")),
+    # evictionPolicy: Delete only; must stay in a rule of its own so it can be removed on its own.
+    ("", "pods", ("delete",)),
+]
+
+# Leader election in the descheduler's namespace: (apiGroup, resource, verbs, resourceNames).
+# "<lease>" stands for the Lease named in the shipped configuration.
+EXPECTED_LEADER_ELECTION_RULES: list[tuple[str, str, tuple[str, ...], tuple[str, ...]]] = [
+    ("coordination.k8s.io", "leases", ("create",), ()),
+    ("coordination.k8s.io", "leases", ("get", "update"), ("<lease>",)),
+]
+
+# Effective container security settings (container value, else the pod's): (field path, expected value).
+SECURITY_EXPECTATIONS: list[tuple[str, object]] = [
+    ("runAsNonRoot", True),
+    ("allowPrivilegeEscalation", False),
+    ("readOnlyRootFilesystem", True),
+    ("privileged", False),
+    ("capabilities.drop", ["ALL"]),
+    ("capabilities.add", None),
+    ("seccompProfile.type", "RuntimeDefault"),
+]
+
+# Pod-level settings that would undo the container lockdown: (field, forbidden-or-required value check).
+POD_EXPECTATIONS: list[tuple[str, Callable[[object], bool], str]] = [
+    ("hostNetwork", lambda v: v in (None, False), "must not share the host network"),
+    ("hostPID", lambda v: v in (None, False), "must not share the host PID namespace"),
+    ("hostIPC", lambda v: v in (None, False), "must not share the host IPC namespace"),
+    (
+        "securityContext.runAsUser",
+        lambda v: isinstance(v, int) and v > 0,
+        "must run as a numeric non-root UID",
+    ),
+    ("securityContext.runAsNonRoot", lambda v: v is True, "must require a non-root user"),
+    (
+        "securityContext.seccompProfile.type",
+        lambda v: v == "RuntimeDefault",
+        "must use seccomp RuntimeDefault",
+    ),
+]
+
+
+def _dig(obj: object, dotted: str) -> object:
+    """Follow a dotted path through nested dicts; None when any step is missing."""
+    for key in dotted.split("."):
+        if not isinstance(obj, dict) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj
+
+
+def _kubernetes_validate() -> ModuleType:
+    try:
+        import kubernetes_validate  # type: ignore[import-untyped,unused-ignore]
+    except ImportError:
+        pytest.fail(
+            "the kubernetes-validate package is missing; install the dev extra: pip install -e '.[dev]'",
+            pytrace=False,
+        )
+    module: ModuleType = kubernetes_validate
+    return module
+
+
+def _render() -> tuple[list[Obj], str]:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.fail(
+            "kubectl is not on PATH; it is needed to render manifests/ with `kubectl kustomize` "
+            "(install it, e.g. from https://kubernetes.io/docs/tasks/tools/)",
+            pytrace=False,
+        )
+    proc = subprocess.run(
+        [kubectl, "kustomize", str(MANIFESTS)], capture_output=True, text=True, timeout=60, check=False
+    )
+    if proc.returncode != 0:
+        pytest.fail(
+            f"`kubectl kustomize manifests/` failed (exit {proc.returncode}):\n{proc.stderr}", pytrace=False
+        )
+    docs = [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
+    return docs, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def rendering() -> tuple[list[Obj], str]:
+    return _render()
+
+
+@pytest.fixture(scope="module")
+def rendered(rendering: tuple[list[Obj], str]) -> list[Obj]:
+    return rendering[0]
+
+
+def _one(objs: list[Obj], kind: str, name: str | None = None) -> Obj:
+    found = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    assert len(found) == 1, (
+        f"expected exactly one {kind} {name or ''} in the rendered manifests, found {len(found)}"
+    )
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def deployment(rendered: list[Obj]) -> Obj:
+    return _one(rendered, "Deployment")
+
+
+@pytest.fixture(scope="module")
+def pod_spec(deployment: Obj) -> Obj:
+    spec: Obj = deployment["spec"]["template"]["spec"]
+    return spec
+
+
+@pytest.fixture(scope="module")
+def container(pod_spec: Obj) -> Obj:
+    containers = pod_spec["containers"]
+    assert len(containers) == 1, f"expected one container in the Deployment, found {len(containers)}"
+    first: Obj = containers[0]
+    return first
+
+
+@pytest.fixture(scope="module")
+def config(rendered: list[Obj], container: Obj, pod_spec: Obj) -> Obj:
+    """The configuration the pod actually reads: follow --config through the volume mount to the ConfigMap."""
+    args = container.get("args", [])
+    assert "--config" in args, f"the container must be started with --config, args are {args}"
+    config_path = Path(args[args.index("--config") + 1])
+    mounts = {m["mountPath"]: m for m in container.get("volumeMounts", [])}
+    mount = mounts.get(str(config_path.parent))
+    assert mount is not None, (
+        f"no volume is mounted at {config_path.parent}, where --config {config_path} lives"
+    )
+    volume = next(v for v in pod_spec["volumes"] if v["name"] == mount["name"])
+    assert "configMap" in volume, f"volume {volume['name']} holding the config must come from a ConfigMap"
+    items = {item["path"]: item["key"] for item in volume["configMap"].get("items", [])}
+    assert not items or config_path.name in items, (
+        f"the ConfigMap volume projects {items}, not {config_path.name}"
+    )
+    key = items.get(config_path.name, config_path.name)
+    configmap = _one(rendered, "ConfigMap", volume["configMap"]["name"])
+    assert key in configmap.get("data", {}), f"ConfigMap {configmap['metadata']['name']} has no key {key}"
+    loaded = yaml.safe_load(configmap["data"][key])
+    assert isinstance(loaded, dict), "the shipped configuration must be a YAML mapping"
+    return loaded
+
+
+def _port_of(bind_address: str) -> int:
+    return int(bind_address.rsplit(":", 1)[1])
+
+
+def _container_port(container: Obj, port: int | str) -> int:
+    """Resolve a probe/Service port (number or container port name) to a number."""
+    if isinstance(port, int):
+        return port
+    by_name = {p["name"]: p["containerPort"] for p in container.get("ports", []) if "name" in p}
+    assert port in by_name, f"port name {port!r} is not a container port ({sorted(by_name)})"
+    number: int = by_name[port]
+    return number
+
+
+# --- rendering and schemas -------------------------------------------------------------------------------
+
+
+def test_kustomize_renders_exactly_the_expected_objects_in_the_right_namespace(rendered: list[Obj]) -> None:
+    got = sorted((o["kind"], o["metadata"]["name"]) for o in rendered)
+    assert got == sorted((kind, name) for kind, name, _ in EXPECTED_OBJECTS)
+    for kind, name, namespaced in EXPECTED_OBJECTS:
+        ns = _one(rendered, kind, name)["metadata"].get("namespace")
+        assert ns == (NAMESPACE if namespaced else None), f"{kind}/{name} has namespace {ns!r}"
+
+
+def test_kustomize_renders_without_warnings(rendering: tuple[list[Obj], str]) -> None:
+    """Deprecated kustomization fields print warnings today and break with a future kustomize."""
+    warnings = [line for line in rendering[1].splitlines() if re.search(r"warn|deprecat", line, re.I)]
+    assert warnings == []
+
+
+def _schema_versions() -> list[str]:
+    try:
+        import kubernetes_validate.utils as kv_utils  # type: ignore[import-untyped,unused-ignore]
+    except ImportError:
+        return [OLDEST_SUPPORTED_KUBERNETES]  # the test itself then fails with the install hint
+    return [OLDEST_SUPPORTED_KUBERNETES, str(kv_utils.latest_version())]
+
+
+@pytest.mark.parametrize("version", _schema_versions())
+@pytest.mark.parametrize(("kind", "name"), [(kind, name) for kind, name, _ in EXPECTED_OBJECTS])
+def test_every_rendered_object_validates_strictly_against_the_kubernetes_schema(
+    rendered: list[Obj], kind: str, name: str, version: str
+) -> None:
+    kv = _kubernetes_validate()
+    obj = _one(rendered, kind, name)
+    try:
+        kv.validate(obj, version, strict=True)
+    except kv.ValidationError as exc:
+        path = ".".join(str(p) for p in exc.path)
+        pytest.fail(
+            f"{kind}/{name} is invalid for Kubernetes {exc.version} at {path}: {exc.message}", pytrace=False
+        )
+    except kv.SchemaNotFoundError as exc:
+        pytest.fail(f"{kind}/{name}: {exc.message}", pytrace=False)
+
+
+MUTATIONS: list[tuple[str, Callable[[Obj], None]]] = [
+    (
+        "a misspelled securityContext field",
+        lambda d: d["spec"]["template"]["spec"]["containers"][0]["securityContext"].update(
+            readOnlyRootFilesytem=True
+        ),
+    ),
+    (
+        "a misspelled probe field",
+        lambda d: d["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"].update(
+            paht="/healthz"
+        ),
+    ),
+    ("replicas written as a string", lambda d: d["spec"].update(replicas="one")),
+]
+
+
+@pytest.mark.parametrize(("what", "mutate"), MUTATIONS, ids=[m[0] for m in MUTATIONS])
+def test_strict_schema_validation_rejects_a_deployment_with(
+    deployment: Obj, what: str, mutate: Callable[[Obj], None]
+) -> None:
+    """Proves the schema check above has teeth: strict mode must refuse what the API server would drop."""
+    kv = _kubernetes_validate()
+    broken = copy.deepcopy(deployment)
+    mutate(broken)
+    with pytest.raises(kv.ValidationError):
+        kv.validate(broken, OLDEST_SUPPORTED_KUBERNETES, strict=True)
+
+
+# --- the pod ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "expected"), SECURITY_EXPECTATIONS, ids=[f for f, _ in SECURITY_EXPECTATIONS]
+)
+def test_container_security_context_is_locked_down(
+    pod_spec: Obj, container: Obj, field: str, expected: object
+) -> None:
+    value = _dig(container.get("securityContext", {}), field)
+    if value is None and field in ("runAsNonRoot", "seccompProfile.type"):
+        value = _dig(pod_spec.get("securityContext", {}), field)  # these two are inherited from the pod
+    assert value == expected, f"securityContext.{field} is {value!r}, expected {expected!r}"
+
+
+@pytest.mark.parametrize(("field", "check", "why"), POD_EXPECTATIONS, ids=[f for f, _, _ in POD_EXPECTATIONS])
+def test_pod_level_settings_do_not_undo_the_lockdown(
+    pod_spec: Obj, field: str, check: Callable[[object], bool], why: str
+) -> None:
+    value = _dig(pod_spec, field)
+    assert check(value), f"pod spec {field} = {value!r}: the descheduler pod {why}"
+
+
+def test_pod_mounts_no_host_paths_and_writes_only_to_an_empty_dir(pod_spec: Obj, container: Obj) -> None:
+    kinds = {v["name"]: set(v) - {"name"} for v in pod_spec.get("volumes", [])}
+    assert all("hostPath" not in k for k in kinds.values()), kinds
+    writable = [m["name"] for m in container.get("volumeMounts", []) if not m.get("readOnly", False)]
+    assert all(kinds[name] == {"emptyDir"} for name in writable), f"writable mounts {writable}: {kinds}"
+
+
+def test_deployment_runs_one_replica_with_leader_election(deployment: Obj, config: Obj) -> None:
+    assert deployment["spec"]["replicas"] == 1
+    assert config["leaderElection"]["leaderElect"] is True
+
+
+def test_deployment_uses_a_tagged_image(container: Obj) -> None:
+    image: str = container["image"]
+    name, _, tag = image.rpartition(":")
+    assert name and "/" not in tag and tag not in ("", "latest"), (
+        f"image {image!r} must carry an explicit version tag"
+    )
+
+
+@pytest.mark.parametrize("resource", ["cpu", "memory"])
+def test_container_has_requests_not_above_limits(container: Obj, resource: str) -> None:
+    parse = cpu_millis if resource == "cpu" else memory_bytes
+    requests = container["resources"].get("requests", {})
+    limits = container["resources"].get("limits", {})
+    assert resource in requests and resource in limits, f"{resource} needs both a request and a limit"
+    assert 0 < parse(requests[resource]) <= parse(limits[resource])
+
+
+def test_grace_period_leaves_time_for_an_in_flight_eviction(pod_spec: Obj) -> None:
+    """The eviction call in flight at SIGTERM may take up to the client's request timeout (30s)."""
+    assert pod_spec.get("terminationGracePeriodSeconds", 30) >= 45
+
+
+def test_pod_uses_the_priority_class_shipped_with_the_manifests(rendered: list[Obj], pod_spec: Obj) -> None:
+    assert pod_spec.get("priorityClassName"), "the descheduler pod needs a priorityClassName"
+    priority_class = _one(rendered, "PriorityClass", pod_spec["priorityClassName"])
+    assert 0 < priority_class["value"] < 1_000_000_000, (
+        "must sit above workloads and below the system classes"
+    )
+    assert priority_class.get("globalDefault", False) is False
+
+
+def test_pod_runs_as_the_service_account_the_roles_are_bound_to(rendered: list[Obj], pod_spec: Obj) -> None:
+    account = _one(rendered, "ServiceAccount", pod_spec["serviceAccountName"])
+    expected_subject = {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": NAMESPACE}
+    for binding_kind, role_kind in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
+        binding = _one(rendered, binding_kind)
+        assert binding["subjects"] == [expected_subject], f"{binding_kind} subjects {binding['subjects']}"
+        assert binding["roleRef"]["kind"] == role_kind
+        _one(rendered, role_kind, binding["roleRef"]["name"])
+
+
+# --- configuration, probes and Service ------------------------------------------------------------------
+
+
+def test_shipped_configuration_only_audits_on_a_first_install(config: Obj) -> None:
+    assert config["apiVersion"] == "descheduler/v1alpha2"
+    assert config["kind"] == "DeschedulerConfiguration"
+    assert config["dryRun"] is True
+
+
+def test_configmap_holds_the_configuration_under_a_single_key(rendered: list[Obj]) -> None:
+    configmap = _one(rendered, "ConfigMap")
+    assert list(configmap["data"]) == [CONFIG_KEY]
+    assert "# " in configmap["data"][CONFIG_KEY], "the default configuration should explain its fields"
+
+
+def test_config_changes_apply_by_restart_not_by_a_checksum_annotation(deployment: Obj) -> None:
+    annotations = deployment["spec"]["template"]["metadata"].get("annotations", {})
+    assert not [k for k in annotations if "checksum" in k or "config-hash" in k], annotations
+
+
+PROBES: list[tuple[str, str, str]] = [
+    ("livenessProbe", "/healthz", "healthzBindAddress"),
+    ("readinessProbe", "/readyz", "healthzBindAddress"),
+    ("startupProbe", "/healthz", "healthzBindAddress"),
+]
+
+
+@pytest.mark.parametrize(("probe", "path", "address_field"), PROBES, ids=[p[0] for p in PROBES])
+def test_probe_targets_the_health_endpoint_of_the_configuration(
+    container: Obj, config: Obj, probe: str, path: str, address_field: str
+) -> None:
+    http = container[probe]["httpGet"]
+    assert http["path"] == path
+    assert _container_port(container, http["port"]) == _port_of(config[address_field])
+
+
+def test_service_exposes_the_metrics_port_of_the_configuration(
+    rendered: list[Obj], deployment: Obj, container: Obj, config: Obj
+) -> None:
+    service = _one(rendered, "Service")
+    template_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    selector = service["spec"]["selector"]
+    assert selector.items() <= template_labels.items(), (
+        f"selector {selector} does not match pods {template_labels}"
+    )
+    assert selector == deployment["spec"]["selector"]["matchLabels"]
+    ports = {p["name"]: p for p in service["spec"]["ports"]}
+    assert "metrics" in ports
+    assert _container_port(container, ports["metrics"]["targetPort"]) == _port_of(
+        config["metricsBindAddress"]
+    )
+
+
+def test_leader_election_lease_lives_where_the_role_grants_access(rendered: list[Obj], config: Obj) -> None:
+    election = config["leaderElection"]
+    role = _one(rendered, "Role")
+    assert election["resourceNamespace"] == role["metadata"]["namespace"] == NAMESPACE
+    named = {n for rule in role["rules"] for n in rule.get("resourceNames", [])}
+    assert election["resourceName"] in named
+
+
+def test_namespace_enforces_the_restricted_pod_security_profile(rendered: list[Obj]) -> None:
+    labels = _one(rendered, "Namespace", NAMESPACE)["metadata"]["labels"]
+    assert labels.get("pod-security.kubernetes.io/enforce") == "restricted"
+
+
+# --- RBAC ------------------------------------------------------------------------------------------------
+
+
+def _triples(rule: Obj) -> set[tuple[str, str, str]]:
+    return {
+        (g, r, v) for g in rule.get("apiGroups", []) for r in rule.get("resources", []) for v in rule["verbs"]
+    }
+
+
+def _expand(table: list[tuple[str, str, tuple[str, ...]]]) -> set[tuple[str, str, str]]:
+    return {(g, r, v) for g, r, verbs in table for v in verbs}
+
+
+def test_cluster_role_grants_exactly_the_requests_the_descheduler_makes(rendered: list[Obj]) -> None:
+    rules = _one(rendered, "ClusterRole")["rules"]
+    granted = set().union(*(_triples(rule) for rule in rules))
+    expected = _expand(EXPECTED_CLUSTER_RULES)
+    assert granted - expected == set(), f"more than needed: {sorted(granted - expected)}"
+    assert expected - granted == set(), f"missing: {sorted(expected - granted)}"
+
+
+def test_cluster_role_is_not_limited_by_names_or_extended_to_non_resource_urls(rendered: list[Obj]) -> None:
+    for rule in _one(rendered, "ClusterRole")["rules"]:
+        assert "resourceNames" not in rule and "nonResourceURLs" not in rule, rule
+
+
+def test_pod_deletion_sits_in_a_rule_of_its_own(rendered: list[Obj]) -> None:
+    """So operators on the default Eviction policy can drop the one PDB-bypassing permission cleanly."""
+    deleting = [r for r in _one(rendered, "ClusterRole")["rules"] if "delete" in r["verbs"]]
+    assert len(deleting) == 1
+    assert (deleting[0]["apiGroups"], deleting[0]["resources"], deleting[0]["verbs"]) == (
+        [""],
+        ["pods"],
+        ["delete"],
+    )
+
+
+def test_leader_election_role_grants_only_lease_access_to_the_configured_lease(
+    rendered: list[Obj], config: Obj
+) -> None:
+    lease = config["leaderElection"]["resourceName"]
+    granted = {
+        (g, r, v, tuple(rule.get("resourceNames", [])))
+        for rule in _one(rendered, "Role")["rules"]
+        for g, r, v in _triples(rule)
+    }
+    expected = {
+        (g, r, v, tuple(lease if n == "<lease>" else n for n in names))
+        for g, r, verbs, names in EXPECTED_LEADER_ELECTION_RULES
+        for v in verbs
+    }
+    assert granted == expected
+
+
+@pytest.mark.parametrize("kind", ["ClusterRole", "Role"])
+def test_rbac_rules_use_no_wildcards(rendered: list[Obj], kind: str) -> None:
+    for rule in _one(rendered, kind)["rules"]:
+        for field in ("apiGroups", "resources", "verbs", "resourceNames"):
+            values = rule.get(field, [])
+            assert not [v for v in values if "*" in v], f"{kind} rule {rule} has a wildcard in {field}"
