@@ -13,6 +13,7 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from descheduler.config.base import StrictModel
 from descheduler.config.types import Duration, FloatOrString, IntOrPercent, NonNegativeInt, Percent
+from descheduler.usage.settings import MetricsProviders
 
 LOW_NODE_LOAD = "LowNodeLoad"
 MIGRATION_CONTROLLER = "MigrationController"
@@ -351,7 +352,8 @@ class DeschedulerConfiguration(StrictModel):
     """Accepted for Koordinator compatibility; this product serves no profiling endpoints."""
     enable_contention_profiling: bool = Field(default=False, alias="enableContentionProfiling")
     """Accepted for Koordinator compatibility; ignored."""
-    metrics_providers: list[dict[str, Any]] = Field(default_factory=list, alias="metricsProviders")
+    metrics_providers: MetricsProviders = Field(default_factory=list, alias="metricsProviders")
+    """Ours, in the Kubernetes descheduler's shape: where usage comes from (empty: Prometheus defaults)."""
     profiles: list[Profile] = Field(default_factory=list)
 
     @field_validator("descheduling_interval")

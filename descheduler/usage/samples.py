@@ -1,0 +1,65 @@
+"""Checks every source applies before a measured amount becomes a :class:`UsageSample`.
+
+One place decides what "untrustworthy" means (NaN, infinite, negative, absurdly large, a sample time in
+the future), so Prometheus and metrics-server skip the same nodes for the same reasons, and the reason
+text reads the same in both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+from descheduler.cluster.types import ResourceList, UsageSample
+
+ABSURD_FACTOR = 4
+"""A node or pod measured above this multiple of its node's allocatable is a broken series, not load."""
+
+CLOCK_SKEW_S = 60.0
+"""How far in the future a sample time may lie before it is distrusted (it would never go stale)."""
+
+
+def _show(resource: str, amount: float) -> str:
+    return f"{amount:.0f}m" if resource == "cpu" else f"{amount:.0f} bytes"
+
+
+def amount_problem(resource: str, amount: float, allocatable: ResourceList) -> str | None:
+    """Why ``amount`` (millicores for cpu, bytes for memory) cannot be trusted, or None."""
+    if math.isnan(amount):
+        return f"NaN {resource}"
+    if math.isinf(amount):
+        return f"infinite {resource}"
+    if amount < 0:
+        return f"negative {resource} ({_show(resource, amount)})"
+    limit = allocatable.get(resource, 0)
+    if limit > 0 and amount > ABSURD_FACTOR * limit:
+        return (
+            f"absurd {resource}: {_show(resource, amount)} is more than {ABSURD_FACTOR}x "
+            f"allocatable {_show(resource, limit)}"
+        )
+    return None
+
+
+def time_problem(timestamp: float, now: float) -> str | None:
+    if not math.isfinite(timestamp) or timestamp <= 0:
+        return f"bad sample time {timestamp!r}"
+    if timestamp > now + CLOCK_SKEW_S:
+        return f"sample time is {timestamp - now:.0f}s in the future"
+    return None
+
+
+def build_sample(
+    amounts: Mapping[str, float], timestamp: float, *, allocatable: ResourceList, now: float
+) -> UsageSample | list[str]:
+    """A sample with integer amounts, or the list of reasons it cannot be trusted."""
+    problems = [p for r, a in amounts.items() if (p := amount_problem(r, a, allocatable)) is not None]
+    if (problem := time_problem(timestamp, now)) is not None:
+        problems.append(problem)
+    if problems:
+        return problems
+    return UsageSample(resources={r: round(a) for r, a in amounts.items()}, timestamp=timestamp)
+
+
+def join_reasons(reasons: Iterable[str]) -> str:
+    """One line per node: duplicates dropped (a down server fails every query the same way), order kept."""
+    return "; ".join(dict.fromkeys(reasons))

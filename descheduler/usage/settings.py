@@ -1,0 +1,219 @@
+"""Configuration of where usage comes from, shaped like the Kubernetes descheduler's ``metricsProviders``.
+
+The defaults fit kube-prometheus, the most common installation, so an empty ``metricsProviders`` works
+there unchanged. Everything a real installation may do differently (URL, auth, TLS, the label that names
+the node, the PromQL itself) can be set, because a wrong mapping silently yields "no sample" for every node.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, field_validator, model_validator
+
+from descheduler.config.base import StrictModel
+from descheduler.config.types import Duration
+
+DEFAULT_PROMETHEUS_URL = "http://prometheus-k8s.monitoring.svc:9090"
+"""The ``prometheus-k8s`` service that kube-prometheus creates in the ``monitoring`` namespace."""
+
+_BUSY_CPU = 'mode!~"idle|iowait|steal"'
+_WORKLOAD_CONTAINERS = 'container!="", container!="POD"'
+
+DEFAULT_QUERIES: dict[str, str] = {
+    "nodeCpu": "sum by (${nodeLabel}) (rate(node_cpu_seconds_total{" + _BUSY_CPU + "}[${window}]))",
+    "nodeMemory": (
+        "sum by (${nodeLabel}) (avg_over_time(node_memory_MemTotal_bytes[${window}]))"
+        " - sum by (${nodeLabel}) (avg_over_time(node_memory_MemAvailable_bytes[${window}]))"
+    ),
+    "nodeSampleTime": "max by (${nodeLabel}) (timestamp(node_memory_MemAvailable_bytes))",
+    "podCpu": (
+        "sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{"
+        + _WORKLOAD_CONTAINERS
+        + "}[${window}]))"
+    ),
+    "podMemory": (
+        "sum by (namespace, pod) (avg_over_time(container_memory_rss{"
+        + _WORKLOAD_CONTAINERS
+        + "}[${window}]))"
+    ),
+    "podSampleTime": "max by (namespace, pod) (timestamp(container_memory_rss{"
+    + _WORKLOAD_CONTAINERS
+    + "}))",
+}
+"""PromQL sent each cycle. ``${window}`` and ``${nodeLabel}`` are filled in from the settings.
+
+CPU is busy time (every mode but idle, iowait and steal: iowait is idle time, steal went to another
+guest) in cores; memory is ``MemTotal - MemAvailable``, which leaves reclaimable page cache out. Pod
+series skip the pod-level aggregate (``container=""``) and the pause container so nothing counts twice;
+pod memory is RSS, not ``container_memory_usage_bytes`` (which includes page cache).
+"""
+
+
+def _non_empty_query(value: str) -> str:
+    if not value.strip():
+        raise ValueError("a query must not be empty")
+    return value
+
+
+Query = Annotated[str, AfterValidator(_non_empty_query)]
+
+
+class PrometheusQueries(StrictModel):
+    """Per-resource PromQL overrides.
+
+    Node queries must return one series per node carrying the ``nodeLabel`` label; pod queries one series
+    per pod carrying ``namespace`` and ``pod``. CPU queries return cores, memory queries bytes, sample-time
+    queries the epoch seconds of the newest raw sample (used to tell stale data from fresh).
+    """
+
+    node_cpu: Query = Field(default=DEFAULT_QUERIES["nodeCpu"], alias="nodeCpu")
+    node_memory: Query = Field(default=DEFAULT_QUERIES["nodeMemory"], alias="nodeMemory")
+    node_sample_time: Query = Field(default=DEFAULT_QUERIES["nodeSampleTime"], alias="nodeSampleTime")
+    pod_cpu: Query = Field(default=DEFAULT_QUERIES["podCpu"], alias="podCpu")
+    pod_memory: Query = Field(default=DEFAULT_QUERIES["podMemory"], alias="podMemory")
+    pod_sample_time: Query = Field(default=DEFAULT_QUERIES["podSampleTime"], alias="podSampleTime")
+
+
+class Relabel(StrictModel):
+    """Rewrites the node label's value to a node name, as Prometheus' ``replace`` relabel action does.
+
+    ``regex`` is anchored at both ends; a value it does not match is used unchanged. ``replacement`` may
+    refer to groups as ``$1``, ``${1}`` or ``${name}``.
+    """
+
+    regex: str
+    replacement: str = "$1"
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as error:
+            raise ValueError(f"not a valid regular expression: {error}") from None
+        return value
+
+
+DEFAULT_NODE_RELABEL = Relabel(regex=r"(.*):[0-9]+", replacement="$1")
+"""Strips a ``:port`` from ``instance``; a node name can never contain a colon, so this is always safe."""
+
+
+class BearerToken(StrictModel):
+    """A token sent as ``Authorization: Bearer``; the file is re-read every cycle so rotation just works."""
+
+    bearer_token_file: str = Field(alias="bearerTokenFile")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_secret_reference(cls, data: Any) -> Any:
+        """The upstream descheduler reads the token from a Secret; say what to write instead."""
+        if isinstance(data, dict) and "secretReference" in data:
+            raise ValueError(
+                "secretReference is not supported: mount the Secret into the pod and set bearerTokenFile "
+                "to the mounted file"
+            )
+        return data
+
+
+class BasicAuth(StrictModel):
+    username: str
+    password_file: str = Field(alias="passwordFile")
+
+
+class TLSSettings(StrictModel):
+    ca_file: str | None = Field(default=None, alias="caFile")
+    cert_file: str | None = Field(default=None, alias="certFile")
+    key_file: str | None = Field(default=None, alias="keyFile")
+    insecure_skip_verify: bool = Field(default=False, alias="insecureSkipVerify")
+
+    @model_validator(mode="after")
+    def _cert_and_key_together(self) -> TLSSettings:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("certFile and keyFile must be set together (a client certificate needs its key)")
+        return self
+
+
+class PrometheusSettings(StrictModel):
+    url: str = DEFAULT_PROMETHEUS_URL
+    auth_token: BearerToken | None = Field(default=None, alias="authToken")
+    basic_auth: BasicAuth | None = Field(default=None, alias="basicAuth")
+    tls: TLSSettings = Field(default_factory=TLSSettings)
+    timeout: Duration = 10.0
+    """Per HTTP request (connect and read each); a cycle stops querying at the first transport failure."""
+    window: Duration = 300.0
+    """Usage is averaged over this window (Koordinator's NodeMetric default is 5m too)."""
+    node_label: str = Field(default="instance", alias="nodeLabel")
+    node_relabel: Relabel | None = Field(default=DEFAULT_NODE_RELABEL, alias="nodeRelabel")
+    queries: PrometheusQueries = Field(default_factory=PrometheusQueries)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
+        return value.rstrip("/")
+
+    @field_validator("timeout")
+    @classmethod
+    def _positive_timeout(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError("must be a positive duration such as 10s")
+        return value
+
+    @field_validator("window")
+    @classmethod
+    def _whole_seconds_window(cls, value: float) -> float:
+        if value < 1 or value != int(value):
+            raise ValueError("must be a whole number of seconds, at least 1s (for example 5m)")
+        return value
+
+    @field_validator("node_label")
+    @classmethod
+    def _label_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", value):
+            raise ValueError(f"not a Prometheus label name: {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_auth(self) -> PrometheusSettings:
+        if self.auth_token is not None and self.basic_auth is not None:
+            raise ValueError("set either authToken or basicAuth, not both")
+        return self
+
+
+class MetricsProvider(StrictModel):
+    """One entry of ``metricsProviders``: ``Prometheus`` or ``KubernetesMetrics`` (metrics-server)."""
+
+    source: Literal["Prometheus", "KubernetesMetrics"]
+    prometheus: PrometheusSettings | None = None
+    """Settings for ``source: Prometheus``; omitted means the kube-prometheus defaults."""
+
+    @model_validator(mode="after")
+    def _settings_match_source(self) -> MetricsProvider:
+        if self.source == "KubernetesMetrics" and self.prometheus is not None:
+            raise ValueError("prometheus settings are only valid with source: Prometheus")
+        return self
+
+    @property
+    def prometheus_settings(self) -> PrometheusSettings:
+        return self.prometheus if self.prometheus is not None else PrometheusSettings()
+
+
+def default_providers() -> list[MetricsProvider]:
+    """Prometheus at :data:`DEFAULT_PROMETHEUS_URL` with kube-prometheus queries."""
+    return [MetricsProvider(source="Prometheus", prometheus=PrometheusSettings())]
+
+
+def _at_most_one(providers: list[MetricsProvider]) -> list[MetricsProvider]:
+    if len(providers) > 1:
+        raise ValueError(
+            f"only one metrics provider can be used, got {len(providers)}: mixing sources would mix memory "
+            "measures (Prometheus excludes page cache, metrics-server does not)"
+        )
+    return providers
+
+
+MetricsProviders = Annotated[list[MetricsProvider], AfterValidator(_at_most_one)]
+"""The field type for ``metricsProviders``: empty means :func:`default_providers`."""

@@ -1,0 +1,46 @@
+"""The one interface the planner's usage input goes through, and the factory that picks a source."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from descheduler.cluster.types import Node, Pod, UsageSnapshot
+from descheduler.usage.metrics_server import MetricsApi, MetricsServerSource
+from descheduler.usage.prometheus import PrometheusSource
+from descheduler.usage.settings import MetricsProvider, default_providers
+
+__all__ = ["UsageSource", "build_source"]
+
+
+class UsageSource(Protocol):
+    """Measured usage for one cycle.
+
+    Never raises for data problems or an unavailable backend: nodes without trustworthy usage are listed
+    in ``UsageSnapshot.node_errors`` with the reason, so the planner skips them and carries on.
+    """
+
+    def fetch(self, nodes: Sequence[Node], pods: Sequence[Pod]) -> UsageSnapshot: ...
+
+
+def build_source(
+    providers: Sequence[MetricsProvider],
+    *,
+    metrics_api: MetricsApi | None = None,
+    clock: Callable[[], float] = time.time,
+) -> UsageSource:
+    """The source for the configured ``metricsProviders`` (empty means :func:`default_providers`).
+
+    Raises ``ValueError`` for a configuration that cannot work (more than one provider, or metrics-server
+    without an API client): that is a start-up error, not a cycle error.
+    """
+    chosen = list(providers) or default_providers()
+    if len(chosen) > 1:
+        raise ValueError(f"only one metrics provider can be used, got {len(chosen)}")
+    provider = chosen[0]
+    if provider.source == "KubernetesMetrics":
+        if metrics_api is None:
+            raise ValueError("metricsProviders source KubernetesMetrics needs a metrics.k8s.io API client")
+        return MetricsServerSource(metrics_api, clock=clock)
+    return PrometheusSource(provider.prometheus_settings, clock=clock)

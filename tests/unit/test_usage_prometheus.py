@@ -1,0 +1,90 @@
+"""Prometheus source pieces that need no server: node-name mapping, query templating, credentials."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from descheduler.cluster.types import Node
+from descheduler.usage.prometheus import QUERY_NAMES, PrometheusSource, relabel_function
+from descheduler.usage.settings import DEFAULT_NODE_RELABEL, PrometheusSettings, Relabel
+
+
+@pytest.mark.parametrize(
+    ("relabel", "value", "expected"),
+    [
+        (None, "node-a:9100", "node-a:9100"),
+        (DEFAULT_NODE_RELABEL, "node-a:9100", "node-a"),
+        (DEFAULT_NODE_RELABEL, "node-a", "node-a"),  # no match: unchanged
+        (DEFAULT_NODE_RELABEL, "10.0.0.7:9100", "10.0.0.7"),
+        (Relabel(regex="ip-([0-9-]+)", replacement="${1}.eu-west-1.compute.internal"), "ip-10-0-0-7",
+         "10-0-0-7.eu-west-1.compute.internal"),
+        (Relabel(regex="(?P<host>[^.]+)\\..*", replacement="$host"), "node-b.example.com", "node-b"),
+        (Relabel(regex="(.*)", replacement="$1x"), "node-c", ""),  # Go reads "$1x" as group "1x": empty
+        (Relabel(regex="(.*)", replacement="$$$1"), "node-d", "$node-d"),
+        (Relabel(regex="node", replacement="$1"), "node-e", "node-e"),  # anchored: "node" != "node-e"
+    ],
+)  # fmt: skip
+def test_the_node_label_value_is_relabelled_like_prometheus_replace(
+    relabel: Relabel | None, value: str, expected: str
+) -> None:
+    assert relabel_function(relabel)(value) == expected
+
+
+def test_queries_get_the_window_and_node_label_filled_in() -> None:
+    source = PrometheusSource(PrometheusSettings.model_validate({"window": "10m", "nodeLabel": "node"}))
+    assert tuple(source.queries) == QUERY_NAMES
+    assert "[600s]" in source.queries["nodeCpu"] and "[600s]" in source.queries["podMemory"]
+    assert source.queries["nodeMemory"].count("sum by (node)") == 2
+    assert all("${" not in query for query in source.queries.values())
+    source.close()
+
+
+def test_an_overridden_query_keeps_its_own_text_with_placeholders_filled() -> None:
+    custom = "avg by (${nodeLabel}) (my_cpu[${window}])"
+    source = PrometheusSource(PrometheusSettings.model_validate({"queries": {"nodeCpu": custom}}))
+    assert source.queries["nodeCpu"] == "avg by (instance) (my_cpu[300s])"
+    source.close()
+
+
+@pytest.mark.parametrize(
+    ("auth", "reason"),
+    [
+        ({"authToken": {"bearerTokenFile": "missing-token"}}, "cannot read bearer token file"),
+        ({"basicAuth": {"username": "u", "passwordFile": "empty"}}, "basic auth password file"),
+    ],
+)
+def test_an_unreadable_secret_skips_every_node_without_sending_a_query(
+    tmp_path: Path, auth: dict[str, dict[str, str]], reason: str
+) -> None:
+    (tmp_path / "empty").write_text("\n")
+    for value in auth.values():
+        for key, name in list(value.items()):
+            if key.endswith("File"):
+                value[key] = str(tmp_path / name)
+    nodes = [Node(name=n, labels={}, allocatable={"cpu": 1000}) for n in ("a", "b")]
+    source = PrometheusSource(PrometheusSettings.model_validate({"url": "http://127.0.0.1:9", **auth}))
+    snapshot = source.fetch(nodes, [])
+    source.close()
+    assert snapshot.nodes == {}
+    assert set(snapshot.node_errors) == {"a", "b"}
+    assert reason in snapshot.node_errors["a"]
+    assert source.queries_sent == 0
+
+
+@pytest.mark.parametrize(
+    ("tls", "reason"),
+    [
+        ({"caFile": "/nonexistent/ca.crt"},
+         "prometheus TLS files: Could not find a suitable TLS CA certificate bundle"),
+        ({"certFile": "/nonexistent/c.crt", "keyFile": "/nonexistent/c.key"},
+         "prometheus TLS files: Could not find the TLS certificate file"),
+    ],
+)  # fmt: skip
+def test_missing_tls_files_skip_every_node_after_one_attempt(tls: dict[str, str], reason: str) -> None:
+    source = PrometheusSource(PrometheusSettings.model_validate({"url": "https://127.0.0.1:9", "tls": tls}))
+    snapshot = source.fetch([Node(name="a", labels={}, allocatable={"cpu": 1000})], [])
+    source.close()
+    assert snapshot.node_errors["a"].startswith(reason)
+    assert source.queries_sent == 1
