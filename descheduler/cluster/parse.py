@@ -271,6 +271,7 @@ def parse_pod(obj: Obj) -> Pod:
         labels=_str_map(obj, meta.get("labels"), "metadata.labels"),
         annotations={k: v for k, v in annotations.items() if k in KEPT_POD_ANNOTATIONS},
         phase=str(status.get("phase") or "Pending"),
+        ready=_pod_ready(obj, status),
         terminating=meta.get("deletionTimestamp") is not None,
         created=_timestamp(obj, meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         priority=priority,
@@ -288,6 +289,14 @@ def parse_pod(obj: Obj) -> Pod:
         has_resource_claims=bool(spec.get("resourceClaims")),
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
     )
+
+
+def _pod_ready(obj: Obj, status: Mapping[str, Any]) -> bool:
+    """The Ready condition; objects written by hand without conditions count as ready when Running."""
+    for cond in _list(obj, status, "conditions", "status.conditions"):
+        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return status.get("phase") == "Running"
 
 
 def _derive_qos(obj: Obj, spec: Mapping[str, Any]) -> str:

@@ -90,6 +90,8 @@ class Pod:
     annotations: Mapping[str, str] = field(default_factory=dict)
     """Only the annotations the planner reads (see ``parse.KEPT_POD_ANNOTATIONS``)."""
     phase: str = "Running"
+    ready: bool = True
+    """The Ready condition (without conditions: phase Running); unready pods count as unavailable."""
     terminating: bool = False
     created: float = 0.0
     """creationTimestamp as seconds since the epoch (newest-first ordering)."""

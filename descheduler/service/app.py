@@ -58,7 +58,6 @@ class Service:
         from descheduler.kube.events import EventRecorder
         from descheduler.kube.evict import Evictor
         from descheduler.kube.metrics_api import MetricsServerApi
-        from descheduler.usage.settings import providers_from_config
         from descheduler.usage.source import build_source
 
         if dry_run is not None and dry_run != effective.dry_run:
@@ -70,7 +69,7 @@ class Service:
         self.metrics.dry_run.set(1 if effective.dry_run else 0)
         self.api = connect(kubeconfig, config.client_connection.qps, config.client_connection.burst)
         self.cache = ClusterCache(self.api, node_selector=selector_string(config.node_selector))
-        self.usage = build_source(providers_from_config(config), metrics_api=MetricsServerApi(self.api))
+        self.usage = build_source(config.metrics_providers, metrics_api=MetricsServerApi(self.api))
         self.events = EventRecorder(self.api)
         self.evictor = Evictor(
             self.api,

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from descheduler import __version__
+from descheduler.planner.model import NodeReport
 
 NODE_CLASSES = ("hotspot", "over", "normal", "low", "skipped")
 
@@ -105,30 +106,26 @@ class Metrics:
         self.build_info.labels(version=__version__, python=sys.version.split()[0]).set(1)
         self._known_nodes: set[str] = set()
 
-    def observe_nodes(self, node_reports: Iterable[Mapping[str, Any]]) -> None:
+    def observe_nodes(self, node_reports: Iterable[NodeReport]) -> None:
         """Refresh per-node gauges from the plan's node reports; drop nodes that left the cluster."""
         seen: set[str] = set()
         counts = dict.fromkeys(NODE_CLASSES, 0)
         for report in node_reports:
-            name = str(report["name"])
-            seen.add(name)
-            node_class = str(report.get("class", "skipped"))
-            counts[node_class] = counts.get(node_class, 0) + 1
+            seen.add(report.node)
+            counts[report.node_class] = counts.get(report.node_class, 0) + 1
             for klass in NODE_CLASSES:
-                self.node_class.labels(node=name, **{"class": klass}).set(1 if klass == node_class else 0)
-            self.node_anomaly.labels(node=name).set(float(report.get("anomalyCount", 0)))
-            for resource, figures in (report.get("resources") or {}).items():
-                if figures.get("usagePercent") is not None:
-                    self.node_usage.labels(node=name, resource=resource).set(figures["usagePercent"] / 100)
-                for level in ("low", "high"):
-                    value = figures.get(f"{level}Percent")
-                    if value is not None:
-                        self.node_threshold.labels(node=name, resource=resource, level=level).set(value / 100)
+                self.node_class.labels(report.node, klass).set(1 if klass == report.node_class else 0)
+            self.node_anomaly.labels(report.node).set(report.anomaly_count)
+            for res in report.resources:
+                if res.base > 0:
+                    self.node_usage.labels(report.node, res.resource).set(res.usage / res.base)
+                    self.node_threshold.labels(report.node, res.resource, "low").set(res.low_percent / 100)
+                    self.node_threshold.labels(report.node, res.resource, "high").set(res.high_percent / 100)
         for gone in self._known_nodes - seen:
             self._remove_node(gone)
         self._known_nodes = seen
         for klass, count in counts.items():
-            self.nodes_by_class.labels(**{"class": klass}).set(count)
+            self.nodes_by_class.labels(klass).set(count)
 
     def _remove_node(self, name: str) -> None:
         for gauge in (self.node_usage, self.node_threshold, self.node_class, self.node_anomaly):

@@ -1,0 +1,1 @@
+"""Benchmarks that print figures: cycle cost, control-plane load, balance quality (see README.md)."""

@@ -1,0 +1,336 @@
+"""What does a cycle cost? Planning time, initial cache sync time and peak memory at 500 and 5,000 nodes.
+
+Run from the repository root::
+
+    python -m benchmarks.cycle_cost                      # 500 and 5,000 nodes, 30 pods per node
+    python -m benchmarks.cycle_cost --sizes 20 --runs 2 --sync-runs 1   # a quick check
+
+For each size a child process serves the synthetic cluster (``benchmarks.apiserver``) so that the
+server's CPU and memory stay out of the figures. Then, each in a fresh process:
+
+- *floor*: the same LIST pages the cache asks for, fetched with the product's HTTP client and decoded with
+  ``json.loads`` only; the decoding CPU time is the floor the sync is compared with (target: within 2x).
+- *sync* (``--sync-runs`` times): ``ClusterCache`` start -> ``wait_synced`` (wall and process CPU time),
+  ``snapshot()``, then ``plan()`` ``--runs`` times on that snapshot with the synthetic usage (median),
+  and the process's peak RSS (``VmHWM``): that process held the cache, a snapshot and a plan.
+
+The planning configuration confirms hotspots at once (``consecutiveAbnormalities: 1``) so the measured
+cycle is one that acts on every hot node, the most expensive kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import json
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks import synth
+from benchmarks.common import median, proc_status_kib, summary_line, verdict
+
+PLAN_TARGET_S = 1.0
+RSS_TARGET_MIB = 600.0
+SYNC_FLOOR_TARGET = 2.0
+
+
+# -- child processes ------------------------------------------------------------------------------------
+
+
+def _child_floor(kubeconfig: str, page_size: int, repeats: int) -> dict[str, Any]:
+    """Fetch every page the cache would LIST; time fetch+decode (wall) and decode alone (CPU)."""
+    from descheduler.kube.cache import RESOURCES, TERMINAL_PHASE_SELECTOR
+    from descheduler.kube.connection import connect
+
+    api = connect(kubeconfig, qps=1000.0, burst=1000)
+    bodies: list[bytes] = []
+    started = time.perf_counter()
+    for spec in RESOURCES:
+        token: str | None = None
+        while True:
+            query: dict[str, Any] = {"limit": page_size, "continue": token}
+            if spec.name == "pods":
+                query["fieldSelector"] = TERMINAL_PHASE_SELECTOR
+            response = api.request_raw("GET", spec.path, query=query)
+            if response.status != 200:
+                raise RuntimeError(f"GET {spec.path}: HTTP {response.status}")
+            bodies.append(response.data)
+            token = (json.loads(response.data).get("metadata") or {}).get("continue") or None
+            if not token:
+                break
+    fetch_wall = time.perf_counter() - started
+    decode: list[float] = []
+    for _ in range(repeats):
+        cpu = time.process_time()
+        for body in bodies:
+            json.loads(body)
+        decode.append(time.process_time() - cpu)
+    return {
+        "bytes": sum(len(b) for b in bodies),
+        "pages": len(bodies),
+        "fetch_decode_wall": fetch_wall,
+        "decode_cpu": median(decode),
+    }
+
+
+def _child_sync(
+    kubeconfig: str, usage_file: str, page_size: int, plan_runs: int, profile: bool
+) -> dict[str, Any]:
+    """Sync a ClusterCache, snapshot it, plan on it; report times and peak RSS of this process."""
+    from descheduler.cluster.types import UsageSample, UsageSnapshot
+    from descheduler.kube.cache import ClusterCache
+    from descheduler.kube.connection import connect
+    from descheduler.planner import PlannerState, plan
+
+    baseline_kib = proc_status_kib("VmHWM")
+    api = connect(kubeconfig, qps=50.0, burst=100)  # the configuration's clientConnection defaults
+    cache = ClusterCache(api, page_size=page_size)
+    wall = time.perf_counter()
+    cpu = time.process_time()
+    cache.start()
+    if not cache.wait_synced(timeout=900):
+        raise RuntimeError("cache did not sync within 900 s")
+    sync_wall = time.perf_counter() - wall
+    sync_cpu = time.process_time() - cpu
+    errors = cache.object_errors
+    after_sync_kib = proc_status_kib("VmRSS")
+    started = time.perf_counter()
+    snapshot = cache.snapshot()
+    snapshot_s = time.perf_counter() - started
+
+    with open(usage_file, encoding="utf-8") as handle:
+        raw = json.load(handle)
+    now = synth.NOW
+    usage = UsageSnapshot(
+        nodes={k: UsageSample(v, now) for k, v in raw["nodes"].items()},
+        pods={k: UsageSample(v, now) for k, v in raw["pods"].items()},
+    )
+    del raw
+    config = synth.effective_config()
+    times: list[float] = []
+    result = None
+    plan_profile = cProfile.Profile() if profile else None
+    for i in range(plan_runs):
+        gc.collect()
+        started = time.perf_counter()
+        if plan_profile is not None and i == 0:
+            plan_profile.enable()
+        result = plan(snapshot, usage, config, PlannerState(), now)
+        if plan_profile is not None and i == 0:
+            plan_profile.disable()
+        times.append(time.perf_counter() - started)
+    peak_kib = proc_status_kib("VmHWM")
+    cache.stop()
+    assert result is not None
+    classes: dict[str, int] = {}
+    for report in result.node_reports:
+        classes[report.node_class] = classes.get(report.node_class, 0) + 1
+    out: dict[str, Any] = {
+        "nodes": len(snapshot.nodes),
+        "pods": len(snapshot.pods),
+        "workloads": len(snapshot.workloads),
+        "pdbs": len(snapshot.pdbs),
+        "object_errors": len(errors),
+        "sync_wall": sync_wall,
+        "sync_cpu": sync_cpu,
+        "snapshot_s": snapshot_s,
+        "plan_times": times,
+        "evictions": len(result.evictions),
+        "classes": classes,
+        "baseline_mib": baseline_kib / 1024,
+        "after_sync_rss_mib": after_sync_kib / 1024,
+        "peak_rss_mib": peak_kib / 1024,
+    }
+    if profile:
+        out["profile"] = {"sync": _profile_sync(api, page_size), "plan": _top(plan_profile)}  # type: ignore[arg-type]
+    return out
+
+
+def _profile_sync(api: Any, page_size: int) -> list[str]:
+    """Where sync CPU goes: every reflector's LIST run in this thread under cProfile.
+
+    cProfile sees only the thread it runs in and the cache lists from one thread per resource, so the
+    same ``_list`` the reflector threads run is called here, one resource after the other.
+    """
+    from descheduler.kube.cache import ClusterCache
+
+    cache = ClusterCache(api, page_size=page_size)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for reflector in cache._reflectors.values():
+        reflector._list()
+    profiler.disable()
+    return _top(profiler, 18)
+
+
+def _top(profiler: cProfile.Profile, count: int = 12) -> list[str]:
+    stats = pstats.Stats(profiler)
+    rows = []
+    for (filename, line, name), (_, calls, tottime, cumtime, _) in stats.stats.items():  # type: ignore[attr-defined]
+        rows.append((tottime, calls, cumtime, f"{Path(filename).name}:{line}({name})"))
+    rows.sort(reverse=True)
+    return [f"{tot:8.3f}s self {cum:8.3f}s cum {calls:>9} calls  {where}" for tot, calls, cum, where in rows[:count]]
+
+
+def _run_child(args: list[str]) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.cycle_cost", *args],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"child {args[:2]} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    line = proc.stdout.strip().splitlines()[-1]
+    result: dict[str, Any] = json.loads(line)
+    return result
+
+
+# -- the benchmark --------------------------------------------------------------------------------------
+
+
+def measure(spec: synth.SynthSpec, runs: int, sync_runs: int, page_size: int, profile: bool) -> dict[str, Any]:
+    from benchmarks.apiserver import ServerProcess
+
+    cluster = synth.generate(spec)
+    hot = len(cluster.hot_nodes)
+    with tempfile.TemporaryDirectory(prefix="cycle-cost-") as tmp:
+        usage_file = Path(tmp) / "usage.json"
+        usage_file.write_text(json.dumps({"nodes": cluster.node_usage(), "pods": cluster.pod_usage()}))
+        del cluster
+        gc.collect()
+        started = time.perf_counter()
+        with ServerProcess(spec, Path(tmp)) as server:
+            load_s = time.perf_counter() - started
+            kubeconfig = str(server.kubeconfig)
+            floor = _run_child(["--child", "floor", "--kubeconfig", kubeconfig, "--page-size", str(page_size)])
+            syncs = []
+            for i in range(sync_runs):
+                child = ["--child", "sync", "--kubeconfig", kubeconfig, "--usage-file", str(usage_file),
+                         "--page-size", str(page_size), "--runs", str(runs)]
+                if profile and i == 0:
+                    child.append("--profile")
+                syncs.append(_run_child(child))
+            objects = server.objects
+    plan_times = [t for s in syncs for t in s["plan_times"]]
+    return {
+        "nodes": spec.nodes,
+        "pods": syncs[0]["pods"],
+        "objects": objects,
+        "hot": hot,
+        "server_load_s": load_s,
+        "floor": floor,
+        "syncs": syncs,
+        "plan_median": median(plan_times),
+        "plan_min": min(plan_times),
+        "plan_max": max(plan_times),
+        "sync_wall": median([s["sync_wall"] for s in syncs]),
+        "sync_cpu": median([s["sync_cpu"] for s in syncs]),
+        "snapshot_s": median([s["snapshot_s"] for s in syncs]),
+        "peak_rss": max(s["peak_rss_mib"] for s in syncs),
+        "after_sync_rss": median([s["after_sync_rss_mib"] for s in syncs]),
+        "baseline_rss": median([s["baseline_mib"] for s in syncs]),
+    }
+
+
+def report(results: list[dict[str, Any]]) -> dict[str, str]:
+    figures: dict[str, str] = {}
+    for r in results:
+        floor = r["floor"]
+        first = r["syncs"][0]
+        n = r["nodes"]
+        print(f"\n== {n} nodes, {r['pods']} pods ({r['hot']} hot nodes), {r['objects']} objects served ==")
+        print(f"  snapshot: {first['workloads']} workloads, {first['pdbs']} PDBs, object errors {first['object_errors']}")
+        print(f"  plan: {first['evictions']} evictions planned, node classes {first['classes']}")
+        print(f"  planning time (median of {len(r['syncs']) * len(first['plan_times'])} runs): "
+              f"{r['plan_median']:.3f} s (min {r['plan_min']:.3f}, max {r['plan_max']:.3f})")
+        print(f"  cache.snapshot(): {r['snapshot_s']:.3f} s")
+        print(f"  LIST payload: {floor['bytes'] / 2**20:.1f} MiB in {floor['pages']} pages")
+        print(f"  initial sync (median of {len(r['syncs'])}): wall {r['sync_wall']:.2f} s, client CPU {r['sync_cpu']:.2f} s")
+        print(f"  floor: json.loads of the same pages {floor['decode_cpu']:.2f} s CPU; "
+              f"fetch + json.loads {floor['fetch_decode_wall']:.2f} s wall")
+        cpu_ratio = r["sync_cpu"] / floor["decode_cpu"] if floor["decode_cpu"] > 0 else float("inf")
+        wall_ratio = r["sync_wall"] / floor["fetch_decode_wall"] if floor["fetch_decode_wall"] > 0 else float("inf")
+        print(f"  sync / floor: {cpu_ratio:.2f}x CPU, {wall_ratio:.2f}x wall")
+        print(f"  RSS: {r['baseline_rss']:.0f} MiB after imports, {r['after_sync_rss']:.0f} MiB after sync, "
+              f"peak {r['peak_rss']:.0f} MiB (sync + snapshot + plan)")
+        print(f"  (server process: generating and loading the cluster took {r['server_load_s']:.1f} s)")
+        for name, rows in (first.get("profile") or {}).items():
+            print(f"  profile of {name} (top functions by own time):")
+            for row in rows:
+                print("    " + row)
+        figures[f"plan_{n}"] = f"{r['plan_median']:.3f}s"
+        figures[f"sync_{n}"] = f"{r['sync_wall']:.2f}s"
+        figures[f"sync_cpu_{n}"] = f"{r['sync_cpu']:.2f}s"
+        figures[f"floor_{n}"] = f"{floor['decode_cpu']:.2f}s"
+        figures[f"sync_vs_floor_{n}"] = f"{cpu_ratio:.2f}x"
+        figures[f"rss_{n}"] = f"{r['peak_rss']:.0f}MiB"
+    if len(results) >= 2:
+        a, b = results[0], results[-1]
+        scale = b["pods"] / a["pods"]
+        print(f"\n== growth {a['nodes']} -> {b['nodes']} nodes (pods x{scale:.1f}) ==")
+        growth = {
+            "plan": b["plan_median"] / a["plan_median"],
+            "sync_cpu": b["sync_cpu"] / a["sync_cpu"],
+            "rss_above_baseline": (b["peak_rss"] - b["baseline_rss"]) / max(1e-9, a["peak_rss"] - a["baseline_rss"]),
+        }
+        for name, factor in growth.items():
+            print(f"  {name}: x{factor:.1f} (linear would be x{scale:.1f})")
+            figures[f"growth_{name}"] = f"{factor:.1f}x"
+    big = results[-1]
+    cpu_ratio = big["sync_cpu"] / big["floor"]["decode_cpu"]
+    print(f"\n== targets at {big['nodes']} nodes / {big['pods']} pods ==")
+    print(f"  planning < {PLAN_TARGET_S:g} s: {big['plan_median']:.3f} s -> {verdict(big['plan_median'] < PLAN_TARGET_S)}")
+    print(f"  peak RSS < {RSS_TARGET_MIB:g} MiB: {big['peak_rss']:.0f} MiB -> {verdict(big['peak_rss'] < RSS_TARGET_MIB)}")
+    print(f"  sync within {SYNC_FLOOR_TARGET:g}x json.loads (CPU): {cpu_ratio:.2f}x -> "
+          f"{verdict(cpu_ratio <= SYNC_FLOOR_TARGET)}")
+    return figures
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Cost of a cycle: planning, initial sync, peak memory.")
+    parser.add_argument("--sizes", default="500,5000", help="comma-separated node counts (default 500,5000)")
+    parser.add_argument("--pods-per-node", type=int, default=30)
+    parser.add_argument("--hot-fraction", type=float, default=0.05)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=5, help="planning runs per sync process")
+    parser.add_argument("--sync-runs", type=int, default=3, help="fresh processes syncing the cache")
+    parser.add_argument("--page-size", type=int, default=500, help="LIST page size (the cache's default)")
+    parser.add_argument("--profile", action="store_true", help="print cProfile tops of sync and planning")
+    parser.add_argument("--child", choices=("floor", "sync"), help=argparse.SUPPRESS)
+    parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
+    parser.add_argument("--usage-file", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.child == "floor":
+        print(json.dumps(_child_floor(args.kubeconfig, args.page_size, repeats=3)))
+        return
+    if args.child == "sync":
+        print(json.dumps(_child_sync(args.kubeconfig, args.usage_file, args.page_size, args.runs, args.profile)))
+        return
+
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    print(f"cycle_cost: sizes {sizes}, {args.pods_per_node} pods/node, {args.hot_fraction:.0%} hot nodes, "
+          f"seed {args.seed}, {args.sync_runs} sync processes x {args.runs} planning runs")
+    results = []
+    for nodes in sizes:
+        spec = synth.SynthSpec(
+            nodes=nodes, pods_per_node=args.pods_per_node, hot_fraction=args.hot_fraction, seed=args.seed
+        )
+        started = time.perf_counter()
+        results.append(measure(spec, args.runs, args.sync_runs, args.page_size, args.profile))
+        print(f"[{nodes} nodes measured in {time.perf_counter() - started:.0f} s]", flush=True)
+    figures = report(results)
+    print()
+    print(summary_line(figures))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,321 @@
+"""The one HTTP client to the API server: auth and TLS from the official client, JSON decoding of our own.
+
+The official ``kubernetes`` package supplies the transport (its configured urllib3 pool: TLS, client
+certificates, proxies) and the credentials (bearer tokens with their refresh hooks). Bodies are decoded
+with ``json.loads`` and handed to our parsers: the client's model deserialization is many times slower
+on large lists and keeps every field. Every request passes one client-side token bucket (``qps``/``burst``).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import urllib3
+
+from descheduler import __version__
+from descheduler.kube.errors import (
+    ApiConnectionError,
+    ApiStatusError,
+    ApiTimeoutError,
+    ClientThrottledError,
+    DecodeError,
+)
+from descheduler.kube.ratelimit import TokenBucket
+
+DEFAULT_USER_AGENT = f"load-aware-descheduler/{__version__}"
+QueryValue = str | int | float | bool | None
+# Connection failures are retried (the request never reached the server); read failures and statuses
+# are not: a POST that timed out may have been applied, and the callers decide what a status means.
+_RETRIES = urllib3.Retry(total=2, connect=2, read=False, redirect=False, status=0, raise_on_status=False)
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    headers: Mapping[str, str]
+    data: bytes
+
+
+def path_segment(value: str) -> str:
+    """Quote one path segment (names are DNS labels in practice, but never trust input)."""
+    return quote(value, safe="")
+
+
+def _query_string(query: Mapping[str, QueryValue] | None) -> str:
+    if not query:
+        return ""
+    pairs = []
+    for key, value in query.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        pairs.append((key, str(value)))
+    return "?" + urlencode(pairs) if pairs else ""
+
+
+def _retry_after(headers: Mapping[str, str], body: Mapping[str, Any] | None) -> float | None:
+    header = headers.get("Retry-After")
+    if header:
+        with suppress(ValueError):
+            return max(0.0, float(header))
+    details = body.get("details") if body else None
+    if isinstance(details, Mapping):
+        seconds = details.get("retryAfterSeconds")
+        if isinstance(seconds, int | float) and seconds > 0:
+            return float(seconds)
+    return None
+
+
+def status_error(method: str, path: str, response: Response) -> ApiStatusError:
+    """Build the error for a non-2xx answer from its Status body, or from its text."""
+    body: Mapping[str, Any] | None = None
+    message = ""
+    reason = ""
+    try:
+        decoded = json.loads(response.data) if response.data else None
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, Mapping) and decoded.get("kind") == "Status":
+        body = decoded
+        message = str(decoded.get("message") or "")
+        reason = str(decoded.get("reason") or "")
+    if not message:
+        message = response.data.decode("utf-8", errors="replace").strip()[:500] or "(empty body)"
+    return ApiStatusError(
+        response.status,
+        message,
+        reason=reason,
+        body=body,
+        retry_after=_retry_after(response.headers, body),
+        method=method,
+        path=path,
+    )
+
+
+class WatchStream:
+    """An open WATCH response: iterate for decoded events; ``close()`` from any thread ends it."""
+
+    def __init__(self, response: Any, path: str) -> None:
+        self._response = response
+        self._path = path
+        self._closed = False
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        buffer = b""
+        try:
+            for chunk in self._chunks():
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield self._decode(line)
+            if buffer.strip() and not self._closed:
+                yield self._decode(buffer)
+        except urllib3.exceptions.TimeoutError as exc:
+            if not self._closed:
+                raise ApiTimeoutError(f"watch {self._path}: no data within the read timeout") from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if not self._closed:
+                raise ApiConnectionError(f"watch {self._path}: connection broken: {exc}") from exc
+
+    def _chunks(self) -> Iterator[bytes]:
+        response = self._response
+        if response.chunked and response.supports_chunked_reads():
+            yield from response.read_chunked(decode_content=True)
+            return
+        reader = getattr(response, "read1", None)
+        while not self._closed:
+            data = reader(65536) if reader is not None else response.read(65536)
+            if not data:
+                return
+            yield data
+
+    def _decode(self, line: bytes) -> dict[str, Any]:
+        try:
+            event = json.loads(line)
+        except ValueError as exc:
+            raise DecodeError(f"watch {self._path}: event is not JSON: {line[:200]!r}") from exc
+        if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
+            raise DecodeError(f"watch {self._path}: event has no object: {line[:200]!r}")
+        return event
+
+    def close(self) -> None:
+        """Interrupt a blocked reader (socket shutdown) and release the connection."""
+        self._closed = True
+        connection = getattr(self._response, "connection", None) or getattr(
+            self._response, "_connection", None
+        )
+        sock = getattr(connection, "sock", None)
+        if sock is not None:
+            with suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        with suppress(Exception):
+            self._response.close()
+        with suppress(Exception):
+            self._response.release_conn()
+
+
+class KubeApi:
+    """Thread-safe. Raises ``KubeError`` subclasses; returns decoded JSON."""
+
+    def __init__(
+        self,
+        configuration: Any,
+        *,
+        qps: float,
+        burst: int,
+        user_agent: str = DEFAULT_USER_AGENT,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        connect_timeout: float = 10.0,
+        default_timeout: float = 30.0,
+    ) -> None:
+        import kubernetes.client
+
+        # Watches hold one connection each for minutes; keep room for them plus ordinary requests.
+        configuration.connection_pool_maxsize = max(int(configuration.connection_pool_maxsize or 0), 32)
+        self.configuration = configuration
+        api_client: Any = kubernetes.client.ApiClient
+        self._client: Any = api_client(configuration)
+        self._pool: Any = self._client.rest_client.pool_manager
+        self.host = str(configuration.host).rstrip("/")
+        self.user_agent = user_agent
+        self.limiter = TokenBucket(qps, burst, clock=clock, sleep=sleep)
+        self._clock = clock
+        self._connect_timeout = connect_timeout
+        self._default_timeout = default_timeout
+
+    def close(self) -> None:
+        with suppress(Exception):
+            self._client.close()
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": self.user_agent}
+        if content_type:
+            headers["Content-Type"] = content_type
+        # auth_settings() runs the refresh hook (service-account token rotation, exec plugins).
+        for setting in self.configuration.auth_settings().values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[str(setting["key"])] = str(setting["value"])
+        return headers
+
+    def _timeout(self, timeout: float | None, deadline: float | None) -> float:
+        value = self._default_timeout if timeout is None else timeout
+        if deadline is not None:
+            value = min(value, deadline - self._clock())
+        if value <= 0:
+            raise ApiTimeoutError("no time left before the deadline")
+        return value
+
+    def request_raw(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, QueryValue] | None = None,
+        body: Any = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        content_type: str = "application/json",
+    ) -> Response:
+        """One request, any status. Raises only for transport failures and client-side throttling."""
+        if not self.limiter.acquire(deadline):
+            raise ClientThrottledError(
+                f"{method} {path}: client-side rate limit (qps={self.limiter.qps:g}) would pass the deadline"
+            )
+        seconds = self._timeout(timeout, deadline)
+        payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        url = self.host + path + _query_string(query)
+        try:
+            raw = self._pool.request(
+                method,
+                url,
+                body=payload,
+                headers=self._headers(content_type if payload is not None else None),
+                timeout=urllib3.Timeout(connect=min(self._connect_timeout, seconds), read=seconds),
+                retries=_RETRIES,
+                preload_content=True,
+                redirect=False,
+            )
+        except urllib3.exceptions.MaxRetryError as exc:
+            if isinstance(exc.reason, urllib3.exceptions.TimeoutError):
+                raise ApiTimeoutError(f"{method} {path}: timed out after {seconds:.1f}s") from exc
+            raise ApiConnectionError(f"{method} {path}: {exc.reason}") from exc
+        except urllib3.exceptions.TimeoutError as exc:
+            raise ApiTimeoutError(f"{method} {path}: timed out after {seconds:.1f}s") from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiConnectionError(f"{method} {path}: {exc}") from exc
+        return Response(raw.status, dict(raw.headers), raw.data or b"")
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, QueryValue] | None = None,
+        body: Any = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        """A request whose 2xx body is JSON; non-2xx raises ``ApiStatusError``."""
+        response = self.request_raw(
+            method,
+            path,
+            query=query,
+            body=body,
+            timeout=timeout,
+            deadline=deadline,
+            content_type=content_type,
+        )
+        if not 200 <= response.status < 300:
+            raise status_error(method, path, response)
+        if not response.data:
+            return None
+        try:
+            return json.loads(response.data)
+        except ValueError as exc:
+            raise DecodeError(f"{method} {path}: answer is not JSON: {response.data[:200]!r}") from exc
+
+    def get(
+        self, path: str, *, query: Mapping[str, QueryValue] | None = None, timeout: float | None = None
+    ) -> Any:
+        return self.request("GET", path, query=query, timeout=timeout)
+
+    def watch(self, path: str, query: Mapping[str, QueryValue], *, read_timeout: float) -> WatchStream:
+        """Open a WATCH. The caller must ``close()`` the stream (use it as an iterator, then close)."""
+        self.limiter.acquire()
+        url = self.host + path + _query_string({**query, "watch": True})
+        try:
+            raw = self._pool.request(
+                "GET",
+                url,
+                headers=self._headers(None),
+                timeout=urllib3.Timeout(connect=self._connect_timeout, read=read_timeout),
+                retries=_RETRIES,
+                preload_content=False,
+                redirect=False,
+            )
+        except urllib3.exceptions.MaxRetryError as exc:
+            if isinstance(exc.reason, urllib3.exceptions.TimeoutError):
+                raise ApiTimeoutError(f"watch {path}: timed out connecting") from exc
+            raise ApiConnectionError(f"watch {path}: {exc.reason}") from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiConnectionError(f"watch {path}: {exc}") from exc
+        if raw.status != 200:
+            try:
+                data = raw.read() or b""
+            except (urllib3.exceptions.HTTPError, OSError):
+                data = b""
+            finally:
+                raw.release_conn()
+            raise status_error("GET", path, Response(raw.status, dict(raw.headers), data))
+        return WatchStream(raw, path)

@@ -1,0 +1,528 @@
+"""The watch cache: what the planner sees of the cluster, kept current by list-then-watch.
+
+One background thread per resource runs a reflector like client-go's: a paginated LIST (``limit``,
+``continue``), then a WATCH from the list's resourceVersion with bookmarks; a 410 Gone (compacted
+history) relists, any other failure reconnects with capped exponential backoff and resumes from the last
+resourceVersion seen. Only parsed snapshot values are kept (``descheduler.cluster.types``), so a cycle
+reads memory and sends no request. Objects that fail to parse are not guessed at: they are left out,
+named in ``object_errors``, and a node hosting such a pod is listed in ``nodes_with_unparsed_pods`` so
+the caller can leave it alone.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Any
+
+import structlog
+
+from descheduler.cluster.parse import (
+    ObjectError,
+    parse_namespace,
+    parse_node,
+    parse_pdb,
+    parse_pod,
+    parse_workload,
+)
+from descheduler.cluster.types import (
+    ClusterSnapshot,
+    Namespace,
+    Node,
+    OwnerRef,
+    Pod,
+    PodDisruptionBudget,
+    Workload,
+)
+from descheduler.kube.api import KubeApi, WatchStream
+from descheduler.kube.errors import ApiStatusError, KubeError
+
+log = structlog.get_logger("descheduler.kube.cache")
+Obj = Mapping[str, Any]
+TERMINAL_PHASE_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+@dataclass(frozen=True)
+class ResourceSpec:
+    name: str
+    path: str
+    kind: str
+    parse: Callable[[Obj], Any]
+    namespaced: bool
+
+
+RESOURCES: tuple[ResourceSpec, ...] = (
+    ResourceSpec("nodes", "/api/v1/nodes", "Node", parse_node, False),
+    ResourceSpec("pods", "/api/v1/pods", "Pod", parse_pod, True),
+    ResourceSpec(
+        "poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", "PodDisruptionBudget", parse_pdb, True
+    ),
+    ResourceSpec("replicasets", "/apis/apps/v1/replicasets", "ReplicaSet", parse_workload, True),
+    ResourceSpec("deployments", "/apis/apps/v1/deployments", "Deployment", parse_workload, True),
+    ResourceSpec("statefulsets", "/apis/apps/v1/statefulsets", "StatefulSet", parse_workload, True),
+    ResourceSpec(
+        "replicationcontrollers",
+        "/api/v1/replicationcontrollers",
+        "ReplicationController",
+        parse_workload,
+        True,
+    ),
+    ResourceSpec("namespaces", "/api/v1/namespaces", "Namespace", parse_namespace, False),
+)
+"""What the cache watches; RBAC needs list+watch on each of these."""
+
+
+class _Expired(Exception):
+    """The resourceVersion we hold is compacted away: relist."""
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class _Interner:
+    """Share equal strings, maps and owner references between pods.
+
+    Most pods of a workload carry the same labels, requests and owner; sharing them (and interning the
+    few strings every pod repeats) roughly halves the memory a parsed pod needs.
+    """
+
+    def __init__(self, limit: int = 200_000) -> None:
+        self._maps: dict[frozenset[tuple[str, Any]], Mapping[str, Any]] = {}
+        self._owners: dict[OwnerRef, OwnerRef] = {}
+        self._limit = limit
+
+    def share(self, value: Mapping[str, Any]) -> Mapping[str, Any]:
+        if not value:
+            return _EMPTY
+        key = frozenset(value.items())
+        shared = self._maps.get(key)
+        if shared is None:
+            shared = {sys.intern(k): sys.intern(v) if isinstance(v, str) else v for k, v in value.items()}
+            if len(self._maps) < self._limit:
+                self._maps[key] = shared
+        return shared
+
+    def owner(self, owner: OwnerRef | None) -> OwnerRef | None:
+        if owner is None:
+            return None
+        shared = self._owners.get(owner)
+        if shared is None:
+            shared = OwnerRef(sys.intern(owner.kind), owner.name, owner.uid, sys.intern(owner.api_version))
+            if len(self._owners) < self._limit:
+                self._owners[shared] = shared
+        return shared
+
+    def pod(self, pod: Pod) -> Pod:
+        return replace(
+            pod,
+            namespace=sys.intern(pod.namespace),
+            node_name=sys.intern(pod.node_name),
+            labels=self.share(pod.labels),
+            annotations=self.share(pod.annotations),
+            phase=sys.intern(pod.phase),
+            priority_class_name=sys.intern(pod.priority_class_name),
+            qos_class=sys.intern(pod.qos_class),
+            requests=self.share(pod.requests),
+            owner=self.owner(pod.owner),
+            node_selector=self.share(pod.node_selector),
+            scheduler_name=sys.intern(pod.scheduler_name),
+        )
+
+
+class _Reflector:
+    """Keeps one resource's parsed objects current. All state changes happen under ``lock``."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        spec: ResourceSpec,
+        *,
+        label_selector: str | None,
+        field_selector: str | None,
+        page_size: int,
+        watch_timeout: float,
+        backoff_initial: float,
+        backoff_max: float,
+        stop: threading.Event,
+        interner: _Interner,
+        wall_clock: Callable[[], float],
+    ) -> None:
+        self.api = api
+        self.spec = spec
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.page_size = page_size
+        self.watch_timeout = watch_timeout
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.stop = stop
+        self.interner = interner
+        self.wall_clock = wall_clock
+        self.lock = threading.Lock()
+        self.items: dict[str, Any] = {}
+        self.errors: dict[str, str] = {}
+        self.bad_pod_nodes: dict[str, str] = {}
+        self.resource_version = ""
+        self.synced = threading.Event()
+        self.last_heard = 0.0
+        self.stats = {"lists": 0, "relists": 0, "watches": 0, "events": 0, "bookmarks": 0, "errors": 0}
+        self._stream: WatchStream | None = None
+        self._watch_received = 0
+        self.thread = threading.Thread(target=self._run, name=f"reflector-{spec.name}", daemon=True)
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    def close_stream(self) -> None:
+        stream = self._stream
+        if stream is not None:
+            stream.close()
+
+    def _run(self) -> None:
+        backoff = self.backoff_initial
+        need_list = True
+        while not self.stop.is_set():
+            try:
+                if need_list:
+                    self._watch_received = 0
+                    self._list()
+                    need_list = False
+                    backoff = self.backoff_initial
+                started = time.monotonic()
+                received = self._watch()
+                if received == 0 and time.monotonic() - started < 1.0 and not self.stop.is_set():
+                    # A watch that ends at once without a single event is a failure in disguise.
+                    self._wait(backoff)
+                    backoff = min(backoff * 2, self.backoff_max)
+                else:
+                    backoff = self.backoff_initial
+            except _Expired:
+                self.stats["relists"] += 1
+                need_list = True
+                log.info("watch_expired_relisting", resource=self.spec.name)
+            except ApiStatusError as exc:
+                if exc.status == 410:
+                    self.stats["relists"] += 1
+                    need_list = True
+                    continue
+                backoff = self._failed(exc, backoff)
+            except KubeError as exc:
+                backoff = self._failed(exc, backoff)
+            except Exception as exc:
+                log.exception("reflector_crashed", resource=self.spec.name)
+                backoff = self._failed(exc, backoff)
+
+    def _failed(self, exc: BaseException, backoff: float) -> float:
+        """Wait before reconnecting; returns the next backoff (reset if the broken watch had worked)."""
+        if self.stop.is_set():
+            return backoff
+        if self._watch_received:
+            backoff = self.backoff_initial
+        self.stats["errors"] += 1
+        log.warning("watch_failed", resource=self.spec.name, error=str(exc), retry_in=round(backoff, 2))
+        self._wait(backoff)
+        return min(backoff * 2, self.backoff_max)
+
+    def _wait(self, seconds: float) -> None:
+        self.stop.wait(seconds * (0.8 + 0.4 * random.random()))
+
+    # -- list ---------------------------------------------------------------------------------------
+    def _selectors(self) -> dict[str, str | None]:
+        return {"labelSelector": self.label_selector, "fieldSelector": self.field_selector}
+
+    def _list(self) -> None:
+        for attempt in range(3):
+            try:
+                self._list_once(paginate=attempt < 2)
+                return
+            except ApiStatusError as exc:
+                # 410 in the middle of pagination: the continue token outlived its snapshot. Start again.
+                if exc.status != 410 or self.stop.is_set():
+                    raise
+                log.info("list_continue_expired", resource=self.spec.name, attempt=attempt + 1)
+        raise KubeError(f"list {self.spec.path}: continue token kept expiring")
+
+    def _list_once(self, *, paginate: bool) -> None:
+        items: dict[str, Any] = {}
+        errors: dict[str, str] = {}
+        bad_nodes: dict[str, str] = {}
+        token: str | None = None
+        pages = 0
+        while True:
+            query: dict[str, Any] = {
+                **self._selectors(),
+                "limit": self.page_size if paginate else None,
+                "continue": token,
+            }
+            page = self.api.request("GET", self.spec.path, query=query)
+            pages += 1
+            if not isinstance(page, Mapping) or not isinstance(page.get("items"), list):
+                raise KubeError(f"list {self.spec.path}: answer has no items list")
+            for obj in page["items"]:
+                if isinstance(obj, dict):
+                    obj.setdefault("kind", self.spec.kind)
+                self._store(obj, items, errors, bad_nodes)
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or None
+            self.last_heard = self.wall_clock()
+            if not token:
+                resource_version = str(meta.get("resourceVersion") or "")
+                break
+            if self.stop.is_set():
+                return
+        with self.lock:
+            self.items = items
+            self.errors = errors
+            self.bad_pod_nodes = bad_nodes
+            self.resource_version = resource_version
+        self.stats["lists"] += 1
+        self.synced.set()
+        log.info("listed", resource=self.spec.name, objects=len(items), pages=pages, errors=len(errors))
+
+    # -- watch ------------------------------------------------------------------------------------------
+    def _watch(self) -> int:
+        timeout = int(self.watch_timeout * (1 + random.random()))
+        query = {
+            **self._selectors(),
+            "resourceVersion": self.resource_version,
+            "allowWatchBookmarks": True,
+            "timeoutSeconds": timeout,
+        }
+        stream = self.api.watch(self.spec.path, query, read_timeout=timeout + 30)
+        self._stream = stream
+        self.stats["watches"] += 1
+        self.last_heard = self.wall_clock()
+        received = 0
+        self._watch_received = 0
+        try:
+            for event in stream:
+                if self.stop.is_set():
+                    break
+                self._apply(event)
+                received += 1
+                self._watch_received = received
+        finally:
+            self._stream = None
+            stream.close()
+        if not self.stop.is_set():
+            self.last_heard = self.wall_clock()
+        return received
+
+    def _apply(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        obj = event["object"]
+        if kind == "ERROR":
+            code = obj.get("code")
+            if code == 410 or obj.get("reason") in ("Expired", "Gone"):
+                raise _Expired()
+            raise ApiStatusError(
+                int(code or 500),
+                str(obj.get("message") or "watch error"),
+                reason=str(obj.get("reason") or ""),
+                body=obj,
+            )
+        meta = obj.get("metadata")
+        resource_version = str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
+        self.last_heard = self.wall_clock()
+        if kind == "BOOKMARK":
+            self.stats["bookmarks"] += 1
+            if resource_version:
+                with self.lock:
+                    self.resource_version = resource_version
+            return
+        if kind not in ("ADDED", "MODIFIED", "DELETED"):
+            log.warning("watch_unknown_event", resource=self.spec.name, type=kind)
+            return
+        obj.setdefault("kind", self.spec.kind)
+        self.stats["events"] += 1
+        with self.lock:
+            if kind == "DELETED":
+                key = self._key(obj)
+                if key is not None:
+                    self.items.pop(key, None)
+                    self.errors.pop(key, None)
+                    self.bad_pod_nodes.pop(key, None)
+            else:
+                self._store(obj, self.items, self.errors, self.bad_pod_nodes)
+            if resource_version:
+                self.resource_version = resource_version
+
+    def _key(self, obj: Mapping[str, Any]) -> str | None:
+        meta = obj.get("metadata")
+        if not isinstance(meta, Mapping) or not meta.get("name"):
+            return None
+        if self.spec.namespaced:
+            return f"{meta.get('namespace') or 'default'}/{meta['name']}"
+        return str(meta["name"])
+
+    def _store(
+        self, obj: Any, items: dict[str, Any], errors: dict[str, str], bad_nodes: dict[str, str]
+    ) -> None:
+        if not isinstance(obj, Mapping):
+            errors[f"<{self.spec.kind} #{len(errors)}>"] = f"{self.spec.kind}: object is not a JSON object"
+            return
+        key = self._key(obj)
+        if key is None:
+            errors[f"<{self.spec.kind} #{len(errors)}>"] = f"{self.spec.kind}: metadata.name is required"
+            return
+        try:
+            value = self.spec.parse(obj)
+        except (ObjectError, ValueError, TypeError, AttributeError) as exc:
+            items.pop(key, None)
+            message = str(exc) if isinstance(exc, ObjectError) else f"{self.spec.kind} {key}: {exc}"
+            if errors.get(key) != message:
+                log.warning("object_rejected", resource=self.spec.name, object=key, error=message)
+            errors[key] = message
+            if self.spec.kind == "Pod":
+                spec = obj.get("spec")
+                node = spec.get("nodeName") if isinstance(spec, Mapping) else None
+                if isinstance(node, str) and node:
+                    bad_nodes[key] = node
+            return
+        if isinstance(value, Pod):
+            value = self.interner.pod(value)
+        items[key] = value
+        errors.pop(key, None)
+        bad_nodes.pop(key, None)
+
+    def values(self) -> list[Any]:
+        with self.lock:
+            return [value for _, value in sorted(self.items.items())]
+
+
+class ClusterCache:
+    """Nodes, pods, PDBs, workloads and namespaces, in memory. ``snapshot()`` never calls the API."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        *,
+        node_selector: str | None = None,
+        page_size: int = 500,
+        include_terminal_pods: bool = False,
+        resources: Collection[str] | None = None,
+        watch_timeout: float = 300.0,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 30.0,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        if page_size < 1:
+            raise ValueError(f"page_size must be positive, got {page_size}")
+        names = {spec.name for spec in RESOURCES}
+        wanted = set(resources) if resources is not None else names
+        unknown = wanted - names
+        if unknown:
+            raise ValueError(f"unknown cache resources {sorted(unknown)}; known: {sorted(names)}")
+        self.node_selector = node_selector or None
+        self._stop = threading.Event()
+        self._wall_clock = wall_clock
+        self._started = False
+        interner = _Interner()
+        self._reflectors: dict[str, _Reflector] = {}
+        for spec in RESOURCES:
+            if spec.name not in wanted:
+                continue
+            self._reflectors[spec.name] = _Reflector(
+                api,
+                spec,
+                label_selector=self.node_selector if spec.name == "nodes" else None,
+                field_selector=None
+                if spec.name != "pods" or include_terminal_pods
+                else TERMINAL_PHASE_SELECTOR,
+                page_size=page_size,
+                watch_timeout=watch_timeout,
+                backoff_initial=backoff_initial,
+                backoff_max=backoff_max,
+                stop=self._stop,
+                interner=interner,
+                wall_clock=wall_clock,
+            )
+
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        for reflector in self._reflectors.values():
+            reflector.thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        for reflector in self._reflectors.values():
+            reflector.close_stream()
+        deadline = time.monotonic() + timeout
+        for reflector in self._reflectors.values():
+            if reflector.thread.is_alive():
+                reflector.thread.join(max(0.0, deadline - time.monotonic()))
+
+    def wait_synced(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        for reflector in self._reflectors.values():
+            if not reflector.synced.wait(max(0.0, deadline - time.monotonic())):
+                return False
+        return True
+
+    @property
+    def synced(self) -> bool:
+        return all(r.synced.is_set() for r in self._reflectors.values())
+
+    def last_update_age(self, now: float) -> float:
+        """Seconds since the stalest watched resource last heard from the API server (``now``: wall clock)."""
+        heard = [r.last_heard for r in self._reflectors.values()]
+        if not heard or min(heard) == 0.0:
+            return float("inf")
+        return max(0.0, now - min(heard))
+
+    def _values(self, name: str) -> list[Any]:
+        reflector = self._reflectors.get(name)
+        return reflector.values() if reflector is not None else []
+
+    def snapshot(self) -> ClusterSnapshot:
+        """The cluster as last seen, from memory. With a node selector, only pods on selected nodes."""
+        nodes: list[Node] = self._values("nodes")
+        pods: list[Pod] = self._values("pods")
+        if self.node_selector is not None:
+            names = {node.name for node in nodes}
+            pods = [pod for pod in pods if pod.node_name in names]
+        pdbs: list[PodDisruptionBudget] = self._values("poddisruptionbudgets")
+        workloads: list[Workload] = []
+        for name in ("replicasets", "deployments", "statefulsets", "replicationcontrollers"):
+            workloads.extend(self._values(name))
+        namespaces: list[Namespace] = self._values("namespaces")
+        return ClusterSnapshot(
+            nodes=tuple(nodes),
+            pods=tuple(pods),
+            pdbs=tuple(pdbs),
+            workloads=tuple(workloads),
+            namespaces=tuple(namespaces),
+        )
+
+    @property
+    def object_errors(self) -> dict[str, str]:
+        """Objects left out because they could not be parsed: ``Kind ns/name`` -> why."""
+        out: dict[str, str] = {}
+        for reflector in self._reflectors.values():
+            with reflector.lock:
+                for key, message in reflector.errors.items():
+                    out[f"{reflector.spec.kind} {key}"] = message
+        return out
+
+    @property
+    def nodes_with_unparsed_pods(self) -> frozenset[str]:
+        """Nodes whose pod list is incomplete: evicting from them would rest on untrusted data."""
+        reflector = self._reflectors.get("pods")
+        if reflector is None:
+            return frozenset()
+        with reflector.lock:
+            return frozenset(reflector.bad_pod_nodes.values())
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        """Per-resource counters: lists, relists, watches, events, bookmarks, errors."""
+        return {name: dict(r.stats) for name, r in self._reflectors.items()}
+
+    def resource_version(self, resource: str) -> str:
+        reflector = self._reflectors[resource]
+        with reflector.lock:
+            return reflector.resource_version

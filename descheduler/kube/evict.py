@@ -1,0 +1,275 @@
+"""Evicting one pod, and saying exactly what happened.
+
+Through ``pods/eviction`` (policy/v1) by default, so the API server enforces PodDisruptionBudgets; with
+``policy="Delete"`` the pod is deleted instead (no PDB check). A 429 that names a disruption budget is a
+refusal: reported at once, no retry (the next candidate is tried by the caller). A 429 from the server's
+own flow control carries ``Retry-After``: waited out and retried while the cycle's deadline allows.
+404 means the pod is gone already; 5xx, timeouts and broken connections mean "not evicted" for this
+cycle. Dry run asks the server the same question with ``dryRun=All``, so the audit shows what a PDB would
+have refused, and changes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from descheduler.cluster.types import Pod
+from descheduler.kube.api import KubeApi, Response, path_segment, status_error
+from descheduler.kube.errors import (
+    ApiConnectionError,
+    ApiStatusError,
+    ApiTimeoutError,
+    ClientThrottledError,
+)
+from descheduler.kube.events import EventRecorder
+from descheduler.kube.ratelimit import TokenBucket
+
+log = structlog.get_logger("descheduler.kube.evict")
+
+RESULTS = frozenset(
+    {"evicted", "would-evict", "refused-by-pdb", "not-found", "throttled", "failed", "dry-run-refused"}
+)
+POLICIES = ("Eviction", "Delete")
+_DELETE_OPTION_KEYS = frozenset(
+    {
+        "gracePeriodSeconds",
+        "propagationPolicy",
+        "preconditions",
+        "dryRun",
+        "kind",
+        "apiVersion",
+        "orphanDependents",
+    }
+)
+_PROPAGATION = ("Orphan", "Background", "Foreground")
+
+
+@dataclass(frozen=True)
+class EvictionOutcome:
+    result: str
+    message: str
+
+    def __post_init__(self) -> None:
+        if self.result not in RESULTS:
+            raise ValueError(f"unknown eviction result {self.result!r}")
+
+    @property
+    def evicted(self) -> bool:
+        return self.result == "evicted"
+
+
+def _descheduled_message(node: str, reason: str) -> str:
+    return f'Pod evicted from node "{node}" by the reason "{reason}"'
+
+
+def _validate_delete_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in (options or {}).items():
+        if key not in _DELETE_OPTION_KEYS:
+            raise ValueError(
+                f"deleteOptions.{key}: unknown field; known: {', '.join(sorted(_DELETE_OPTION_KEYS))}"
+            )
+        if key in ("kind", "apiVersion", "dryRun"):
+            continue  # the evictor owns the envelope and dry-run
+        if key == "gracePeriodSeconds" and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 0
+        ):
+            raise ValueError(
+                f"deleteOptions.gracePeriodSeconds must be a non-negative integer, got {value!r}"
+            )
+        if key == "propagationPolicy" and value not in _PROPAGATION:
+            raise ValueError(
+                f"deleteOptions.propagationPolicy must be one of {', '.join(_PROPAGATION)}, got {value!r}"
+            )
+        if key == "preconditions" and not isinstance(value, Mapping):
+            raise ValueError("deleteOptions.preconditions must be an object")
+        out[key] = dict(value) if isinstance(value, Mapping) else value
+    return out
+
+
+def _is_pdb_refusal(error: ApiStatusError) -> bool:
+    """A 429/403 from the eviction subresource that is about a disruption budget, not about load."""
+    for cause in error.causes:
+        if cause.get("reason") == "DisruptionBudget" or cause.get("type") == "DisruptionBudget":
+            return True
+    if error.status == 403 and str(error.details.get("kind", "")).startswith("poddisruptionbudget"):
+        return True
+    return "disruption budget" in error.message.lower()
+
+
+def _describe_refusal(error: ApiStatusError) -> str:
+    causes = "; ".join(str(c.get("message")) for c in error.causes if c.get("message"))
+    return f"{error.message} ({causes})" if causes else error.message
+
+
+class Evictor:
+    """Evicts (or dry-runs) one pod per call; thread-safe. ``guard`` is checked before every request."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        *,
+        policy: str = "Eviction",
+        delete_options: Mapping[str, Any] | None = None,
+        evict_qps: float,
+        evict_burst: int,
+        dry_run: bool,
+        events: EventRecorder | None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        request_timeout: float = 10.0,
+        guard: Callable[[], bool] | None = None,
+        default_retry_after: float = 1.0,
+    ) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"evictionPolicy must be one of {', '.join(POLICIES)}, got {policy!r}")
+        self.api = api
+        self.policy = policy
+        self.delete_options = _validate_delete_options(delete_options)
+        self.dry_run = dry_run
+        self.events = events
+        self.limiter = TokenBucket(evict_qps, max(1, int(evict_burst)), clock=clock, sleep=sleep)
+        self._clock = clock
+        self._sleep = sleep
+        self._timeout = request_timeout
+        self._guard = guard
+        self._default_retry_after = default_retry_after
+
+    # -- public ---------------------------------------------------------------------------------------
+    def evict(self, pod: Pod, node: str, reason: str, deadline: float) -> EvictionOutcome:
+        outcome, noteworthy = self._evict(pod, node, deadline)
+        if noteworthy:
+            self._emit(pod, node, reason, outcome)
+        log.debug("eviction_outcome", pod=pod.key, node=node, result=outcome.result, message=outcome.message)
+        return outcome
+
+    # -- request ----------------------------------------------------------------------------------------
+    def _evict(self, pod: Pod, node: str, deadline: float) -> tuple[EvictionOutcome, bool]:
+        """The outcome, and whether it is worth an event on the pod (not when nothing was asked)."""
+        if self._guard is not None and not self._guard():
+            return EvictionOutcome("failed", "not the leader: eviction not attempted"), False
+        if not self.limiter.acquire(deadline):
+            return EvictionOutcome(
+                "throttled",
+                f"client-side eviction rate limit (evictQPS={self.limiter.qps:g}, "
+                f"evictBurst={self.limiter.burst}) allows no eviction before the cycle's deadline",
+            ), False
+        attempts = 0
+        while True:
+            attempts += 1
+            if self._guard is not None and not self._guard():
+                return EvictionOutcome("failed", "lost leadership: eviction not attempted"), False
+            try:
+                response = self._send(pod, deadline)
+            except ClientThrottledError as exc:
+                return EvictionOutcome("throttled", str(exc)), False
+            except ApiTimeoutError as exc:
+                return EvictionOutcome(
+                    "failed", f"request timed out; the pod may still be evicted: {exc}"
+                ), True
+            except ApiConnectionError as exc:
+                return EvictionOutcome("failed", f"connection to the API server failed: {exc}"), True
+            if 200 <= response.status < 300:
+                if self.dry_run:
+                    return EvictionOutcome(
+                        "would-evict", f"server-side dry run ({self.policy}) allows it"
+                    ), True
+                verb = "evicted" if self.policy == "Eviction" else "deleted"
+                return EvictionOutcome("evicted", f"{verb} from node {node}"), True
+            error = status_error(self._method, self._path(pod), response)
+            if error.status == 404:
+                return EvictionOutcome("not-found", "pod no longer exists"), False
+            if error.status == 409:
+                message = f"pod was replaced or changed since it was chosen: {error.message}"
+                return EvictionOutcome("not-found", message), False
+            if self.policy == "Eviction" and error.status in (403, 429) and _is_pdb_refusal(error):
+                result = "dry-run-refused" if self.dry_run else "refused-by-pdb"
+                return EvictionOutcome(result, _describe_refusal(error)), True
+            if error.status == 429:
+                wait = error.retry_after if error.retry_after is not None else self._default_retry_after
+                if self._clock() + wait >= deadline:
+                    return EvictionOutcome(
+                        "throttled",
+                        f"API server is throttling (429, Retry-After {wait:g}s) and the cycle's deadline "
+                        f"comes first; {attempts} attempt(s)",
+                    ), True
+                log.info("eviction_throttled_retrying", pod=pod.key, retry_after=wait, attempt=attempts)
+                self._sleep(wait)
+                continue
+            return EvictionOutcome("failed", f"HTTP {error.status}: {error.message}"), True
+
+    @property
+    def _method(self) -> str:
+        return "POST" if self.policy == "Eviction" else "DELETE"
+
+    def _path(self, pod: Pod) -> str:
+        base = f"/api/v1/namespaces/{path_segment(pod.namespace)}/pods/{path_segment(pod.name)}"
+        return base + "/eviction" if self.policy == "Eviction" else base
+
+    def _options(self, pod: Pod) -> dict[str, Any]:
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", **self.delete_options}
+        preconditions = dict(options.get("preconditions") or {})
+        if pod.uid and "/" not in pod.uid:  # a real uid: never evict a same-named successor
+            preconditions.setdefault("uid", pod.uid)
+        if preconditions:
+            options["preconditions"] = preconditions
+        if self.dry_run:
+            options["dryRun"] = ["All"]
+        return options
+
+    def _send(self, pod: Pod, deadline: float) -> Response:
+        remaining = deadline - self._clock()
+        if remaining <= 0:
+            raise ApiTimeoutError("the cycle's deadline has passed")
+        timeout = min(self._timeout, remaining)
+        query = {"dryRun": "All"} if self.dry_run else None
+        if self.policy == "Eviction":
+            body: dict[str, Any] = {
+                "apiVersion": "policy/v1",
+                "kind": "Eviction",
+                "metadata": {"name": pod.name, "namespace": pod.namespace},
+                "deleteOptions": self._options(pod),
+            }
+        else:
+            body = self._options(pod)
+        return self.api.request_raw(
+            self._method, self._path(pod), query=query, body=body, timeout=timeout, deadline=deadline
+        )
+
+    # -- events ------------------------------------------------------------------------------------------
+    def _emit(self, pod: Pod, node: str, reason: str, outcome: EvictionOutcome) -> None:
+        if self.events is None:
+            return
+        if self.dry_run and not self.events.write_in_dry_run:
+            return
+        prefix = "[dry-run] " if self.dry_run else ""
+        result = outcome.result
+        if result == "evicted":
+            self.events.record(pod, "Normal", "Descheduled", _descheduled_message(node, reason))
+        elif result == "would-evict":
+            self.events.record(
+                pod,
+                "Normal",
+                "Descheduled",
+                f'{prefix}Pod would be evicted from node "{node}" by the reason "{reason}"',
+            )
+        elif result in ("refused-by-pdb", "dry-run-refused"):
+            self.events.record(
+                pod,
+                "Warning",
+                "EvictionBlocked",
+                f'{prefix}Eviction from node "{node}" (reason "{reason}") refused by a PodDisruptionBudget: '
+                f"{outcome.message}",
+            )
+        elif result in ("failed", "throttled"):
+            self.events.record(
+                pod,
+                "Warning",
+                "EvictionFailed",
+                f'{prefix}Eviction from node "{node}" (reason "{reason}") failed: {outcome.message}',
+            )

@@ -1,0 +1,24 @@
+"""The LowNodeLoad planner: pure decisions over a snapshot, usage, configuration, state and a clock.
+
+``plan`` decides a cycle; ``commit`` records what the executor really evicted (see ``state.py`` for how
+the two share the work). The live service, ``once --dry-run`` and ``simulate`` all call exactly these.
+"""
+
+from descheduler.planner.model import NodeReport, Plan, PlannedEviction, PodSkip, ResourceReport
+from descheduler.planner.plan import plan
+from descheduler.planner.settings import validate
+from descheduler.planner.state import AnomalyCount, Migration, PlannerState, commit
+
+__all__ = [
+    "AnomalyCount",
+    "Migration",
+    "NodeReport",
+    "Plan",
+    "PlannedEviction",
+    "PlannerState",
+    "PodSkip",
+    "ResourceReport",
+    "commit",
+    "plan",
+    "validate",
+]

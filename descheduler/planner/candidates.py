@@ -1,0 +1,177 @@
+"""Which pods may move at all: the MigrationController's and LowNodeLoad's filters.
+
+Filters are properties of a pod and the configuration; limits and budgets (``limits.py``) come after.
+DaemonSet, mirror, static, terminating pods and those with an eviction cost of int32 max never move.
+Namespace and selector scoping always applies. The ``descheduler.alpha.kubernetes.io/evict`` annotation
+is the owner's explicit consent and bypasses the safety filters that follow it (bare, critical,
+priority, local storage, PVC, DRA claims, replica checks); it never bypasses limits or PDBs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from descheduler.cluster.parse import WORKLOAD_KINDS
+from descheduler.cluster.selectors import selector_matches
+from descheduler.cluster.types import Pod
+from descheduler.config.models import Namespaces
+from descheduler.planner import reasons
+from descheduler.planner.index import ClusterIndex, WorkloadRef
+from descheduler.planner.limits import workload_max
+from descheduler.planner.order import EVICTION_COST, INT32_MAX, annotation_int32
+from descheduler.planner.settings import Settings
+
+EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"
+SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
+BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    code: str
+    message: str
+
+
+def resolve_priority_threshold(settings: Settings, index: ClusterIndex) -> tuple[int | None, str]:
+    """The priority at and above which pods stay, and a problem message if a named class is unknown.
+
+    A ``priorityThreshold.name`` is resolved from the built-in classes, else from the priority that
+    admission wrote on pods using that class. If neither knows it, no pod may move (returned message).
+    """
+    if settings.evict_system_critical_pods:
+        return None, ""
+    if settings.priority_threshold_value is not None:
+        return settings.priority_threshold_value, ""
+    name = settings.priority_threshold_name
+    if not name:
+        return None, ""
+    if name in BUILTIN_PRIORITY_CLASSES:
+        return BUILTIN_PRIORITY_CLASSES[name], ""
+    for pod in index.snapshot.pods:
+        if pod.priority_class_name == name and pod.priority is not None:
+            return pod.priority, ""
+    return None, (
+        f"priorityThreshold.name {name!r} is neither a built-in PriorityClass nor used by any pod, so its "
+        "value is unknown; no pod is moved until it can be resolved"
+    )
+
+
+def _namespace_rejected(namespaces: Namespaces | None, namespace: str, field: str) -> Rejection | None:
+    if namespaces is None:
+        return None
+    if namespaces.include and namespace not in namespaces.include:
+        return Rejection(reasons.FILTERED_NAMESPACE, f"namespace {namespace} is not in {field}.include")
+    if namespace in namespaces.exclude:
+        return Rejection(reasons.FILTERED_NAMESPACE, f"namespace {namespace} is in {field}.exclude")
+    return None
+
+
+class PodFilter:
+    """Applies the filters with the cycle's resolved inputs (priority threshold, workload index)."""
+
+    def __init__(self, settings: Settings, index: ClusterIndex) -> None:
+        self.settings = settings
+        self.index = index
+        self.threshold, self.threshold_problem = resolve_priority_threshold(settings, index)
+
+    def check(self, pod: Pod) -> Rejection | None:
+        """Why this pod can never be moved by this configuration; None if it is a candidate."""
+        s = self.settings
+        if pod.terminating:
+            return Rejection(reasons.FILTERED_TERMINATING, "pod is terminating")
+        if pod.is_mirror:
+            return Rejection(reasons.FILTERED_MIRROR, "mirror pod (managed by the kubelet)")
+        if pod.is_static:
+            return Rejection(reasons.FILTERED_STATIC, "static pod (managed by the kubelet)")
+        if pod.owner is not None and pod.owner.kind == "DaemonSet":
+            return Rejection(
+                reasons.FILTERED_DAEMONSET, f"owned by DaemonSet {pod.owner.name}: it runs on every node"
+            )
+        if annotation_int32(pod, EVICTION_COST) == INT32_MAX:
+            return Rejection(
+                reasons.FILTERED_EVICTION_COST, f"annotation {EVICTION_COST} is int32 max: never evicted"
+            )
+        rejected = _namespace_rejected(
+            s.evictable_namespaces, pod.namespace, "LowNodeLoadArgs.evictableNamespaces"
+        )
+        rejected = rejected or _namespace_rejected(
+            s.namespaces, pod.namespace, "MigrationControllerArgs.namespaces"
+        )
+        if rejected is not None:
+            return rejected
+        if s.label_selector is not None and not selector_matches(s.label_selector, pod.labels):
+            return Rejection(
+                reasons.FILTERED_LABEL_SELECTOR, "labels do not match MigrationControllerArgs.labelSelector"
+            )
+        if s.pod_selectors and not any(selector_matches(sel, pod.labels) for sel in s.pod_selectors):
+            return Rejection(
+                reasons.FILTERED_POD_SELECTOR, "labels match none of LowNodeLoadArgs.podSelectors"
+            )
+        if pod.annotations.get(EVICT_ANNOTATION) is not None:
+            return None
+        if pod.owner is None:
+            failed_ok = s.evict_failed_bare_pods and pod.phase == "Failed"
+            if not (s.evict_all_bare_pods or failed_ok):
+                return Rejection(
+                    reasons.FILTERED_BARE, "bare pod (no controller would recreate it); see evictAllBarePods"
+                )
+        if not s.evict_system_critical_pods:
+            if pod.priority is not None and pod.priority >= SYSTEM_CRITICAL_PRIORITY:
+                return Rejection(
+                    reasons.FILTERED_CRITICAL,
+                    f"system-critical priority {pod.priority}; see evictSystemCriticalPods",
+                )
+            if self.threshold_problem:
+                return Rejection(reasons.FILTERED_PRIORITY, self.threshold_problem)
+            if self.threshold is not None and pod.priority is not None and pod.priority >= self.threshold:
+                return Rejection(
+                    reasons.FILTERED_PRIORITY,
+                    f"priority {pod.priority} is at or above priorityThreshold ({self.threshold})",
+                )
+        if pod.has_local_storage and not s.evict_local_storage_pods:
+            return Rejection(
+                reasons.FILTERED_LOCAL_STORAGE,
+                "uses local storage (emptyDir or hostPath); see evictLocalStoragePods",
+            )
+        if pod.has_pvc and s.ignore_pvc_pods:
+            return Rejection(reasons.FILTERED_PVC, "uses a PersistentVolumeClaim and ignorePvcPods is true")
+        if pod.has_resource_claims and not s.evict_resource_claim_pods:
+            return Rejection(
+                reasons.FILTERED_RESOURCE_CLAIMS,
+                "holds DRA devices (spec.resourceClaims); see evictResourceClaimPods",
+            )
+        workload = self.index.workload_of(pod)
+        if workload is not None:
+            return self._check_workload(workload)
+        return None
+
+    def _check_workload(self, workload: WorkloadRef) -> Rejection | None:
+        s = self.settings
+        if not workload.known:
+            if workload.kind in WORKLOAD_KINDS:
+                message = f"{workload.describe()} is not in the snapshot: its expected replicas are unknown"
+            else:
+                message = (
+                    f"owned by {workload.describe()}: expected replicas are read only from ReplicaSets, "
+                    "Deployments, StatefulSets and ReplicationControllers, so its budgets cannot be checked"
+                )
+            return Rejection(reasons.WORKLOAD_UNKNOWN, message)
+        if s.skip_check_expected_replicas:
+            return None
+        replicas = workload.replicas or 0
+        if replicas == 1:
+            return Rejection(
+                reasons.REPLICAS_ONE,
+                f"{workload.describe()} expects 1 replica: evicting it is an outage; "
+                "see skipCheckExpectedReplicas",
+            )
+        max_migrating = workload_max(replicas, s.max_migrating_per_workload)
+        max_unavailable = workload_max(replicas, s.max_unavailable_per_workload)
+        if replicas in (max_migrating, max_unavailable):
+            return Rejection(
+                reasons.REPLICAS_UNPROTECTED,
+                f"{workload.describe()} expects {replicas} replicas and maxMigratingPerWorkload "
+                f"({max_migrating}) or maxUnavailablePerWorkload ({max_unavailable}) would allow all of them "
+                "to go at once; see skipCheckExpectedReplicas",
+            )
+        return None

@@ -1,0 +1,303 @@
+"""Node usage, thresholds and classes (low / normal / over), per node pool.
+
+Thresholds are percentages of a node's allocatable (Koordinator's raw-allocatable annotation wins);
+the absolute threshold is ``int(percent * 0.01 * allocatable)`` computed in floating point exactly as
+Koordinator does, cpu in millicores, so both products draw the line at the same milli.
+With ``useDeviationThresholds`` the percentages are ``mean - low`` and ``mean + high`` (clamped to
+0..100), the mean of usage percentages over the pool's nodes that have fresh usage, cordoned included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from descheduler.cluster.selectors import selector_matches
+from descheduler.cluster.types import LabelSelector, Node, Pod, UsageSample, UsageSnapshot
+from descheduler.planner import reasons
+from descheduler.planner.model import HOTSPOT, LOW, NORMAL, OVER, ResourceReport
+from descheduler.planner.order import is_prod
+from descheduler.planner.settings import PoolSettings, Settings
+
+REQUIRED_BASE = ("cpu", "memory")
+
+
+def absolute_threshold(percent: float, base: int) -> int:
+    """Koordinator's ``int64(float64(threshold) * 0.01 * float64(capacity))``."""
+    return int(float(percent) * 0.01 * float(base))
+
+
+def clamp_percent(value: float) -> float:
+    return min(100.0, max(0.0, value))
+
+
+def sample_usage(sample: UsageSample, resources: Iterable[str], pod_count: int) -> dict[str, int]:
+    """A usage vector over ``resources``; ``pods`` is the count of pods, absent resources are 0."""
+    out: dict[str, int] = {}
+    for name in resources:
+        out[name] = pod_count if name == "pods" else int(sample.resources.get(name, 0))
+    return out
+
+
+@dataclass(slots=True)
+class Levels:
+    """Usage against low/high thresholds for one set of resources (overall, or prod pods only)."""
+
+    base: dict[str, int]
+    usage: dict[str, int]
+    low: dict[str, int] = field(default_factory=dict)
+    high: dict[str, int] = field(default_factory=dict)
+    low_percent: dict[str, float] = field(default_factory=dict)
+    high_percent: dict[str, float] = field(default_factory=dict)
+
+    def set_thresholds(self, low_percent: Mapping[str, float], high_percent: Mapping[str, float]) -> None:
+        for name in self.usage:
+            base = self.base.get(name, 0)
+            self.low_percent[name] = low_percent[name]
+            self.high_percent[name] = high_percent[name]
+            self.low[name] = absolute_threshold(low_percent[name], base)
+            self.high[name] = absolute_threshold(high_percent[name], base)
+
+    def over_resources(self) -> list[str]:
+        return [name for name, used in self.usage.items() if used > self.high[name]]
+
+    def is_over(self) -> bool:
+        return any(used > self.high[name] for name, used in self.usage.items())
+
+    def is_under_low(self) -> bool:
+        return all(used <= self.low[name] for name, used in self.usage.items())
+
+    def usage_percent(self) -> dict[str, float]:
+        return {name: reasons.percent(used, self.base.get(name, 0)) for name, used in self.usage.items()}
+
+    def excess(self) -> dict[str, int]:
+        return {name: used - self.high[name] for name, used in self.usage.items() if used > self.high[name]}
+
+    def headroom(self) -> dict[str, int]:
+        return {name: self.high[name] - used for name, used in self.usage.items()}
+
+    def report(self, usage: Mapping[str, int] | None = None) -> tuple[ResourceReport, ...]:
+        shown = usage if usage is not None else self.usage
+        return tuple(
+            ResourceReport(
+                resource=name,
+                base=self.base.get(name, 0),
+                usage=shown[name],
+                low=self.low[name],
+                high=self.high[name],
+                usage_percent=reasons.percent(shown[name], self.base.get(name, 0)),
+                low_percent=self.low_percent[name],
+                high_percent=self.high_percent[name],
+            )
+            for name in sorted(shown)
+        )
+
+
+@dataclass(slots=True)
+class NodeView:
+    """A node taking part in a cycle: its levels, class, anomaly counts and what was done there."""
+
+    node: Node
+    pool: PoolSettings
+    pods: list[Pod]
+    levels: Levels
+    measured: dict[str, int]
+    """Usage as measured at the start of the cycle (``levels.usage`` drops as pods are planned away)."""
+    prod: Levels | None = None
+    prod_measured: dict[str, int] | None = None
+    over: bool = False
+    low: bool = False
+    anomaly_count: int = 0
+    hotspot: bool = False
+    prod_over: bool = False
+    prod_low: bool = False
+    prod_anomaly_count: int = 0
+    prod_hotspot: bool = False
+    evicted: int = 0
+    stop_code: str = ""
+    stop_message: str = ""
+    requested: dict[str, int] | None = None
+    """Requests of the node's pods plus those reserved this cycle; summed on first use as a destination."""
+    reserved_pods: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def node_class(self) -> str:
+        if self.hotspot:
+            return HOTSPOT
+        if self.over:
+            return OVER
+        return LOW if self.low else NORMAL
+
+    @property
+    def prod_class(self) -> str:
+        if self.prod is None:
+            return ""
+        if self.prod_hotspot:
+            return HOTSPOT
+        if self.prod_over:
+            return OVER
+        return LOW if self.prod_low else NORMAL
+
+    def requested_now(self) -> dict[str, int]:
+        if self.requested is None:
+            total: dict[str, int] = {}
+            for pod in self.pods:
+                for name, amount in pod.requests.items():
+                    total[name] = total.get(name, 0) + amount
+            self.requested = total
+        return self.requested
+
+    def stop(self, code: str, message: str) -> None:
+        if not self.stop_code:
+            self.stop_code, self.stop_message = code, message
+
+
+def weighted_score(usage: Mapping[str, int], base: Mapping[str, int], weights: Mapping[str, int]) -> float:
+    """Weighted mean usage fraction: orders hotspots hottest first and destinations coolest first."""
+    total = 0.0
+    weight_sum = 0
+    for name, used in usage.items():
+        weight = weights.get(name, 0)
+        if weight <= 0:
+            continue
+        weight_sum += weight
+        capacity = base.get(name, 0)
+        if capacity > 0:
+            total += weight * used / capacity
+    return total / weight_sum if weight_sum else 0.0
+
+
+def node_selected(node: Node, selectors: Sequence[LabelSelector]) -> bool:
+    return all(selector_matches(sel, node.labels) for sel in selectors)
+
+
+def pool_of(node: Node, settings: Settings) -> PoolSettings | None:
+    """The first pool whose selector matches: a node belongs to one pool only."""
+    for pool in settings.pools:
+        if pool.selector is None or selector_matches(pool.selector, node.labels):
+            return pool
+    return None
+
+
+def usage_problem(
+    node: Node, usage: UsageSnapshot, pool: PoolSettings, expiration: float, now: float
+) -> tuple[str, str] | None:
+    """Why this node's usage cannot be trusted this cycle (a skip, never fatal)."""
+    error = usage.node_errors.get(node.name)
+    if error:
+        return reasons.NODE_USAGE_ERROR, error
+    sample = usage.nodes.get(node.name)
+    if sample is None:
+        return reasons.NODE_NO_USAGE, "no usage sample for this node"
+    age = now - sample.timestamp
+    if age > expiration:
+        return (
+            reasons.NODE_STALE_USAGE,
+            f"usage sample is {age:.0f}s old, older than nodeMetricExpirationSeconds ({expiration:.0f}s)",
+        )
+    base = node.threshold_base
+    needed = [r for r in pool.resources if r in (*REQUIRED_BASE, "pods")]
+    missing = [r for r in needed if base.get(r, 0) <= 0]
+    if missing:
+        return reasons.NODE_NO_ALLOCATABLE, f"allocatable {', '.join(missing)} is zero or missing"
+    for name in ("cpu", "memory"):
+        value = sample.resources.get(name)
+        if value is None:
+            return reasons.NODE_USAGE_ERROR, f"usage sample has no {name}"
+        if value < 0:
+            return reasons.NODE_USAGE_ERROR, f"usage sample has negative {name} ({value})"
+    return None
+
+
+def build_view(
+    node: Node, pool: PoolSettings, pods: list[Pod], usage: UsageSnapshot, expiration: float, now: float
+) -> NodeView:
+    """Levels of one node with fresh usage (thresholds are set later, per pool)."""
+    sample = usage.nodes[node.name]
+    base = {name: node.threshold_base.get(name, 0) for name in pool.resources}
+    measured = sample_usage(sample, pool.resources, len(pods))
+    view = NodeView(node=node, pool=pool, pods=pods, levels=Levels(base, dict(measured)), measured=measured)
+    if pool.prod_resources:
+        prod_usage = dict.fromkeys(pool.prod_resources, 0)
+        for pod in pods:
+            if not is_prod(pod):
+                continue
+            pod_sample = usage.pods.get(pod.key)
+            if "pods" in prod_usage:
+                prod_usage["pods"] += 1
+            if pod_sample is None or now - pod_sample.timestamp > expiration:
+                continue
+            for name in pool.prod_resources:
+                if name != "pods":
+                    prod_usage[name] += int(pod_sample.resources.get(name, 0))
+        prod_base = {name: node.threshold_base.get(name, 0) for name in pool.prod_resources}
+        view.prod = Levels(prod_base, dict(prod_usage))
+        view.prod_measured = prod_usage
+    return view
+
+
+def _mean_percent(levels: Iterable[Levels], resources: Sequence[str]) -> dict[str, float]:
+    rows = list(levels)
+    means: dict[str, float] = {}
+    for name in resources:
+        values = [reasons.percent(lv.usage[name], lv.base.get(name, 0)) for lv in rows]
+        means[name] = sum(values) / len(values) if values else 0.0
+    return means
+
+
+def _percents(
+    low: Mapping[str, float],
+    high: Mapping[str, float],
+    resources: Sequence[str],
+    deviation: bool,
+    means: Mapping[str, float],
+    configured: Iterable[str],
+) -> tuple[dict[str, float], dict[str, float]]:
+    if not deviation:
+        return {r: low[r] for r in resources}, {r: high[r] for r in resources}
+    chosen = set(configured)
+    lows: dict[str, float] = {}
+    highs: dict[str, float] = {}
+    for name in resources:
+        if name in chosen:
+            lows[name] = clamp_percent(means[name] - low[name])
+            highs[name] = clamp_percent(means[name] + high[name])
+        else:
+            lows[name] = highs[name] = 100.0
+    return lows, highs
+
+
+def set_pool_thresholds(pool: PoolSettings, views: Sequence[NodeView]) -> None:
+    """Absolute thresholds for every node of the pool; deviation mode first takes the pool's means."""
+    means = _mean_percent((v.levels for v in views), pool.resources) if pool.use_deviation else {}
+    lows, highs = _percents(pool.low, pool.high, pool.resources, pool.use_deviation, means, pool.configured)
+    prod_lows: dict[str, float] = {}
+    prod_highs: dict[str, float] = {}
+    if pool.prod_resources:
+        prod_levels = [v.prod for v in views if v.prod is not None]
+        prod_means = _mean_percent(prod_levels, pool.prod_resources) if pool.use_deviation else {}
+        prod_lows, prod_highs = _percents(
+            pool.prod_low,
+            pool.prod_high,
+            pool.prod_resources,
+            pool.use_deviation,
+            prod_means,
+            pool.prod_configured,
+        )
+    for view in views:
+        view.levels.set_thresholds(lows, highs)
+        if view.prod is not None:
+            view.prod.set_thresholds(prod_lows, prod_highs)
+
+
+def classify(view: NodeView) -> None:
+    """Over: some resource strictly above high. Low: schedulable and every resource at or below low."""
+    view.over = view.levels.is_over()
+    view.low = not view.node.unschedulable and not view.over and view.levels.is_under_low()
+    if view.prod is not None:
+        view.prod_over = view.prod.is_over()
+        view.prod_low = not view.node.unschedulable and not view.prod_over and view.prod.is_under_low()

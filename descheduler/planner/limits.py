@@ -1,0 +1,231 @@
+"""How many pods may move: per-cycle limits, migration limits over migrations in flight, and PDBs.
+
+Counting rules (documented in the README's configuration reference):
+
+- ``maxNoOfPodsToEvict{PerNode,PerNamespace,Total}`` count this cycle's evictions; unset is no limit,
+  0 allows none (as the Kubernetes descheduler).
+- ``maxMigrating{PerNode,PerNamespace,Globally}`` count migrations in flight (a recorded eviction whose
+  pod still exists, e.g. terminating) plus this cycle's; unset or 0 is no limit (as Koordinator).
+- ``maxMigratingPerWorkload`` and ``maxUnavailablePerWorkload`` are an int or a percent of the expected
+  replicas (rounded up, capped at the replicas); 0 is no limit; unset uses Koordinator's table
+  (more than 10 replicas: 10%, 4 to 10: 2, fewer: 1). Unavailable pods are the workload's pods that are
+  not running and ready, plus those migrating.
+- ``objectLimiters.workload`` allows at most ``maxMigrating`` (default: as maxMigratingPerWorkload)
+  evictions per workload within ``duration`` (a sliding window over recorded migrations).
+- A PodDisruptionBudget allows ``status.disruptionsAllowed`` evictions of its pods in a cycle; a pod
+  matched by more than one PDB cannot be evicted at all (the Eviction API refuses it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from descheduler.cluster.selectors import selector_matches
+from descheduler.cluster.types import Pod, PodDisruptionBudget
+from descheduler.planner import reasons
+from descheduler.planner.index import ClusterIndex, WorkloadRef
+from descheduler.planner.settings import Settings
+from descheduler.planner.state import Migration
+
+POD = "pod"
+NODE = "node"
+GLOBAL = "global"
+
+
+def workload_max(replicas: int | None, value: int | str | None) -> int | None:
+    """A per-workload limit for ``replicas`` expected replicas; None means no limit.
+
+    Unknown replicas (a pod whose controller is not in the snapshot, moved only by the evict
+    annotation) get the most careful limit: 1.
+    """
+    if value in (0, "0%"):
+        return None
+    if replicas is None:
+        return value if isinstance(value, int) else 1
+    if value is None:
+        if replicas > 10:
+            result = math.ceil(replicas * 10 / 100)
+        elif replicas >= 4:
+            result = 2
+        else:
+            result = 1
+    elif isinstance(value, int):
+        result = value
+    else:
+        result = math.ceil(replicas * int(value.rstrip("%")) / 100)
+    return min(result, replicas) if replicas > 0 else result
+
+
+@dataclass(frozen=True, slots=True)
+class LimitHit:
+    code: str
+    message: str
+    scope: str
+    """``pod``: only this pod; ``node``: every further pod of this node; ``global``: every further pod."""
+
+
+def in_flight(migrations: Iterable[Migration], index: ClusterIndex) -> list[Migration]:
+    """Migrations whose pod still exists in the snapshot (typically terminating)."""
+    return [m for m in migrations if index.pod_exists(m.uid, m.pod)]
+
+
+class LimitTracker:
+    """Counts migrations in flight and this cycle's evictions, and says which limit a new one would break."""
+
+    def __init__(self, settings: Settings, index: ClusterIndex, migrations: Iterable[Migration], now: float):
+        self.settings = settings
+        self.index = index
+        recorded = list(migrations)
+        flying = in_flight(recorded, index)
+        self.migrating_node: Counter[str] = Counter(m.node for m in flying)
+        self.migrating_namespace: Counter[str] = Counter(m.namespace for m in flying)
+        self.migrating_total = len(flying)
+        self.migrating_workload: dict[str, set[str]] = {}
+        for m in flying:
+            if m.workload:
+                self.migrating_workload.setdefault(m.workload, set()).add(m.pod)
+        self.window: Counter[str] = Counter()
+        limit = settings.object_limit
+        if limit is not None:
+            self.window.update(
+                m.workload for m in recorded if m.workload and m.started + limit.duration > now
+            )
+        self.evicted_node: Counter[str] = Counter()
+        self.evicted_namespace: Counter[str] = Counter()
+        self.evicted_total = 0
+
+    def check(self, pod: Pod, node: str, workload: WorkloadRef | None) -> LimitHit | None:
+        s = self.settings
+        if s.max_total is not None and self.evicted_total + 1 > s.max_total:
+            return LimitHit(reasons.LIMIT_TOTAL, f"maxNoOfPodsToEvictTotal ({s.max_total}) reached", GLOBAL)
+        if s.max_migrating_globally is not None and self.migrating_total >= s.max_migrating_globally:
+            return LimitHit(
+                reasons.MIGRATING_GLOBALLY,
+                f"{self.migrating_total} pods migrating, maxMigratingGlobally is {s.max_migrating_globally}",
+                GLOBAL,
+            )
+        if s.max_per_node is not None and self.evicted_node[node] + 1 > s.max_per_node:
+            return LimitHit(
+                reasons.LIMIT_PER_NODE,
+                f"maxNoOfPodsToEvictPerNode ({s.max_per_node}) reached on {node}",
+                NODE,
+            )
+        if s.max_migrating_per_node is not None and self.migrating_node[node] >= s.max_migrating_per_node:
+            return LimitHit(
+                reasons.MIGRATING_PER_NODE,
+                f"{self.migrating_node[node]} pods migrating from {node}, maxMigratingPerNode is "
+                f"{s.max_migrating_per_node}",
+                NODE,
+            )
+        ns = pod.namespace
+        if s.max_per_namespace is not None and self.evicted_namespace[ns] + 1 > s.max_per_namespace:
+            return LimitHit(
+                reasons.LIMIT_PER_NAMESPACE,
+                f"maxNoOfPodsToEvictPerNamespace ({s.max_per_namespace}) reached in namespace {ns}",
+                POD,
+            )
+        if (
+            s.max_migrating_per_namespace is not None
+            and self.migrating_namespace[ns] >= s.max_migrating_per_namespace
+        ):
+            return LimitHit(
+                reasons.MIGRATING_PER_NAMESPACE,
+                f"{self.migrating_namespace[ns]} pods migrating in namespace {ns}, "
+                f"maxMigratingPerNamespace is {s.max_migrating_per_namespace}",
+                POD,
+            )
+        if workload is not None:
+            return self._check_workload(pod, workload)
+        return None
+
+    def _check_workload(self, pod: Pod, workload: WorkloadRef) -> LimitHit | None:
+        s = self.settings
+        limit = s.object_limit
+        if limit is not None:
+            source = limit.max_migrating if limit.max_migrating is not None else s.max_migrating_per_workload
+            window_max = workload_max(workload.replicas, source)
+            used = self.window[workload.identity]
+            if window_max is not None and used >= window_max:
+                return LimitHit(
+                    reasons.OBJECT_LIMITER,
+                    f"{workload.describe()} already had {used} evictions in the last {limit.duration:g}s "
+                    f"(objectLimiters.workload allows {window_max})",
+                    POD,
+                )
+        migrating = self.migrating_workload.get(workload.identity, set())
+        max_migrating = workload_max(workload.replicas, s.max_migrating_per_workload)
+        if max_migrating is not None and len(migrating) >= max_migrating:
+            return LimitHit(
+                reasons.MIGRATING_PER_WORKLOAD,
+                f"{len(migrating)} pods of {workload.describe()} migrating, "
+                f"maxMigratingPerWorkload is {max_migrating}",
+                POD,
+            )
+        max_unavailable = workload_max(workload.replicas, s.max_unavailable_per_workload)
+        if max_unavailable is not None:
+            unavailable = set(migrating)
+            for other in self.index.pods_of_workload(workload.identity):
+                if other.is_terminal or other.terminating or not other.ready:
+                    unavailable.add(other.key)
+            if len(unavailable) >= max_unavailable:
+                return LimitHit(
+                    reasons.UNAVAILABLE_PER_WORKLOAD,
+                    f"{len(unavailable)} pods of {workload.describe()} unavailable or migrating, "
+                    f"maxUnavailablePerWorkload is {max_unavailable}",
+                    POD,
+                )
+        return None
+
+    def record(self, pod: Pod, node: str, workload: WorkloadRef | None) -> None:
+        self.evicted_total += 1
+        self.evicted_node[node] += 1
+        self.evicted_namespace[pod.namespace] += 1
+        self.migrating_total += 1
+        self.migrating_node[node] += 1
+        self.migrating_namespace[pod.namespace] += 1
+        if workload is not None:
+            self.migrating_workload.setdefault(workload.identity, set()).add(pod.key)
+            self.window[workload.identity] += 1
+
+
+class PdbTracker:
+    """Disruptions left per PodDisruptionBudget in this cycle."""
+
+    def __init__(self, pdbs: Iterable[PodDisruptionBudget]) -> None:
+        self.by_namespace: dict[str, list[PodDisruptionBudget]] = {}
+        for pdb in pdbs:
+            self.by_namespace.setdefault(pdb.namespace, []).append(pdb)
+        self.used: Counter[tuple[str, str]] = Counter()
+
+    def matching(self, pod: Pod) -> list[PodDisruptionBudget]:
+        return [
+            p for p in self.by_namespace.get(pod.namespace, ()) if selector_matches(p.selector, pod.labels)
+        ]
+
+    def check(self, pod: Pod) -> LimitHit | None:
+        found = self.matching(pod)
+        if len(found) > 1:
+            names = ", ".join(sorted(p.name for p in found))
+            return LimitHit(
+                reasons.PDB_MULTIPLE,
+                f"matched by more than one PodDisruptionBudget ({names}): the Eviction API refuses such pods",
+                POD,
+            )
+        if found:
+            pdb = found[0]
+            left = pdb.disruptions_allowed - self.used[(pdb.namespace, pdb.name)]
+            if left <= 0:
+                return LimitHit(
+                    reasons.PDB,
+                    f"PodDisruptionBudget {pdb.name} allows {pdb.disruptions_allowed} disruptions and "
+                    f"{self.used[(pdb.namespace, pdb.name)]} are planned this cycle",
+                    POD,
+                )
+        return None
+
+    def record(self, pod: Pod) -> None:
+        for pdb in self.matching(pod):
+            self.used[(pdb.namespace, pdb.name)] += 1

@@ -1,0 +1,174 @@
+"""The planner's output: evictions to perform and an explanation for every node and every pod left alone."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from descheduler.cluster.types import Pod
+from descheduler.planner.state import PlannerState
+
+# Node classes, from coolest to hottest.
+LOW = "low"
+NORMAL = "normal"
+OVER = "over"
+HOTSPOT = "hotspot"
+SKIPPED = "skipped"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceReport:
+    """One resource of one node: measured usage against the node's thresholds, absolute and in percent."""
+
+    resource: str
+    base: int
+    """What the percentages are of: allocatable, or Koordinator's raw-allocatable when annotated."""
+    usage: int
+    low: int
+    high: int
+    usage_percent: float
+    low_percent: float
+    high_percent: float
+
+    @property
+    def over(self) -> bool:
+        return self.usage > self.high
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "resource": self.resource,
+            "allocatable": self.base,
+            "usage": self.usage,
+            "usagePercent": round(self.usage_percent, 2),
+            "low": self.low,
+            "lowPercent": round(self.low_percent, 2),
+            "high": self.high,
+            "highPercent": round(self.high_percent, 2),
+            "over": self.over,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReport:
+    """How the planner saw one node this cycle and what it did there."""
+
+    node: str
+    node_class: str
+    """``low``, ``normal``, ``over`` (not yet a hotspot), ``hotspot`` or ``skipped``."""
+    pool: str = ""
+    anomaly_count: int = 0
+    consecutive_abnormalities: int = 0
+    cordoned: bool = False
+    resources: tuple[ResourceReport, ...] = ()
+    skip_code: str = ""
+    skip_message: str = ""
+    prod_class: str = ""
+    """Class under ``prodLowThresholds``/``prodHighThresholds`` (usage of prod pods only); empty if unset."""
+    prod_anomaly_count: int = 0
+    prod_resources: tuple[ResourceReport, ...] = ()
+    evicted: int = 0
+    """Evictions planned from this node in this cycle."""
+    stop_code: str = ""
+    stop_message: str = ""
+    """For hotspots: why eviction stopped (or never started) on this node."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "node": self.node,
+            "pool": self.pool,
+            "class": self.node_class,
+            "anomalyCount": self.anomaly_count,
+            "consecutiveAbnormalities": self.consecutive_abnormalities,
+            "cordoned": self.cordoned,
+            "resources": [r.to_dict() for r in self.resources],
+            "evicted": self.evicted,
+        }
+        if self.skip_code:
+            out["skip"] = {"code": self.skip_code, "message": self.skip_message}
+        if self.prod_class:
+            out["prodClass"] = self.prod_class
+            out["prodAnomalyCount"] = self.prod_anomaly_count
+            out["prodResources"] = [r.to_dict() for r in self.prod_resources]
+        if self.stop_code:
+            out["stop"] = {"code": self.stop_code, "message": self.stop_message}
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedEviction:
+    """A pod to evict from ``node``; ``destination`` is the low node whose headroom was reserved for it."""
+
+    pod: Pod
+    node: str
+    destination: str
+    reason: str
+    """Koordinator's wording, e.g. ``node is overutilized, node cpu usage(68.53%)>threshold(50.00%)``."""
+    usage: Mapping[str, int]
+    """The pod's measured usage of each resource the planner considered."""
+    workload: str = ""
+    """Identity of the pod's workload (recorded with the migration), empty for bare pods."""
+    pool: str = ""
+    prod: bool = False
+    """True when decided by the prod pass (``prodHighThresholds``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pod": self.pod.key,
+            "node": self.node,
+            "reason": self.reason,
+            "destination": self.destination,
+            "usage": dict(self.usage),
+            "workload": self.workload,
+            "pool": self.pool,
+            "pass": "prod" if self.prod else "load",
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PodSkip:
+    """A pod on a hotspot that was considered and not moved, and why."""
+
+    pod: str
+    node: str
+    code: str
+    message: str
+    prod: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pod": self.pod,
+            "node": self.node,
+            "code": self.code,
+            "message": self.message,
+            "pass": "prod" if self.prod else "load",
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything one cycle decided, with its reasons, and the state to carry to ``commit``."""
+
+    evictions: tuple[PlannedEviction, ...] = ()
+    node_reports: tuple[NodeReport, ...] = ()
+    pod_skips: tuple[PodSkip, ...] = ()
+    state: PlannerState = field(default_factory=PlannerState)
+    notes: tuple[str, ...] = ()
+    """Cycle-wide explanations, e.g. why nothing happened in a pool."""
+    now: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: used by ``simulate --output json`` and by the dry-run audit record."""
+        return {
+            "evictions": [e.to_dict() for e in self.evictions],
+            "nodes": [n.to_dict() for n in self.node_reports],
+            "skips": [s.to_dict() for s in self.pod_skips],
+            "notes": list(self.notes),
+        }
+
+    def skip_counts(self) -> dict[str, int]:
+        """Skipped pods by reason code (for a one-line cycle summary or a metric)."""
+        counts: dict[str, int] = {}
+        for skip in self.pod_skips:
+            counts[skip.code] = counts.get(skip.code, 0) + 1
+        return dict(sorted(counts.items()))

@@ -1,0 +1,412 @@
+"""The entry point: one LowNodeLoad cycle over plain data, with every decision explained.
+
+Per node pool: classify nodes, count anomalies, then handle hotspots hottest first. On each hotspot the
+movable pods are ordered (``order.py``) and evicted one by one while the node is still over and the low
+nodes still have room below their high thresholds; each must pass the limits, its PDB and the
+destination check. With ``prodHighThresholds`` a second pass does the same for nodes whose prod pods
+alone are over (and the node as a whole is not), moving prod pods only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSnapshot
+from descheduler.config.load import EffectiveConfig
+from descheduler.planner import reasons
+from descheduler.planner.anomaly import is_hotspot, next_count
+from descheduler.planner.candidates import PodFilter, Rejection
+from descheduler.planner.classify import (
+    NodeView,
+    build_view,
+    classify,
+    node_selected,
+    pool_of,
+    set_pool_thresholds,
+    usage_problem,
+    weighted_score,
+)
+from descheduler.planner.fit import DestinationSet
+from descheduler.planner.index import ClusterIndex
+from descheduler.planner.limits import GLOBAL, NODE, LimitHit, LimitTracker, PdbTracker
+from descheduler.planner.model import SKIPPED, NodeReport, Plan, PlannedEviction, PodSkip
+from descheduler.planner.order import is_prod, sort_key, usage_score
+from descheduler.planner.settings import PoolSettings, Settings, compile_settings
+from descheduler.planner.state import AnomalyCount, PlannerState
+
+
+def plan(
+    snapshot: ClusterSnapshot, usage: UsageSnapshot, config: EffectiveConfig, state: PlannerState, now: float
+) -> Plan:
+    """Decide this cycle's evictions. Pure: no I/O, no clock (``now`` is seconds since the epoch).
+
+    Raises ``ConfigError`` only for configuration problems ``settings.validate`` reports at start-up.
+    """
+    return _Cycle(snapshot, usage, compile_settings(config), state, now).run()
+
+
+class _Cycle:
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        usage: UsageSnapshot,
+        settings: Settings,
+        state: PlannerState,
+        now: float,
+    ) -> None:
+        self.snapshot = snapshot
+        self.usage = usage
+        self.settings = settings
+        self.state = state
+        self.now = now
+        self.index = ClusterIndex(snapshot)
+        self.notes: list[str] = []
+        self.evictions: list[PlannedEviction] = []
+        self.skips: list[PodSkip] = []
+        self.skipped_nodes: list[NodeReport] = []
+        self.views: dict[str, list[NodeView]] = {pool.name: [] for pool in settings.pools}
+        self.global_stop = ""
+
+    # --- the cycle ------------------------------------------------------------------------------------
+
+    def run(self) -> Plan:
+        s = self.settings
+        window = s.object_limit.duration if s.object_limit is not None else 0.0
+        migrations = tuple(
+            m
+            for m in self.state.migrations
+            if self.index.pod_exists(m.uid, m.pod) or m.started + window > self.now
+        )
+        if not s.enabled:
+            return Plan(
+                state=replace(self.state, migrations=migrations),
+                notes=("LowNodeLoad is not enabled in any profile's balance plugins: nothing to plan",),
+                now=self.now,
+            )
+        self._collect_nodes()
+        anomalies, prod_anomalies = self._count_anomalies()
+        new_state = PlannerState(anomalies=anomalies, prod_anomalies=prod_anomalies, migrations=migrations)
+        if s.paused:
+            self.notes.append("LowNodeLoad is paused: nodes are classified, nothing is counted or evicted")
+        else:
+            self.limits = LimitTracker(s, self.index, migrations, self.now)
+            self.pdbs = PdbTracker(self.snapshot.pdbs)
+            self.filter = PodFilter(s, self.index)
+            self._rejections: dict[str, Rejection | None] = {}
+            for pool in s.pools:
+                views = self.views[pool.name]
+                self._balance(pool, views, prod=False)
+                if pool.prod_resources:
+                    self._balance(pool, views, prod=True)
+        for pool in s.pools:
+            self._pool_note(pool)
+        return Plan(
+            evictions=tuple(self.evictions),
+            node_reports=self._reports(),
+            pod_skips=tuple(self.skips),
+            state=new_state,
+            notes=tuple(self.notes),
+            now=self.now,
+        )
+
+    def _skip_node(self, node: Node, pool: str, code: str, message: str) -> None:
+        previous = self.state.anomalies.get(node.name)
+        self.skipped_nodes.append(
+            NodeReport(
+                node=node.name,
+                node_class=SKIPPED,
+                pool=pool,
+                anomaly_count=previous.count if previous else 0,
+                cordoned=node.unschedulable,
+                skip_code=code,
+                skip_message=message,
+            )
+        )
+
+    def _collect_nodes(self) -> None:
+        s = self.settings
+        for node in sorted(self.snapshot.nodes, key=lambda n: n.name):
+            if not node_selected(node, s.node_selectors):
+                self._skip_node(
+                    node, "", reasons.NODE_OUTSIDE_SELECTOR, "labels do not match the nodeSelector"
+                )
+                continue
+            pool = pool_of(node, s)
+            if pool is None:
+                self._skip_node(node, "", reasons.NODE_OUTSIDE_POOLS, "matches no node pool's nodeSelector")
+                continue
+            if not node.ready:
+                self._skip_node(node, pool.name, reasons.NODE_NOT_READY, "node is not Ready")
+                continue
+            problem = usage_problem(node, self.usage, pool, s.metric_expiration, self.now)
+            if problem is not None:
+                self._skip_node(node, pool.name, *problem)
+                continue
+            view = build_view(
+                node, pool, self.index.pods_on(node.name), self.usage, s.metric_expiration, self.now
+            )
+            self.views[pool.name].append(view)
+        for pool in s.pools:
+            views = self.views[pool.name]
+            set_pool_thresholds(pool, views)
+            for view in views:
+                classify(view)
+
+    def _count_anomalies(self) -> tuple[dict[str, AnomalyCount], dict[str, AnomalyCount]]:
+        """New counters; skipped nodes keep theirs, nodes gone from the cluster are forgotten."""
+        previous, previous_prod = self.state.anomalies, self.state.prod_anomalies
+        anomalies: dict[str, AnomalyCount] = {}
+        prod_anomalies: dict[str, AnomalyCount] = {}
+        for report in self.skipped_nodes:
+            if report.node in previous:
+                anomalies[report.node] = previous[report.node]
+            if report.node in previous_prod:
+                prod_anomalies[report.node] = previous_prod[report.node]
+        timeout = self.settings.detector_timeout
+        paused = self.settings.paused
+        for pool in self.settings.pools:
+            for view in self.views[pool.name]:
+                count = previous.get(view.name)
+                if not paused:
+                    count = next_count(count, view.over, self.now, timeout)
+                if count is not None:
+                    anomalies[view.name] = count
+                    view.anomaly_count = count.count
+                view.hotspot = (
+                    not paused
+                    and view.over
+                    and is_hotspot(view.anomaly_count, pool.consecutive_abnormalities)
+                )
+                if view.prod is None:
+                    continue
+                prod_count = previous_prod.get(view.name)
+                if not paused:
+                    prod_count = next_count(prod_count, view.prod_over, self.now, timeout)
+                if prod_count is not None:
+                    prod_anomalies[view.name] = prod_count
+                    view.prod_anomaly_count = prod_count.count
+                view.prod_hotspot = (
+                    not paused
+                    and view.prod_over
+                    and is_hotspot(view.prod_anomaly_count, pool.consecutive_abnormalities)
+                )
+        return anomalies, prod_anomalies
+
+    # --- eviction ---------------------------------------------------------------------------------------
+
+    def _balance(self, pool: PoolSettings, views: Sequence[NodeView], prod: bool) -> None:
+        what = "prod hotspot" if prod else "hotspot"
+        if prod:
+            sources = [v for v in views if v.prod_hotspot and not v.over]
+            targets = [v for v in views if v.low and v.prod_low]
+        else:
+            sources = [v for v in views if v.hotspot]
+            targets = [v for v in views if v.low]
+        if not sources:
+            return
+        if not targets:
+            kind = "node low on both its overall and its prod thresholds" if prod else "low node"
+            message = f"no {kind} in pool {pool.name} to move pods to"
+            self._stop_all(sources, message)
+            self.notes.append(f"pool {pool.name}: {len(sources)} {what}(s) but {message}: nothing to do")
+            return
+        if len(targets) <= self.settings.number_of_nodes:
+            message = (
+                f"only {len(targets)} low node(s) in pool {pool.name}, not more than numberOfNodes "
+                f"({self.settings.number_of_nodes})"
+            )
+            self._stop_all(sources, message)
+            self.notes.append(f"pool {pool.name}: {message}: nothing to do")
+            return
+        destinations = DestinationSet(targets, pool.weights, self.settings.node_fit, prod)
+        headroom = destinations.headroom()
+
+        def heat(view: NodeView) -> tuple[float, str]:
+            levels = view.prod if prod and view.prod is not None else view.levels
+            return -weighted_score(levels.usage, levels.base, pool.weights), view.name
+
+        for source in sorted(sources, key=heat):
+            if self.global_stop:
+                source.stop(reasons.STOP_GLOBAL_LIMIT, self.global_stop)
+                continue
+            self._drain(pool, source, destinations, headroom, prod)
+
+    def _stop_all(self, sources: Sequence[NodeView], message: str) -> None:
+        for view in sources:
+            view.stop(reasons.STOP_NOTHING_TO_DO, message)
+
+    def _pod_usage(self, pod: Pod, resources: Sequence[str]) -> tuple[dict[str, int] | None, str]:
+        sample = self.usage.pods.get(pod.key)
+        if sample is None:
+            return None, "no usage sample for this pod: what moving it would free is unknown"
+        age = self.now - sample.timestamp
+        if age > self.settings.metric_expiration:
+            return None, f"pod usage sample is {age:.0f}s old, older than nodeMetricExpirationSeconds"
+        return {name: 1 if name == "pods" else int(sample.resources.get(name, 0)) for name in resources}, ""
+
+    def _rejection(self, pod: Pod) -> Rejection | None:
+        if pod.uid not in self._rejections:
+            self._rejections[pod.uid] = self.filter.check(pod)
+        return self._rejections[pod.uid]
+
+    def _skip(self, pod: Pod, node: str, code: str, message: str, prod: bool) -> None:
+        self.skips.append(PodSkip(pod=pod.key, node=node, code=code, message=message, prod=prod))
+
+    def _drain(
+        self,
+        pool: PoolSettings,
+        source: NodeView,
+        destinations: DestinationSet,
+        headroom: dict[str, int],
+        prod: bool,
+    ) -> None:
+        levels = source.prod if prod and source.prod is not None else source.levels
+        candidates: list[tuple[Pod, dict[str, int]]] = []
+        for pod in source.pods:
+            if prod and not is_prod(pod):
+                continue
+            rejected = self._rejection(pod)
+            if rejected is not None:
+                self._skip(pod, source.name, rejected.code, rejected.message, prod)
+                continue
+            vector, problem = self._pod_usage(pod, pool.resources)
+            if vector is None:
+                self._skip(pod, source.name, reasons.NO_POD_USAGE, problem, prod)
+                continue
+            candidates.append((pod, vector))
+        excess = levels.excess()
+        resources = pool.prod_resources if prod else pool.resources
+
+        def key(
+            item: tuple[Pod, dict[str, int]],
+        ) -> tuple[int, int, int, int, int, int, float, float, str, str]:
+            pod, vector = item
+            scored = {name: vector.get(name, 0) for name in resources}
+            return sort_key(pod, usage_score(scored, excess, pool.weights))
+
+        candidates.sort(key=key)
+        for pod, vector in candidates:
+            if not levels.is_over():
+                break
+            used_up = sorted(name for name, room in headroom.items() if room <= 0)
+            if used_up:
+                source.stop(
+                    reasons.STOP_HEADROOM_USED,
+                    f"the low nodes have no room left below their {'prod ' if prod else ''}high "
+                    f"threshold for {', '.join(used_up)}",
+                )
+                return
+            workload = self.index.workload_of(pod)
+            hit = self.limits.check(pod, source.name, workload) or self.pdbs.check(pod)
+            if hit is not None:
+                self._skip(pod, source.name, hit.code, hit.message, prod)
+                if self._limit_stops(source, hit):
+                    return
+                continue
+            prod_vector = self._prod_vector(pool, pod, vector)
+            destination, why = destinations.find(pod, vector, prod_vector)
+            if destination is None:
+                self._skip(pod, source.name, reasons.NO_DESTINATION, why, prod)
+                continue
+            reason = reasons.overutilized_reason(
+                levels.over_resources(), levels.usage_percent(), levels.high_percent, prod
+            )
+            self.evictions.append(
+                PlannedEviction(
+                    pod=pod,
+                    node=source.name,
+                    destination=destination.name,
+                    reason=reason,
+                    usage=dict(vector),
+                    workload=workload.identity if workload is not None else "",
+                    pool=pool.name,
+                    prod=prod,
+                )
+            )
+            self.limits.record(pod, source.name, workload)
+            self.pdbs.record(pod)
+            destinations.reserve(destination, pod, vector, prod_vector)
+            for name in source.levels.usage:
+                source.levels.usage[name] -= vector.get(name, 0)
+            if source.prod is not None and prod_vector is not None:
+                for name in source.prod.usage:
+                    source.prod.usage[name] -= prod_vector.get(name, 0)
+            moved = prod_vector if prod and prod_vector is not None else vector
+            for name in headroom:
+                headroom[name] -= moved.get(name, 0)
+            source.evicted += 1
+        if levels.is_over():
+            source.stop(
+                reasons.STOP_CANDIDATES_EXHAUSTED,
+                f"still over after {source.evicted} eviction(s): no other pod here can move now "
+                "(see skipped pods)",
+            )
+        else:
+            source.stop(
+                reasons.STOP_NO_LONGER_OVER,
+                f"no longer over after {source.evicted} eviction(s)",
+            )
+
+    def _prod_vector(self, pool: PoolSettings, pod: Pod, vector: dict[str, int]) -> dict[str, int] | None:
+        """The pod's share of prod usage (None for non-prod pods or when the prod pass is off)."""
+        if not pool.prod_resources or not is_prod(pod):
+            return None
+        sample = self.usage.pods.get(pod.key)
+        out: dict[str, int] = {}
+        for name in pool.prod_resources:
+            if name == "pods":
+                out[name] = 1
+            elif name in vector:
+                out[name] = vector[name]
+            else:
+                out[name] = int(sample.resources.get(name, 0)) if sample is not None else 0
+        return out
+
+    def _limit_stops(self, source: NodeView, hit: LimitHit) -> bool:
+        if hit.scope == NODE:
+            source.stop(reasons.STOP_NODE_LIMIT, hit.message)
+            return True
+        if hit.scope == GLOBAL:
+            self.global_stop = hit.message
+            source.stop(reasons.STOP_GLOBAL_LIMIT, hit.message)
+            return True
+        return False
+
+    # --- reporting --------------------------------------------------------------------------------------
+
+    def _pool_note(self, pool: PoolSettings) -> None:
+        views = self.views[pool.name]
+        counts: dict[str, int] = {}
+        for view in views:
+            counts[view.node_class] = counts.get(view.node_class, 0) + 1
+        skipped = sum(1 for r in self.skipped_nodes if r.pool == pool.name)
+        parts = ", ".join(f"{counts[c]} {c}" for c in ("low", "normal", "over", "hotspot") if c in counts)
+        evicted = sum(1 for e in self.evictions if e.pool == pool.name)
+        self.notes.append(
+            f"pool {pool.name}: {len(views)} nodes ({parts or 'none'}), {skipped} skipped, "
+            f"{evicted} eviction(s)"
+        )
+
+    def _reports(self) -> tuple[NodeReport, ...]:
+        reports = list(self.skipped_nodes)
+        for pool in self.settings.pools:
+            for view in self.views[pool.name]:
+                reports.append(
+                    NodeReport(
+                        node=view.name,
+                        node_class=view.node_class,
+                        pool=pool.name,
+                        anomaly_count=view.anomaly_count,
+                        consecutive_abnormalities=pool.consecutive_abnormalities,
+                        cordoned=view.node.unschedulable,
+                        resources=view.levels.report(view.measured),
+                        prod_class=view.prod_class,
+                        prod_anomaly_count=view.prod_anomaly_count,
+                        prod_resources=view.prod.report(view.prod_measured) if view.prod is not None else (),
+                        evicted=view.evicted,
+                        stop_code=view.stop_code,
+                        stop_message=view.stop_message,
+                    )
+                )
+        return tuple(sorted(reports, key=lambda r: r.node))

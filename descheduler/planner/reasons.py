@@ -1,0 +1,140 @@
+"""Reason codes for every decision the planner does not turn into an eviction, and the eviction reason text.
+
+Codes are stable, kebab-case strings: dashboards, audits and scripts key on them, so they never change
+meaning. Each comes with a default message; the planner adds the specifics (limits, counts, names).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+# --- why a node takes no part in a cycle ----------------------------------------------------------
+NODE_NOT_READY = "not-ready"
+NODE_OUTSIDE_SELECTOR = "outside-node-selector"
+NODE_OUTSIDE_POOLS = "outside-node-pools"
+NODE_NO_USAGE = "no-usage"
+NODE_USAGE_ERROR = "usage-error"
+NODE_STALE_USAGE = "stale-usage"
+NODE_NO_ALLOCATABLE = "no-allocatable"
+
+# --- why a pod on a hotspot stays: filters (properties of the pod) ----------------------------------
+FILTERED_DAEMONSET = "filtered-daemonset"
+FILTERED_MIRROR = "filtered-mirror"
+FILTERED_STATIC = "filtered-static"
+FILTERED_TERMINATING = "filtered-terminating"
+FILTERED_TERMINAL = "filtered-terminal"
+FILTERED_EVICTION_COST = "filtered-eviction-cost"
+FILTERED_NAMESPACE = "filtered-namespace"
+FILTERED_LABEL_SELECTOR = "filtered-label-selector"
+FILTERED_POD_SELECTOR = "filtered-pod-selector"
+FILTERED_BARE = "filtered-bare"
+FILTERED_CRITICAL = "filtered-critical"
+FILTERED_PRIORITY = "filtered-priority"
+FILTERED_LOCAL_STORAGE = "filtered-local-storage"
+FILTERED_PVC = "filtered-pvc"
+FILTERED_RESOURCE_CLAIMS = "filtered-resource-claims"
+WORKLOAD_UNKNOWN = "workload-unknown"
+REPLICAS_ONE = "replicas-1"
+REPLICAS_UNPROTECTED = "replicas-unprotected"
+NO_POD_USAGE = "no-pod-usage"
+NOT_PROD = "not-prod"
+
+# --- why a pod that could move stays: limits, budgets, destinations ----------------------------------
+LIMIT_PER_NODE = "limit-per-node"
+LIMIT_PER_NAMESPACE = "limit-per-namespace"
+LIMIT_TOTAL = "limit-total"
+MIGRATING_PER_NODE = "migrating-per-node"
+MIGRATING_PER_NAMESPACE = "migrating-per-namespace"
+MIGRATING_GLOBALLY = "migrating-globally"
+MIGRATING_PER_WORKLOAD = "migrating-per-workload"
+UNAVAILABLE_PER_WORKLOAD = "unavailable-per-workload"
+OBJECT_LIMITER = "object-limiter"
+PDB = "pdb"
+PDB_MULTIPLE = "pdb-multiple"
+NO_DESTINATION = "no-destination"
+
+# --- why eviction on a hotspot stopped (node reports) ------------------------------------------------
+STOP_NO_LONGER_OVER = "no-longer-over"
+STOP_HEADROOM_USED = "headroom-used-up"
+STOP_CANDIDATES_EXHAUSTED = "candidates-exhausted"
+STOP_NODE_LIMIT = "node-limit-reached"
+STOP_GLOBAL_LIMIT = "global-limit-reached"
+STOP_NOTHING_TO_DO = "nothing-to-do"
+
+# Codes that mean "this pod can never be moved by this configuration" (as opposed to "not now").
+FILTER_CODES = frozenset(
+    {
+        FILTERED_DAEMONSET,
+        FILTERED_MIRROR,
+        FILTERED_STATIC,
+        FILTERED_TERMINATING,
+        FILTERED_TERMINAL,
+        FILTERED_EVICTION_COST,
+        FILTERED_NAMESPACE,
+        FILTERED_LABEL_SELECTOR,
+        FILTERED_POD_SELECTOR,
+        FILTERED_BARE,
+        FILTERED_CRITICAL,
+        FILTERED_PRIORITY,
+        FILTERED_LOCAL_STORAGE,
+        FILTERED_PVC,
+        FILTERED_RESOURCE_CLAIMS,
+        WORKLOAD_UNKNOWN,
+        REPLICAS_ONE,
+        REPLICAS_UNPROTECTED,
+        NO_POD_USAGE,
+        NOT_PROD,
+    }
+)
+
+LIMIT_CODES = frozenset(
+    {
+        LIMIT_PER_NODE,
+        LIMIT_PER_NAMESPACE,
+        LIMIT_TOTAL,
+        MIGRATING_PER_NODE,
+        MIGRATING_PER_NAMESPACE,
+        MIGRATING_GLOBALLY,
+        MIGRATING_PER_WORKLOAD,
+        UNAVAILABLE_PER_WORKLOAD,
+        OBJECT_LIMITER,
+    }
+)
+
+
+def format_amount(resource: str, amount: int) -> str:
+    """A resource amount as people read it: cpu ``2500m``/``3``, bytes ``1.5Gi``, others plain."""
+    if resource == "cpu":
+        return f"{amount // 1000}" if amount % 1000 == 0 else f"{amount}m"
+    if resource in ("memory", "ephemeral-storage", "storage"):
+        for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if abs(amount) >= size:
+                text = f"{amount / size:.1f}".removesuffix(".0")
+                return f"{text}{unit}"
+        return str(amount)
+    return str(amount)
+
+
+def percent(amount: int, base: int) -> float:
+    """Usage as a percentage of ``base``; 0 when the base is 0 (nothing to be a share of)."""
+    return 100.0 * amount / base if base > 0 else 0.0
+
+
+def overutilized_reason(
+    over: Iterable[str],
+    usage_percent: Mapping[str, float],
+    threshold_percent: Mapping[str, float],
+    prod: bool = False,
+) -> str:
+    """Koordinator's eviction reason, e.g. ``node is overutilized, node cpu usage(68.53%)>threshold(50.00%)``.
+
+    Resources are listed in name order, as Koordinator does, so the text is stable across runs.
+    The prod pass (``prodHighThresholds``) says which usage it measured: that of the node's prod pods.
+    """
+    scope = "node prod" if prod else "node"
+    parts = [
+        f"{scope} {name} usage({usage_percent[name]:.2f}%)>threshold({threshold_percent[name]:.2f}%)"
+        for name in sorted(over)
+    ]
+    head = "node is overutilized by prod pods" if prod else "node is overutilized"
+    return f"{head}, {', '.join(parts)}"

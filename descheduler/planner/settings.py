@@ -1,0 +1,345 @@
+"""The configuration, compiled once into plain values the planner reads on its hot paths.
+
+Compiling resolves inheritance (node pools take unset fields from the plugin args), turns selectors
+into the snapshot's selector type and applies this product's documented rules for unset values, so the
+decision code never has to know how the YAML was written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from descheduler.cluster.types import LabelSelector, LabelSelectorRequirement
+from descheduler.config.load import ConfigError, EffectiveConfig
+from descheduler.config.models import (
+    LOW_NODE_LOAD,
+    LabelSelectorConfig,
+    LowNodeLoadArgs,
+    MigrationControllerArgs,
+    Namespaces,
+    NodePool,
+)
+
+BASE_RESOURCES = ("cpu", "memory")
+FULL = 100.0
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSettings:
+    """One node pool: which nodes, their thresholds (percent) and how hotspots are confirmed."""
+
+    name: str
+    selector: LabelSelector | None
+    """None: every node not taken by an earlier pool."""
+    use_deviation: bool
+    resources: tuple[str, ...]
+    """Resources considered, sorted: the configured keys plus cpu and memory."""
+    low: Mapping[str, float]
+    high: Mapping[str, float]
+    prod_resources: tuple[str, ...]
+    """Resources of the prod pass; empty when prodLowThresholds and prodHighThresholds are both unset."""
+    prod_low: Mapping[str, float]
+    prod_high: Mapping[str, float]
+    weights: Mapping[str, int]
+    consecutive_abnormalities: int
+    configured: tuple[str, ...] = ()
+    """Resources with both thresholds set: in deviation mode only these can make a node low or over."""
+    prod_configured: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectLimit:
+    duration: float
+    max_migrating: int | str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything ``plan`` needs from the configuration."""
+
+    enabled: bool
+    paused: bool
+    node_selectors: tuple[LabelSelector, ...]
+    pools: tuple[PoolSettings, ...]
+    explicit_pools: bool
+    number_of_nodes: int
+    metric_expiration: float
+    detector_timeout: float
+    node_fit: bool
+    # filters
+    evictable_namespaces: Namespaces | None
+    namespaces: Namespaces | None
+    pod_selectors: tuple[LabelSelector, ...]
+    label_selector: LabelSelector | None
+    evict_failed_bare_pods: bool
+    evict_all_bare_pods: bool
+    evict_local_storage_pods: bool
+    evict_system_critical_pods: bool
+    evict_resource_claim_pods: bool
+    ignore_pvc_pods: bool
+    priority_threshold_value: int | None
+    priority_threshold_name: str
+    skip_check_expected_replicas: bool
+    # per-cycle limits (None: no limit; 0: nothing may be evicted)
+    max_per_node: int | None
+    max_per_namespace: int | None
+    max_total: int | None
+    # migration limits (None or 0: no limit, as Koordinator's MigrationController)
+    max_migrating_per_node: int | None
+    max_migrating_per_namespace: int | None
+    max_migrating_globally: int | None
+    max_migrating_per_workload: int | str | None
+    max_unavailable_per_workload: int | str | None
+    object_limit: ObjectLimit | None
+
+
+def convert_selector(config: LabelSelectorConfig) -> LabelSelector:
+    return LabelSelector(
+        match_labels=dict(config.match_labels),
+        match_expressions=tuple(
+            LabelSelectorRequirement(e.key, e.operator, tuple(e.values)) for e in config.match_expressions
+        ),
+    )
+
+
+_REQUIREMENT = re.compile(
+    r"^\s*(?:(?P<not>!)\s*(?P<nkey>[^\s=!<>(),]+)"
+    r"|(?P<key>[^\s=!<>(),]+)\s*(?:(?P<op>==|=|!=|<|>)\s*(?P<value>[^\s=!<>(),]*)"
+    r"|\s+(?P<setop>in|notin)\s*\((?P<values>[^()]*)\))?)\s*$"
+)
+
+
+def parse_selector_string(text: str, where: str) -> LabelSelector:
+    """Parse a label selector written as a string (``tier=web,zone in (a,b),!spot``), as kubectl does."""
+    parts: list[str] = []
+    depth = 0
+    current = ""
+    for char in text:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    requirements: list[LabelSelectorRequirement] = []
+    for part in parts:
+        if not part.strip():
+            if text.strip():
+                raise ConfigError(where, [f"{where}: empty requirement in selector {text!r}"])
+            continue
+        match = _REQUIREMENT.match(part)
+        if match is None:
+            raise ConfigError(
+                where,
+                [
+                    f"{where}: {part.strip()!r} is not a label requirement "
+                    "(examples: a=b, a!=b, a in (x,y), !a)"
+                ],
+            )
+        if match.group("nkey"):
+            requirements.append(LabelSelectorRequirement(match.group("nkey"), "DoesNotExist"))
+        elif match.group("setop"):
+            values = tuple(v.strip() for v in match.group("values").split(",") if v.strip())
+            operator = "In" if match.group("setop") == "in" else "NotIn"
+            requirements.append(LabelSelectorRequirement(match.group("key"), operator, values))
+        elif match.group("op"):
+            op = match.group("op")
+            operator = {"=": "In", "==": "In", "!=": "NotIn", "<": "Lt", ">": "Gt"}[op]
+            requirements.append(
+                LabelSelectorRequirement(match.group("key"), operator, (match.group("value"),))
+            )
+        else:
+            requirements.append(LabelSelectorRequirement(match.group("key"), "Exists"))
+    return LabelSelector(match_expressions=tuple(requirements))
+
+
+def _resources(*maps: Mapping[str, float]) -> tuple[str, ...]:
+    names = set(BASE_RESOURCES)
+    for mapping in maps:
+        names.update(mapping)
+    return tuple(sorted(names))
+
+
+def _pool_thresholds(
+    low: Mapping[str, float],
+    high: Mapping[str, float],
+    resources: Sequence[str],
+    deviation: bool,
+    where: str,
+    names: tuple[str, str] = ("lowThresholds", "highThresholds"),
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Per-resource low/high percentages with this product's rules for unset values.
+
+    An unset threshold counts as 100% (in deviation mode a resource without both deviations never
+    triggers). A low threshold above the high one (possible only when one of them is unset) is lowered
+    to the high one, so a node can never be both a destination and over.
+    """
+    out_low: dict[str, float] = {}
+    out_high: dict[str, float] = {}
+    for name in resources:
+        if deviation:
+            if (name in low) != (name in high):
+                low_name, high_name = names
+                missing = high_name if name in low else low_name
+                raise ConfigError(
+                    where,
+                    [
+                        f"{where}{missing}.{name}: with useDeviationThresholds set both {low_name}.{name} "
+                        f"and {high_name}.{name} (the allowed deviation below and above the mean), or neither"
+                    ],
+                )
+            out_low[name] = low.get(name, FULL)
+            out_high[name] = high.get(name, FULL)
+            continue
+        h = high.get(name, FULL)
+        out_low[name] = min(low.get(name, FULL), h)
+        out_high[name] = h
+    return out_low, out_high
+
+
+def _build_pool(args: LowNodeLoadArgs, pool: NodePool | None, index: int) -> PoolSettings:
+    where = f"LowNodeLoadArgs.nodePools[{index}]." if pool is not None else "LowNodeLoadArgs."
+
+    def pick(value: dict[str, float] | None, default: dict[str, float]) -> dict[str, float]:
+        return dict(value) if value is not None else dict(default)
+
+    low = pick(pool.low_thresholds if pool else None, args.low_thresholds)
+    high = pick(pool.high_thresholds if pool else None, args.high_thresholds)
+    prod_low = pick(pool.prod_low_thresholds if pool else None, args.prod_low_thresholds)
+    prod_high = pick(pool.prod_high_thresholds if pool else None, args.prod_high_thresholds)
+    deviation = args.use_deviation_thresholds
+    if pool is not None and pool.use_deviation_thresholds is not None:
+        deviation = pool.use_deviation_thresholds
+    weights = (
+        dict(pool.resource_weights)
+        if pool and pool.resource_weights is not None
+        else dict(args.resource_weights)
+    )
+    condition = (
+        pool.anomaly_condition if pool and pool.anomaly_condition is not None else args.anomaly_condition
+    )
+    resources = _resources(low, high)
+    lows, highs = _pool_thresholds(low, high, resources, deviation, where)
+    prod_resources: tuple[str, ...] = ()
+    prod_lows: dict[str, float] = {}
+    prod_highs: dict[str, float] = {}
+    if prod_low or prod_high:
+        prod_resources = tuple(sorted(set(prod_low) | set(prod_high)))
+        prod_lows, prod_highs = _pool_thresholds(
+            prod_low, prod_high, prod_resources, deviation, where, ("prodLowThresholds", "prodHighThresholds")
+        )
+    name = "default" if pool is None else pool.name or f"nodePools[{index}]"
+    selector = None
+    if pool is not None and pool.node_selector is not None:
+        selector = convert_selector(pool.node_selector)
+    return PoolSettings(
+        name=name,
+        selector=selector,
+        use_deviation=deviation,
+        resources=resources,
+        low=lows,
+        high=highs,
+        prod_resources=prod_resources,
+        prod_low=prod_lows,
+        prod_high=prod_highs,
+        weights=weights,
+        consecutive_abnormalities=condition.consecutive_abnormalities,
+        configured=tuple(sorted(set(low) & set(high))),
+        prod_configured=tuple(sorted(set(prod_low) & set(prod_high))),
+    )
+
+
+def _positive_or_none(value: int | None) -> int | None:
+    return value if value else None
+
+
+def _workload_limit(value: int | str | None) -> int | str | None:
+    """0 (or 0%) means no limit; unset means Koordinator's default table."""
+    if value in (0, "0%"):
+        return 0
+    return value
+
+
+def compile_settings(config: EffectiveConfig) -> Settings:
+    """Compile the effective configuration; raises ``ConfigError`` for what validation could not see."""
+    args = config.low_node_load
+    mc: MigrationControllerArgs = config.migration
+    enabled = args is not None
+    args = args or LowNodeLoadArgs()
+    selectors: list[LabelSelector] = []
+    top = config.config.node_selector
+    if isinstance(top, str):
+        if top.strip():
+            selectors.append(parse_selector_string(top, "nodeSelector"))
+    elif top is not None:
+        selectors.append(convert_selector(top))
+    for profile in config.config.profiles:
+        if LOW_NODE_LOAD in profile.plugins.balance.names() and profile.node_selector is not None:
+            selectors.append(convert_selector(profile.node_selector))
+    if args.node_selector is not None:
+        selectors.append(convert_selector(args.node_selector))
+    if args.node_pools:
+        pools = tuple(_build_pool(args, pool, i) for i, pool in enumerate(args.node_pools))
+    else:
+        pools = (_build_pool(args, None, 0),)
+    names = [p.name for p in pools]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(
+            "LowNodeLoadArgs", [f"LowNodeLoadArgs.nodePools: duplicate pool names {duplicates}"]
+        )
+    threshold = mc.priority_threshold
+    limiter = mc.object_limiters.get("workload")
+    object_limit = None
+    if limiter is not None and limiter.duration > 0:
+        object_limit = ObjectLimit(limiter.duration, _workload_limit(limiter.max_migrating))
+    cfg = config.config
+    return Settings(
+        enabled=enabled,
+        paused=args.paused,
+        node_selectors=tuple(selectors),
+        pools=pools,
+        explicit_pools=bool(args.node_pools),
+        number_of_nodes=args.number_of_nodes,
+        metric_expiration=float(args.node_metric_expiration_seconds),
+        detector_timeout=float(args.detector_cache_timeout),
+        node_fit=args.node_fit,
+        evictable_namespaces=args.evictable_namespaces,
+        namespaces=mc.namespaces,
+        pod_selectors=tuple(
+            convert_selector(s.selector) for s in args.pod_selectors if s.selector is not None
+        ),
+        label_selector=convert_selector(mc.label_selector) if mc.label_selector is not None else None,
+        evict_failed_bare_pods=mc.evict_failed_bare_pods,
+        evict_all_bare_pods=mc.evict_all_bare_pods,
+        evict_local_storage_pods=mc.evict_local_storage_pods,
+        evict_system_critical_pods=mc.evict_system_critical_pods,
+        evict_resource_claim_pods=mc.evict_resource_claim_pods,
+        ignore_pvc_pods=mc.ignore_pvc_pods,
+        priority_threshold_value=threshold.value if threshold is not None else None,
+        priority_threshold_name=threshold.name if threshold is not None else "",
+        skip_check_expected_replicas=mc.skip_check_expected_replicas,
+        max_per_node=cfg.max_no_of_pods_to_evict_per_node,
+        max_per_namespace=cfg.max_no_of_pods_to_evict_per_namespace,
+        max_total=cfg.max_no_of_pods_to_evict_total,
+        max_migrating_per_node=_positive_or_none(mc.max_migrating_per_node),
+        max_migrating_per_namespace=_positive_or_none(mc.max_migrating_per_namespace),
+        max_migrating_globally=_positive_or_none(mc.max_migrating_globally),
+        max_migrating_per_workload=_workload_limit(mc.max_migrating_per_workload),
+        max_unavailable_per_workload=_workload_limit(mc.max_unavailable_per_workload),
+        object_limit=object_limit,
+    )
+
+
+def validate(config: EffectiveConfig) -> None:
+    """Check at start-up what only the planner can check (string selectors, deviation keys, pool names).
+
+    The service calls this right after ``load_config`` so a bad file fails with exit 2, not mid-cycle.
+    """
+    compile_settings(config)

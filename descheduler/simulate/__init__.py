@@ -1,0 +1,1 @@
+"""``descheduler simulate``: the planner run offline over files, for audits and what-if studies."""

@@ -1,0 +1,149 @@
+"""``simulate`` output: one JSON document for scripts, or tables per cycle for people.
+
+The JSON keys ``cycles[].cycle`` and ``cycles[].evictions[].{pod,node,reason}`` are a contract users
+script against; everything else is added information and may grow.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from descheduler.planner import NodeReport, Plan
+from descheduler.simulate.runner import CycleResult
+
+
+def _time(now: float) -> str:
+    return datetime.fromtimestamp(now, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cycle_dict(result: CycleResult) -> dict[str, Any]:
+    body = result.plan.to_dict()
+    out: dict[str, Any] = {"cycle": result.cycle, "time": _time(result.now), "evictions": body["evictions"]}
+    out["nodes"] = body["nodes"]
+    out["skips"] = body["skips"]
+    out["notes"] = body["notes"]
+    if result.rescheduled:
+        out["rescheduled"] = [
+            {"pod": m.pod, "from": m.source, "to": m.destination or None} for m in result.rescheduled
+        ]
+    return out
+
+
+def render_json(results: Sequence[CycleResult]) -> str:
+    return json.dumps({"cycles": [cycle_dict(r) for r in results]}, indent=2) + "\n"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+    lines = []
+    for row in [list(headers), *rows]:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row)]
+        lines.append((indent + "  ".join(cells)).rstrip())
+    return lines
+
+
+def _pct(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".") if value != int(value) else f"{int(value)}"
+
+
+def _resource_cell(report: NodeReport, resource: str) -> str:
+    for item in report.resources:
+        if item.resource == resource:
+            return f"{item.usage_percent:.2f} ({_pct(item.low_percent)}-{_pct(item.high_percent)})"
+    return "-"
+
+
+def _class_cell(report: NodeReport) -> str:
+    text = report.node_class
+    if report.cordoned:
+        text += " (cordoned)"
+    return text
+
+
+def render_plan_text(plan: Plan, title: str) -> list[str]:
+    """One cycle as text; also usable for a one-off dry-run audit."""
+    lines = [title]
+    lines += [f"  {note}" for note in plan.notes]
+    resources: list[str] = []
+    for report in plan.node_reports:
+        for item in report.resources:
+            if item.resource not in resources:
+                resources.append(item.resource)
+    has_prod = any(r.prod_class for r in plan.node_reports)
+    headers = ["NODE", "POOL", "CLASS", "ANOMALY"]
+    headers += [f"{r.upper()}% (LOW-HIGH)" for r in resources]
+    if has_prod:
+        headers += ["PROD CLASS"]
+    headers += ["EVICTED"]
+    rows = []
+    for report in plan.node_reports:
+        if report.node_class == "skipped":
+            anomaly = str(report.anomaly_count)
+        else:
+            anomaly = f"{report.anomaly_count}/{report.consecutive_abnormalities}"
+        row = [report.node, report.pool or "-", _class_cell(report), anomaly]
+        row += [_resource_cell(report, r) for r in resources]
+        if has_prod:
+            row.append(f"{report.prod_class} {report.prod_anomaly_count}" if report.prod_class else "-")
+        row.append(str(report.evicted))
+        rows.append(row)
+    lines.append("")
+    lines += _table(headers, rows)
+    skipped_nodes = [r for r in plan.node_reports if r.skip_code]
+    if skipped_nodes:
+        lines.append("")
+        lines.append("  Skipped nodes:")
+        lines += _table(
+            ["NODE", "CODE", "MESSAGE"], [[r.node, r.skip_code, r.skip_message] for r in skipped_nodes], "    "
+        )
+    stops = [r for r in plan.node_reports if r.stop_code]
+    if stops:
+        lines.append("")
+        lines.append("  Hotspots:")
+        lines += _table(["NODE", "OUTCOME", "DETAIL"], [[r.node, r.stop_code, r.stop_message] for r in stops], "    ")
+    lines.append("")
+    if plan.evictions:
+        lines.append("  Evictions:")
+        lines += _table(
+            ["POD", "NODE", "DESTINATION", "REASON"],
+            [[e.pod.key, e.node, e.destination, e.reason] for e in plan.evictions],
+            "    ",
+        )
+    else:
+        lines.append("  Evictions: none")
+    if plan.pod_skips:
+        lines.append("")
+        lines.append("  Skipped pods:")
+        lines += _table(
+            ["POD", "NODE", "CODE", "MESSAGE"],
+            [[s.pod, s.node, s.code, s.message] for s in plan.pod_skips],
+            "    ",
+        )
+    return lines
+
+
+def render_text(results: Sequence[CycleResult]) -> str:
+    lines: list[str] = []
+    total = 0
+    for result in results:
+        if lines:
+            lines.append("")
+        lines += render_plan_text(result.plan, f"Cycle {result.cycle} at {_time(result.now)}")
+        if result.rescheduled:
+            lines.append("")
+            lines.append("  Rescheduled:")
+            lines += _table(
+                ["POD", "FROM", "TO"],
+                [[m.pod, m.source, m.destination or "(pending: no node fits)"] for m in result.rescheduled],
+                "    ",
+            )
+        total += len(result.plan.evictions)
+    lines.append("")
+    lines.append(f"{len(results)} cycle(s), {total} eviction(s)")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,277 @@
+"""The watch cache against the test API server over HTTP: sync, updates, deletes, broken watches, 410."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from descheduler.kube.api import KubeApi
+from descheduler.kube.cache import ClusterCache
+from tests.integration.apiserver import ApiServer, Fault, objects
+from tests.integration.apiserver.waiting import eventually
+
+pytestmark = pytest.mark.integration
+
+
+def seed(server: ApiServer, *, pods: int = 23) -> None:
+    server.create(objects.namespace("default"))
+    server.create(objects.namespace("team-a", labels={"tier": "gold"}))
+    for i in range(3):
+        server.create(objects.node(f"node-{i}", labels={"pool": "general" if i < 2 else "gpu"}))
+    for i in range(pods):
+        server.create(objects.pod(f"web-{i:02d}", node=f"node-{i % 3}", cpu="250m", memory="256Mi"))
+    server.create(objects.pod("finished-job", node="node-0", phase="Succeeded", owner=("Job", "batch")))
+    server.create(objects.pod("team-a-api", namespace="team-a", node="node-1", labels={"app": "api"}))
+    server.create(objects.pdb("web-pdb", disruptions_allowed=2))
+    server.create(objects.deployment("web"))
+    server.create(objects.replicaset("web-rs", deployment="web"))
+    server.create(objects.statefulset("db", replicas=2))
+    server.create(objects.replicationcontroller("legacy"))
+
+
+CacheFactory = Callable[..., ClusterCache]
+
+
+@pytest.fixture
+def cache(kube_api: KubeApi) -> Iterator[CacheFactory]:
+    """Build caches with fast backoff; all are stopped after the test."""
+    made: list[ClusterCache] = []
+
+    def make(*, page_size: int = 5, **kwargs: Any) -> ClusterCache:
+        c = ClusterCache(
+            kube_api, page_size=page_size, watch_timeout=30, backoff_initial=0.2, backoff_max=1.0, **kwargs
+        )
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.stop()
+
+
+def pod_names(c: ClusterCache) -> set[str]:
+    return {p.key for p in c.snapshot().pods}
+
+
+def test_initial_sync_lists_every_resource_in_pages_and_parses_the_snapshot(
+    apiserver: ApiServer, cache: CacheFactory
+) -> None:
+    seed(apiserver)
+    c = cache(page_size=5)
+    c.start()
+    assert c.wait_synced(10)
+    snap = c.snapshot()
+    assert [n.name for n in snap.nodes] == ["node-0", "node-1", "node-2"]
+    assert len(snap.pods) == 24  # 23 web pods + team-a-api; the Succeeded pod is not cached
+    assert "default/finished-job" not in {p.key for p in snap.pods}
+    web = next(p for p in snap.pods if p.name == "web-07")
+    assert web.node_name == "node-1" and web.requests == {"cpu": 250, "memory": 256 * 2**20}
+    assert web.owner is not None and (web.owner.kind, web.owner.name) == ("ReplicaSet", "web-rs")
+    assert [(p.name, p.disruptions_allowed) for p in snap.pdbs] == [("web-pdb", 2)]
+    assert sorted((w.kind, w.name, w.replicas) for w in snap.workloads) == [
+        ("Deployment", "web", 3),
+        ("ReplicaSet", "web-rs", 3),
+        ("ReplicationController", "legacy", 2),
+        ("StatefulSet", "db", 2),
+    ]
+    assert {n.name: dict(n.labels) for n in snap.namespaces}["team-a"] == {"tier": "gold"}
+    pod_lists = apiserver.requests_for(verb="list", resource="pods")
+    assert len(pod_lists) == 5  # 24 pods in pages of 5
+    assert all(r.query.get("limit") == "5" for r in pod_lists)
+    assert [bool(r.query.get("continue")) for r in pod_lists] == [False, True, True, True, True]
+    assert pod_lists[0].query["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed"
+    assert c.synced and c.last_update_age(time.time()) < 5
+
+
+def test_creates_updates_and_deletes_reach_the_snapshot_through_the_watch(
+    apiserver: ApiServer, cache: CacheFactory
+) -> None:
+    seed(apiserver, pods=4)
+    c = cache()
+    c.start()
+    assert c.wait_synced(10)
+    apiserver.create(objects.pod("late", node="node-2"))
+    apiserver.patch("pods", "default", "web-01", {"metadata": {"labels": {"app": "web", "canary": "true"}}})
+    apiserver.delete("pods", "default", "web-02")
+    apiserver.patch(
+        "poddisruptionbudgets", "default", "web-pdb", {"status": {"disruptionsAllowed": 0}}, group="policy"
+    )
+    apiserver.patch("nodes", "", "node-0", {"spec": {"unschedulable": True}})
+    eventually(
+        lambda: "default/late" in pod_names(c) and "default/web-02" not in pod_names(c), what="pod churn"
+    )
+    eventually(lambda: c.snapshot().pdbs[0].disruptions_allowed == 0, what="pdb update")
+    assert next(p for p in c.snapshot().pods if p.name == "web-01").labels["canary"] == "true"
+    eventually(lambda: c.snapshot().nodes[0].unschedulable, what="node update")
+
+
+def test_a_pod_that_finishes_leaves_the_cache_like_a_delete(
+    apiserver: ApiServer, cache: CacheFactory
+) -> None:
+    seed(apiserver, pods=2)
+    c = cache()
+    c.start()
+    assert c.wait_synced(10)
+    apiserver.patch("pods", "default", "web-00", {"status": {"phase": "Succeeded"}})
+    eventually(lambda: "default/web-00" not in pod_names(c), what="terminal pod to drop out")
+
+
+def test_steady_state_sends_only_watches_no_list_or_get(apiserver: ApiServer, cache: CacheFactory) -> None:
+    seed(apiserver, pods=6)
+    c = cache()
+    c.start()
+    assert c.wait_synced(10)
+    eventually(lambda: apiserver.open_watches() == 8, what="every reflector watching")
+    apiserver.clear_requests()
+    for i in range(3):
+        apiserver.create(objects.pod(f"more-{i}", node="node-0"))
+    eventually(lambda: {"default/more-0", "default/more-2"} <= pod_names(c), what="new pods")
+    for _ in range(200):
+        c.snapshot()
+    time.sleep(1.2)  # a couple of bookmark intervals
+    assert [r.describe() for r in apiserver.requests] == []  # no LIST, no GET, not even a re-watch
+    assert c.stats()["pods"]["bookmarks"] >= 1
+
+
+def test_a_dropped_watch_resumes_from_the_last_resource_version_without_relisting(
+    apiserver: ApiServer, cache: CacheFactory
+) -> None:
+    seed(apiserver, pods=3)
+    c = cache()
+    c.start()
+    assert c.wait_synced(10)
+    assert apiserver.drop_watches("pods") == 1
+    apiserver.create(objects.pod("during-outage", node="node-1"))
+    eventually(lambda: "default/during-outage" in pod_names(c), what="pod created while the watch was down")
+    pods = apiserver.requests_for(resource="pods")
+    assert [r.verb for r in pods if r.verb == "list"] == ["list"]  # the initial list only
+    watches = [r for r in pods if r.verb == "watch"]
+    assert len(watches) >= 2
+    assert int(watches[1].query["resourceVersion"]) >= int(watches[0].query["resourceVersion"])
+    assert c.stats()["pods"]["relists"] == 0
+
+
+def test_gone_resource_version_after_compaction_triggers_a_relist(
+    apiserver: ApiServer, cache: CacheFactory
+) -> None:
+    seed(apiserver, pods=3)
+    c = cache()
+    c.start()
+    assert c.wait_synced(10)
+    apiserver.send_bookmarks()
+    # While the pods watch is down (reconnect waits a backoff), history moves on and is compacted away.
+    apiserver.drop_watches("pods")
+    apiserver.create(objects.pod("after-compaction", node="node-1"))
+    apiserver.delete("pods", "default", "web-00")
+    apiserver.compact()
+    eventually(lambda: c.stats()["pods"]["relists"] >= 1, what="a relist")
+    eventually(
+        lambda: "default/after-compaction" in pod_names(c) and "default/web-00" not in pod_names(c),
+        what="state after relist",
+    )
+    assert len(apiserver.requests_for(verb="list", resource="pods")) >= 2
+
+
+def test_watch_failures_back_off_and_recover(apiserver: ApiServer, cache: CacheFactory) -> None:
+    seed(apiserver, pods=2)
+    c = cache()
+    c.start()
+    assert c.wait_synced(10)
+    fault = apiserver.inject(Fault(verb="watch", resource="pods", status=503, times=3))
+    apiserver.drop_watches("pods")
+    apiserver.create(objects.pod("after-errors", node="node-0"))
+    eventually(lambda: "default/after-errors" in pod_names(c), timeout=10, what="recovery after 503s")
+    assert fault.hits == 3
+    assert c.stats()["pods"]["errors"] >= 3
+
+
+def test_expired_continue_token_restarts_the_list(apiserver: ApiServer, cache: CacheFactory) -> None:
+    seed(apiserver, pods=12)
+    fault = apiserver.inject(
+        Fault(verb="list", resource="pods", status=410, times=1, when=lambda r: bool(r.query.get("continue")))
+    )
+    c = cache(page_size=5)
+    c.start()
+    assert c.wait_synced(10)
+    assert fault.hits == 1
+    assert len(c.snapshot().pods) == 13
+    first_pages = [
+        r for r in apiserver.requests_for(verb="list", resource="pods") if not r.query.get("continue")
+    ]
+    assert len(first_pages) == 2
+
+
+def test_node_selector_keeps_only_the_pool_and_its_pods(apiserver: ApiServer, cache: CacheFactory) -> None:
+    seed(apiserver, pods=6)
+    c = cache(node_selector="pool=general")
+    c.start()
+    assert c.wait_synced(10)
+    snap = c.snapshot()
+    assert [n.name for n in snap.nodes] == ["node-0", "node-1"]
+    assert {p.node_name for p in snap.pods} == {"node-0", "node-1"}
+    assert apiserver.requests_for(verb="list", resource="nodes")[0].query["labelSelector"] == "pool=general"
+    apiserver.patch("nodes", "", "node-1", {"metadata": {"labels": {"pool": "gpu"}}})
+    eventually(lambda: [n.name for n in c.snapshot().nodes] == ["node-0"], what="node leaving the pool")
+    assert {p.node_name for p in c.snapshot().pods} == {"node-0"}
+
+
+def test_unparseable_objects_are_reported_and_their_node_is_flagged(
+    apiserver: ApiServer, cache: CacheFactory
+) -> None:
+    seed(apiserver, pods=2)
+    broken = objects.pod("broken", node="node-2", cpu="lots")
+    apiserver.create(broken)
+    c = cache()
+    c.start()
+    assert c.wait_synced(10)
+    assert "default/broken" not in pod_names(c)
+    errors = c.object_errors
+    assert list(errors) == ["Pod default/broken"]
+    assert "cpu" in errors["Pod default/broken"]
+    assert c.nodes_with_unparsed_pods == frozenset({"node-2"})
+    apiserver.patch(
+        "pods",
+        "default",
+        "broken",
+        {
+            "spec": {
+                "containers": [
+                    {
+                        "name": "app",
+                        "image": "registry.example/app:1",
+                        "resources": {"requests": {"cpu": "1"}},
+                    }
+                ]
+            }
+        },
+    )
+    eventually(lambda: "default/broken" in pod_names(c), what="fixed pod")
+    assert c.object_errors == {} and c.nodes_with_unparsed_pods == frozenset()
+
+
+def test_bookmarks_advance_the_resource_version_the_cache_resumes_from(
+    apiserver: ApiServer, cache: CacheFactory
+) -> None:
+    seed(apiserver, pods=1)
+    c = cache(resources=["pods", "nodes"])
+    c.start()
+    assert c.wait_synced(10)
+    before = int(c.resource_version("pods"))
+    for i in range(3):
+        apiserver.create(objects.node(f"extra-{i}"))  # moves the global revision; no pod changes
+    apiserver.send_bookmarks()
+    eventually(lambda: int(c.resource_version("pods")) >= before + 3, what="bookmark resourceVersion")
+
+
+def test_stop_ends_all_reflector_threads_promptly(apiserver: ApiServer, cache: CacheFactory) -> None:
+    seed(apiserver, pods=1)
+    c = cache()
+    c.start()
+    assert c.wait_synced(10)
+    started = time.monotonic()
+    c.stop()
+    assert time.monotonic() - started < 3
+    eventually(lambda: apiserver.open_watches() == 0, what="watches closed")

@@ -1,0 +1,317 @@
+"""Builders for planner and simulate tests: real Kubernetes objects and real configuration documents.
+
+Everything goes through the product's own parsers (``build_snapshot``, ``load_config_document``), so a
+test exercises the same path as ``simulate`` and the service. A typical test reads::
+
+    world = World()
+    world.node("hot", cpu="10", usage=cpu("8"))
+    world.node("cool", cpu="10", usage=cpu("1"))
+    world.deployment("web", replicas=4)
+    world.pod("web-1", on="hot", owner="web", usage=cpu("3"))
+    result = world.plan(settings(low={"cpu": 20}, high={"cpu": 50}))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from descheduler.cluster.parse import build_snapshot, iter_objects
+from descheduler.cluster.types import ClusterSnapshot, UsageSample, UsageSnapshot
+from descheduler.config.load import EffectiveConfig, load_config_document
+from descheduler.planner import Plan, PlannerState, commit, plan
+from descheduler.units import resource_amount
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC).timestamp()
+"""The clock of every test cycle unless a test moves it."""
+
+Obj = dict[str, Any]
+
+
+def cpu(cores: str, memory: str = "1Gi") -> dict[str, str]:
+    """A usage sample with ``cores`` of cpu (and a little memory)."""
+    return {"cpu": cores, "memory": memory}
+
+
+def mem(amount: str, cores: str = "100m") -> dict[str, str]:
+    """A usage sample with ``amount`` of memory (and a little cpu)."""
+    return {"cpu": cores, "memory": amount}
+
+
+def iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _uid(kind: str, namespace: str, name: str) -> str:
+    return f"uid-{kind.lower()}-{namespace}-{name}"
+
+
+def owner_ref(kind: str, name: str, namespace: str = "default", api_version: str = "apps/v1") -> Obj:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": _uid(kind, namespace, name),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def settings(
+    low: Mapping[str, float] | None = None,
+    high: Mapping[str, float] | None = None,
+    *,
+    consecutive: int = 1,
+    args: Mapping[str, Any] | None = None,
+    migration: Mapping[str, Any] | None = None,
+    top: Mapping[str, Any] | None = None,
+) -> EffectiveConfig:
+    """A DeschedulerConfiguration with LowNodeLoad, validated by the real loader.
+
+    Defaults differ from the product's in one way only: hotspots are confirmed at once
+    (``consecutive=1``) and ``maxMigratingPerNode`` is unlimited, so tests state what they exercise.
+    """
+    lnl: dict[str, Any] = {
+        "lowThresholds": dict(low if low is not None else {"cpu": 20}),
+        "highThresholds": dict(high if high is not None else {"cpu": 50}),
+        "anomalyCondition": {"consecutiveAbnormalities": consecutive},
+    }
+    lnl.update(args or {})
+    mc: dict[str, Any] = {"maxMigratingPerNode": 0}
+    mc.update(migration or {})
+    doc: dict[str, Any] = {
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerConfiguration",
+        "profiles": [
+            {
+                "name": "test",
+                "plugins": {"balance": {"enabled": [{"name": "LowNodeLoad"}]}},
+                "pluginConfig": [
+                    {"name": "LowNodeLoad", "args": lnl},
+                    {"name": "MigrationController", "args": mc},
+                ],
+            }
+        ],
+    }
+    doc.update(top or {})
+    return load_config_document(doc, "<test>")
+
+
+@dataclass
+class World:
+    """A cluster under construction plus the usage each node and pod shows."""
+
+    objects: list[Obj] = field(default_factory=list)
+    node_usage: dict[str, dict[str, str]] = field(default_factory=dict)
+    node_age: dict[str, float] = field(default_factory=dict)
+    pod_usage: dict[str, dict[str, str]] = field(default_factory=dict)
+    pod_age: dict[str, float] = field(default_factory=dict)
+    node_errors: dict[str, str] = field(default_factory=dict)
+    _clock: int = 0
+
+    # --- nodes ------------------------------------------------------------------------------------
+
+    def node(
+        self,
+        name: str,
+        *,
+        cpu: str = "10",
+        memory: str = "40Gi",
+        pods: int = 110,
+        usage: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
+        taints: Iterable[Mapping[str, str]] = (),
+        unschedulable: bool = False,
+        ready: bool = True,
+        raw_allocatable: Mapping[str, str] | None = None,
+        usage_age: float = 0.0,
+    ) -> World:
+        """A node; ``usage`` (a sample) is what the metrics say, None means "sum of its pods"."""
+        allocatable = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+        meta: Obj = {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}}
+        if raw_allocatable is not None:
+            import json
+
+            meta["annotations"] = {"node.koordinator.sh/raw-allocatable": json.dumps(dict(raw_allocatable))}
+        spec: Obj = {}
+        if unschedulable:
+            spec["unschedulable"] = True
+        if taints:
+            spec["taints"] = [dict(t) for t in taints]
+        self.objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": meta,
+                "spec": spec,
+                "status": {
+                    "capacity": allocatable,
+                    "allocatable": allocatable,
+                    "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                },
+            }
+        )
+        if usage is not None:
+            self.node_usage[name] = dict(usage)
+            self.node_age[name] = usage_age
+        return self
+
+    # --- workloads --------------------------------------------------------------------------------
+
+    def deployment(self, name: str, replicas: int, namespace: str = "default") -> World:
+        """A Deployment and its ReplicaSet (named ``<name>-rs``); pods use ``owner=name``."""
+        dep_meta = {"name": name, "namespace": namespace, "uid": _uid("Deployment", namespace, name)}
+        spec = {"replicas": replicas, "selector": {"matchLabels": {"app": name}}}
+        self.objects.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": dep_meta, "spec": spec})
+        rs_meta = {
+            "name": f"{name}-rs",
+            "namespace": namespace,
+            "uid": _uid("ReplicaSet", namespace, f"{name}-rs"),
+            "ownerReferences": [owner_ref("Deployment", name, namespace)],
+        }
+        self.objects.append({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": rs_meta, "spec": dict(spec)})
+        return self
+
+    def statefulset(self, name: str, replicas: int, namespace: str = "default") -> World:
+        meta = {"name": name, "namespace": namespace, "uid": _uid("StatefulSet", namespace, name)}
+        self.objects.append(
+            {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta, "spec": {"replicas": replicas}}
+        )
+        return self
+
+    def pdb(self, name: str, app: str, allowed: int, namespace: str = "default") -> World:
+        self.objects.append(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"selector": {"matchLabels": {"app": app}}},
+                "status": {"disruptionsAllowed": allowed},
+            }
+        )
+        return self
+
+    # --- pods -------------------------------------------------------------------------------------
+
+    def pod(
+        self,
+        name: str,
+        *,
+        on: str,
+        owner: str | None = None,
+        owner_kind: str = "ReplicaSet",
+        namespace: str = "default",
+        usage: Mapping[str, str] | None = None,
+        requests: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
+        priority: int | None = None,
+        qos: str | None = None,
+        phase: str = "Running",
+        ready: bool = True,
+        terminating: bool = False,
+        created: float | None = None,
+        volumes: Iterable[Mapping[str, Any]] = (),
+        node_selector: Mapping[str, str] | None = None,
+        tolerations: Iterable[Mapping[str, str]] = (),
+        resource_claims: bool = False,
+        usage_age: float = 0.0,
+        affinity_in: tuple[str, Iterable[str]] | None = None,
+    ) -> World:
+        """A running pod on node ``on``. ``owner`` names a Deployment (its ReplicaSet owns the pod)
+        unless ``owner_kind`` says otherwise (``StatefulSet``, ``DaemonSet``, ``Job``...).
+        Pods are created one minute apart in declaration order unless ``created`` is given.
+        ``affinity_in=(key, values)`` adds a required node affinity term ``key In values``."""
+        self._clock += 1
+        meta: Obj = {
+            "name": name,
+            "namespace": namespace,
+            "uid": _uid("Pod", namespace, name),
+            "creationTimestamp": iso(created if created is not None else NOW - 86400 + 60 * self._clock),
+            "labels": {"app": owner or name, **(labels or {})},
+        }
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        if terminating:
+            meta["deletionTimestamp"] = iso(NOW)
+        if owner is not None:
+            ref_name = f"{owner}-rs" if owner_kind == "ReplicaSet" else owner
+            meta["ownerReferences"] = [owner_ref(owner_kind, ref_name, namespace)]
+        spec: Obj = {
+            "nodeName": on,
+            "containers": [
+                {"name": "main", "image": "app:1", "resources": {"requests": dict(requests or {"cpu": "100m"})}}
+            ],
+        }
+        if priority is not None:
+            spec["priority"] = priority
+        if volumes:
+            spec["volumes"] = [dict(v) for v in volumes]
+        if node_selector:
+            spec["nodeSelector"] = dict(node_selector)
+        if tolerations:
+            spec["tolerations"] = [dict(t) for t in tolerations]
+        if affinity_in is not None:
+            key, values = affinity_in
+            term = {"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}
+            spec["affinity"] = {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+            }
+        if resource_claims:
+            spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
+        status: Obj = {"phase": phase, "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
+        if qos is not None:
+            status["qosClass"] = qos
+        self.objects.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status})
+        if usage is not None:
+            key = f"{namespace}/{name}"
+            self.pod_usage[key] = dict(usage)
+            self.pod_age[key] = usage_age
+        return self
+
+    # --- building ---------------------------------------------------------------------------------
+
+    def snapshot(self) -> ClusterSnapshot:
+        return build_snapshot(iter_objects(self.objects))
+
+    def usage(self, now: float = NOW) -> UsageSnapshot:
+        def sample(values: Mapping[str, str], age: float) -> UsageSample:
+            return UsageSample({k: resource_amount(k, v) for k, v in values.items()}, now - age)
+
+        return UsageSnapshot(
+            nodes={k: sample(v, self.node_age[k]) for k, v in self.node_usage.items()},
+            pods={k: sample(v, self.pod_age[k]) for k, v in self.pod_usage.items()},
+            node_errors=dict(self.node_errors),
+        )
+
+    def plan(self, config: EffectiveConfig, state: PlannerState | None = None, now: float = NOW) -> Plan:
+        return plan(self.snapshot(), self.usage(now), config, state or PlannerState(), now)
+
+    def cycles(self, config: EffectiveConfig, count: int, interval: float = 60.0) -> list[Plan]:
+        """``count`` cycles on an unchanging cluster, committing every planned eviction as done."""
+        state = PlannerState()
+        plans = []
+        for i in range(count):
+            now = NOW + i * interval
+            result = self.plan(config, state, now)
+            state = commit(result.state, result, [e.pod.key for e in result.evictions], now)
+            plans.append(result)
+        return plans
+
+
+def evicted(result: Plan) -> list[str]:
+    return [e.pod.key for e in result.evictions]
+
+
+def skip_codes(result: Plan) -> dict[str, str]:
+    return {s.pod: s.code for s in result.pod_skips}
+
+
+def node_classes(result: Plan) -> dict[str, str]:
+    return {r.node: r.node_class for r in result.node_reports}
+
+
+def report(result: Plan, node: str) -> Any:
+    return next(r for r in result.node_reports if r.node == node)

@@ -1,0 +1,177 @@
+"""The cycle runner: only real evictions count, and no eviction happens without leadership, time or consent."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from descheduler.cluster.parse import build_snapshot, iter_objects
+from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, UsageSnapshot
+from descheduler.config.load import EffectiveConfig, load_config_document
+from descheduler.service.cycle import CycleRunner
+from descheduler.units import resource_amount
+
+SEED = Path(__file__).resolve().parents[3] / "shared" / "scenarios" / "seed-stress-demo"
+NOW = 1_800_000_000.0
+
+
+def seed_config(**lnl: Any) -> EffectiveConfig:
+    doc = yaml.safe_load((SEED / "config.yaml").read_text())
+    doc["profiles"][0]["pluginConfig"][0]["args"].update(lnl)
+    return load_config_document(doc)
+
+
+class StaticCluster:
+    def __init__(self) -> None:
+        self.value: ClusterSnapshot = build_snapshot(iter_objects(yaml.safe_load_all((SEED / "cluster.yaml").read_text())))
+
+    def snapshot(self) -> ClusterSnapshot:
+        return self.value
+
+
+class SeedUsage:
+    """The seed scenario's measured usage, fresh at every fetch."""
+
+    def __init__(self, broken: bool = False) -> None:
+        raw = yaml.safe_load((SEED / "usage.yaml").read_text())
+        self.raw = raw
+        self.broken = broken
+
+    def fetch(self, nodes: Sequence[Node], pods: Sequence[Pod]) -> UsageSnapshot:
+        if self.broken:
+            return UsageSnapshot(node_errors={n.name: "prometheus unreachable" for n in nodes})
+
+        def sample(values: dict[str, str]) -> UsageSample:
+            return UsageSample({k: resource_amount(k, v) for k, v in values.items()}, NOW)
+
+        return UsageSnapshot(
+            nodes={name: sample(v) for name, v in self.raw["nodes"].items()},
+            pods={key: sample(v) for key, v in self.raw["pods"].items()},
+        )
+
+
+@dataclass
+class Outcome:
+    result: str
+    message: str = ""
+
+
+@dataclass
+class FakeEvictor:
+    results: list[str] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
+    on_call: Any = None
+
+    def evict(self, pod: Pod, node: str, reason: str, deadline: float) -> Outcome:
+        self.calls.append(pod.key)
+        if self.on_call:
+            self.on_call()
+        return Outcome(self.results.pop(0) if self.results else "evicted")
+
+
+def runner(evictor: FakeEvictor, *, config: EffectiveConfig | None = None, **kwargs: Any) -> CycleRunner:
+    return CycleRunner(
+        config=config or seed_config(anomalyCondition={"consecutiveAbnormalities": 1}),
+        cluster=StaticCluster(),
+        usage=kwargs.pop("usage", SeedUsage()),
+        evictor=evictor,
+        wall_clock=lambda: NOW,
+        **kwargs,
+    )
+
+
+def test_a_hotspot_is_relieved_by_evicting_the_pod_that_covers_its_excess() -> None:
+    evictor = FakeEvictor()
+    record = runner(evictor).run_cycle()
+    assert record is not None
+    assert evictor.calls == ["default/stress-demo-588f9646cf-s7k2p"]
+    assert [e.result for e in record.evictions] == ["evicted"]
+
+
+def test_a_failed_eviction_does_not_reset_the_anomaly_so_the_next_cycle_tries_again() -> None:
+    evictor = FakeEvictor(results=["failed"])
+    run = runner(evictor)
+    run.run_cycle()
+    second = run.run_cycle()
+    assert second is not None
+    assert evictor.calls == ["default/stress-demo-588f9646cf-s7k2p"] * 2
+
+
+def test_a_successful_eviction_resets_the_count_and_an_in_flight_migration_is_not_repeated() -> None:
+    evictor = FakeEvictor()
+    run = runner(evictor, config=seed_config(anomalyCondition={"consecutiveAbnormalities": 2}))
+    calls_after_each_cycle = []
+    counts = []
+    for _ in range(4):
+        record = run.run_cycle()
+        assert record is not None
+        calls_after_each_cycle.append(len(evictor.calls))
+        counts.append(next(r.anomaly_count for r in record.plan.node_reports if r.node == "cn-beijing.10.0.0.53"))
+    # acts at the 2nd consecutive over cycle; the static cluster still holds the pod, so its migration is in
+    # flight and its workload's window is open: the 4th cycle moves another workload's pod instead
+    assert calls_after_each_cycle == [0, 1, 1, 2]
+    assert evictor.calls[0] == "default/stress-demo-588f9646cf-s7k2p"
+    assert evictor.calls[1] != evictor.calls[0]
+    assert counts[:2] == [1, 2]
+    assert counts[2] == 1  # the count restarted after the real eviction
+
+
+@pytest.mark.parametrize(
+    ("setup", "reason"),
+    [
+        (lambda r: r.stopping.set(), "shutdown requested"),
+        (lambda r: setattr(r, "is_leader", lambda: False), "lost leadership"),
+        (lambda r: setattr(r, "budget", 0.0), "cycle time budget spent"),
+    ],
+)
+def test_no_eviction_is_attempted_when(setup: Any, reason: str) -> None:
+    evictor = FakeEvictor()
+    run = runner(evictor)
+    setup(run)
+    record = run.run_cycle()
+    assert record is not None
+    assert evictor.calls == []
+    assert record.aborted == reason
+    assert all(e.result == "not-attempted" for e in record.evictions)
+
+
+def test_untrusted_usage_means_no_eviction_and_the_nodes_are_reported() -> None:
+    evictor = FakeEvictor()
+    record = runner(evictor, usage=SeedUsage(broken=True)).run_cycle()
+    assert record is not None
+    assert evictor.calls == []
+    assert {r.node_class for r in record.plan.node_reports} == {"skipped"}
+    assert "prometheus unreachable" in " ".join(r.skip_message for r in record.plan.node_reports)
+
+
+def test_cycles_never_overlap() -> None:
+    entered = threading.Event()
+    release = threading.Event()
+
+    def block() -> None:
+        entered.set()
+        release.wait(5)
+
+    evictor = FakeEvictor(on_call=block)
+    run = runner(evictor)
+    worker = threading.Thread(target=run.run_cycle)
+    worker.start()
+    assert entered.wait(5)
+    assert run.run_cycle() is None
+    release.set()
+    worker.join(5)
+    assert evictor.calls == ["default/stress-demo-588f9646cf-s7k2p"]
+
+
+def test_the_record_is_json_ready_and_names_every_eviction_result() -> None:
+    record = runner(FakeEvictor(results=["refused-by-pdb"])).run_cycle()
+    assert record is not None
+    body = record.to_dict()
+    assert body["evictions"][0]["result"] == "refused-by-pdb"
+    assert {n["node"] for n in body["nodes"]} == {"cn-beijing.10.0.0.53", "cn-beijing.10.0.0.215", "cn-beijing.10.0.0.120"}
