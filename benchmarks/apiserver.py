@@ -1,4 +1,4 @@
-"""The test API server (``tests/integration/apiserver``) loaded with a synthetic cluster, in or out of process.
+"""The test API server (``tests/integration/apiserver``) serving a synthetic cluster, in or out of process.
 
 ``cycle_cost`` runs it in a child process (``python -m benchmarks.apiserver``) so that the server's own
 CPU and memory are not counted against the client being measured; ``control_plane_load`` runs it in
@@ -69,7 +69,8 @@ class FastPagingApiServer(ApiServer):
         cached = self._filtered.get(cache_key)
         if cached is None:
             selected = [
-                (k, o) for k, o in items
+                (k, o)
+                for k, o in items
                 if labels_match(label_reqs, (o.get("metadata") or {}).get("labels") or {}) and field_match(o)
             ]
             cached = ([k for k, _ in selected], selected)
@@ -106,12 +107,19 @@ class ServerProcess:
 
     def __enter__(self) -> ServerProcess:
         cmd = [
-            sys.executable, "-m", "benchmarks.apiserver",
-            "--nodes", str(self.spec.nodes),
-            "--pods-per-node", str(self.spec.pods_per_node),
-            "--hot-fraction", str(self.spec.hot_fraction),
-            "--seed", str(self.spec.seed),
-            "--kubeconfig", str(self.kubeconfig),
+            sys.executable,
+            "-m",
+            "benchmarks.apiserver",
+            "--nodes",
+            str(self.spec.nodes),
+            "--pods-per-node",
+            str(self.spec.pods_per_node),
+            "--hot-fraction",
+            str(self.spec.hot_fraction),
+            "--seed",
+            str(self.spec.seed),
+            "--kubeconfig",
+            str(self.kubeconfig),
         ]
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self._proc.stdout is not None

@@ -1,4 +1,4 @@
-"""Does it balance well? A closed loop: the planner evicts, a simple scheduler re-places, usage follows the pods.
+"""Does it balance well? A closed loop: the planner evicts, a simple scheduler re-places, usage follows.
 
 Run from the repository root::
 
@@ -33,12 +33,13 @@ import itertools
 import math
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks import synth
 from benchmarks.closedloop import World, replacement_pod, twice_within
-from benchmarks.common import summary_line, verdict
+from benchmarks.common import quiet_logs, summary_line, verdict
 from descheduler.cluster.parse import build_snapshot
 from descheduler.cluster.types import ClusterSnapshot, Pod, UsageSample, UsageSnapshot
 from descheduler.planner import PlannerState, commit, plan
@@ -58,7 +59,7 @@ SEARCH_LIMIT = 400_000
 """Most subsets tried per node and size before settling for the per-resource bound (which stays a bound)."""
 
 
-def min_cover(items: list[tuple[int, ...]], need: tuple[int, ...]) -> tuple[int | None, bool]:
+def min_cover(items: Sequence[tuple[int, ...]], need: Sequence[int]) -> tuple[int | None, bool]:
     """Fewest items whose sums reach ``need`` in every resource: (count or None if impossible, exact?).
 
     Per resource, taking the largest first gives that resource's minimum; the largest of those is a lower
@@ -89,7 +90,9 @@ def min_cover(items: list[tuple[int, ...]], need: tuple[int, ...]) -> tuple[int 
     return None, True
 
 
-def min_cover_in_order(tiers: list[list[tuple[int, ...]]], need: tuple[int, ...]) -> tuple[int | None, bool]:
+def min_cover_in_order(
+    tiers: Sequence[Sequence[tuple[int, ...]]], need: Sequence[int]
+) -> tuple[int | None, bool]:
     """The same when a tier may be touched only after every lower tier is gone (lower priority first)."""
     taken = 0
     remaining = list(need)
@@ -108,7 +111,7 @@ class Bound:
     total: int = 0
     """Fewest movable pods covering every over node's excess, whatever their priority (the target's bound)."""
     in_order: int = 0
-    """The same when lower-priority pods must go first, as Koordinator's (and this planner's) order demands."""
+    """The same when lower-priority pods must go first, as Koordinator's order (and the planner's) demands."""
     per_node: dict[str, int] = field(default_factory=dict)
     per_node_in_order: dict[str, int] = field(default_factory=dict)
     incurable: list[str] = field(default_factory=list)
@@ -153,8 +156,9 @@ def lower_bound(world: World, snapshot: ClusterSnapshot, config: Any, high: dict
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    spec = synth.SynthSpec(nodes=args.nodes, pods_per_node=args.pods_per_node, hot_fraction=args.hot_fraction,
-                           seed=args.seed)
+    spec = synth.SynthSpec(
+        nodes=args.nodes, pods_per_node=args.pods_per_node, hot_fraction=args.hot_fraction, seed=args.seed
+    )
     cluster = synth.generate(spec)
     world = World(cluster, lag_cycles=args.lag_cycles, seed=args.seed)
     parsed = build_snapshot(cluster.objects())
@@ -181,8 +185,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cycle = 0
     for cycle in range(1, args.max_cycles + 1):
         now = synth.NOW + cycle * INTERVAL
-        snapshot = ClusterSnapshot(nodes=parsed.nodes, pods=tuple(pods.values()), pdbs=parsed.pdbs,
-                                   workloads=parsed.workloads, namespaces=parsed.namespaces)
+        snapshot = ClusterSnapshot(
+            nodes=parsed.nodes,
+            pods=tuple(pods.values()),
+            pdbs=parsed.pdbs,
+            workloads=parsed.workloads,
+            namespaces=parsed.namespaces,
+        )
         measured = world.measured_node_usage()
         usage = UsageSnapshot(
             nodes={n: UsageSample(u, now) for n, u in measured.items()},
@@ -207,7 +216,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if report.node_class == "hotspot" and report.stop_code:
                 stops[report.stop_code] += 1
         passed_over.update(
-            s.code for s in decided.pod_skips if not s.code.startswith("filtered-") and s.code not in PERMANENT
+            s.code
+            for s in decided.pod_skips
+            if not s.code.startswith("filtered-") and s.code not in PERMANENT
         )
         state = commit(decided.state, decided, [e.pod.key for e in decided.evictions], now)
         world.tick()
@@ -253,70 +264,96 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hot-fraction", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--lag-cycles", type=int, default=5, help="metrics window in cycles (5m at 60s)")
-    parser.add_argument("--consecutive", type=int, default=5, help="anomalyCondition.consecutiveAbnormalities")
+    parser.add_argument(
+        "--consecutive", type=int, default=5, help="anomalyCondition.consecutiveAbnormalities"
+    )
     parser.add_argument("--max-cycles", type=int, default=300)
     parser.add_argument("--settle-cycles", type=int, default=10, help="cycles run after balance is reached")
     args = parser.parse_args(argv)
+    quiet_logs()
 
     started = time.perf_counter()
     r = run(args)
     spec = r["spec"]
-    print(f"balance_quality: {spec.nodes} nodes x {spec.pods_per_node} pods, {spec.hot_fraction:.0%} hot, "
-          f"seed {spec.seed}; metrics lag {args.lag_cycles} cycles, consecutiveAbnormalities {args.consecutive}")
+    print(
+        f"balance_quality: {spec.nodes} nodes x {spec.pods_per_node} pods, {spec.hot_fraction:.0%} hot, "
+        f"seed {spec.seed}; metrics lag {args.lag_cycles} cycles, consecutiveAbnormalities {args.consecutive}"
+    )
     print(f"  nodes over a high threshold at start: {r['initially_over']}")
     bound: Bound = r["bound"]
-    print(f"  lower bound on evictions: {bound.total} (per node {min(bound.per_node.values(), default=0)} to "
-          f"{max(bound.per_node.values(), default=0)})")
+    print(
+        f"  lower bound on evictions: {bound.total} (per node {min(bound.per_node.values(), default=0)} to "
+        f"{max(bound.per_node.values(), default=0)})"
+    )
     print(f"  the same bound when lower-priority pods must go first (the planner's order): {bound.in_order}")
     if bound.approximate:
         print(f"  nodes where the exact search was cut short (per-resource bound used): {bound.approximate}")
     if bound.incurable:
         print(f"  nodes movable pods cannot cure (bound counts all their movable pods): {bound.incurable}")
     if r["balanced_at"] is None:
-        print(f"  NOT balanced after {r['cycles']} cycles; still over: {r['still_over'][:10]} "
-              f"({len(r['still_over'])} nodes)")
+        print(
+            f"  NOT balanced after {r['cycles']} cycles; still over: {r['still_over'][:10]} "
+            f"({len(r['still_over'])} nodes)"
+        )
     else:
-        print(f"  balanced after {r['balanced_at']} cycles ({r['balanced_at'] * INTERVAL / 60:.0f} simulated minutes)")
+        print(
+            f"  balanced after {r['balanced_at']} cycles "
+            f"({r['balanced_at'] * INTERVAL / 60:.0f} simulated minutes)"
+        )
     ratio = r["evictions_at_balance"] / bound.total if bound.total else float("nan")
     ratio_in_order = r["evictions_at_balance"] / bound.in_order if bound.in_order else float("nan")
-    print(f"  evictions until balanced: {r['evictions_at_balance']} -> {ratio:.2f}x the bound, "
-          f"{ratio_in_order:.2f}x the priority-first bound")
+    print(
+        f"  evictions until balanced: {r['evictions_at_balance']} -> {ratio:.2f}x the bound, "
+        f"{ratio_in_order:.2f}x the priority-first bound"
+    )
     extra = Counter(r["evicted_from"].get(n, 0) - b for n, b in bound.per_node.items())
     extra_in_order = Counter(r["evicted_from"].get(n, 0) - b for n, b in bound.per_node_in_order.items())
-    print(f"  per over node, evictions minus bound -> nodes: {dict(sorted(extra.items()))}; "
-          f"minus priority-first bound: {dict(sorted(extra_in_order.items()))}")
+    print(
+        f"  per over node, evictions minus bound -> nodes: {dict(sorted(extra.items()))}; "
+        f"minus priority-first bound: {dict(sorted(extra_in_order.items()))}"
+    )
     others = sum(v for n, v in r["evicted_from"].items() if n not in bound.per_node)
     print(f"  evictions from nodes that were not over at the start: {others}")
     print(f"  evictions in the {args.settle_cycles} cycles after balance: {r['after_balance']}")
     print(f"  replacements that fit nowhere: {r['unplaced']}")
-    print(f"  pod chains evicted twice within {r['window']:g}s (objectLimiters window): {r['twice_within']} "
-          f"(twice at any distance: {r['twice_total']})")
+    print(
+        f"  pod chains evicted twice within {r['window']:g}s (objectLimiters window): {r['twice_within']} "
+        f"(twice at any distance: {r['twice_total']})"
+    )
     print(f"  nodes made hot by a replacement: {len(r['made_hot'])} {r['made_hot'][:5]}")
     print(f"  hottest node at the end: {r['max_load']:.1f}% (higher of cpu and memory)")
     print(f"  evictions per cycle: {r['per_cycle']}")
     print(f"  why eviction stopped on hotspots (node-cycles): {dict(r['stops'])}")
-    print(f"  movable pods passed over on hotspots (limits, budgets, no destination): {dict(r['passed_over'])}")
-    print(f"  planning time: {r['plan_time']:.2f} s over {r['cycles']} cycles; total run "
-          f"{time.perf_counter() - started:.1f} s")
+    print(
+        f"  movable pods passed over on hotspots (limits, budgets, no destination): {dict(r['passed_over'])}"
+    )
+    print(
+        f"  planning time: {r['plan_time']:.2f} s over {r['cycles']} cycles; total run "
+        f"{time.perf_counter() - started:.1f} s"
+    )
     print("targets:")
     balanced = r["balanced_at"] is not None
     print(f"  balanced, within {RATIO_TARGET}x of the bound: {verdict(balanced and ratio <= RATIO_TARGET)}")
     print(f"  no pod evicted twice within the window: {verdict(r['twice_within'] == 0)}")
     print(f"  no node made hot: {verdict(not r['made_hot'])}")
     print()
-    print(summary_line({
-        "over_at_start": str(r["initially_over"]),
-        "bound": str(bound.total),
-        "bound_priority_first": str(bound.in_order),
-        "evictions": str(r["evictions_at_balance"]),
-        "ratio": f"{ratio:.2f}x" if bound.total else "0x",
-        "ratio_priority_first": f"{ratio_in_order:.2f}x" if bound.in_order else "0x",
-        "balanced": "1" if balanced else "0",
-        "cycles_to_balance": str(r["balanced_at"] if balanced else r["cycles"]),
-        "evicted_twice": str(r["twice_within"]),
-        "made_hot": str(len(r["made_hot"])),
-        "after_balance": str(r["after_balance"]),
-    }))
+    print(
+        summary_line(
+            {
+                "over_at_start": str(r["initially_over"]),
+                "bound": str(bound.total),
+                "bound_priority_first": str(bound.in_order),
+                "evictions": str(r["evictions_at_balance"]),
+                "ratio": f"{ratio:.2f}x" if bound.total else "0x",
+                "ratio_priority_first": f"{ratio_in_order:.2f}x" if bound.in_order else "0x",
+                "balanced": "1" if balanced else "0",
+                "cycles_to_balance": str(r["balanced_at"] if balanced else r["cycles"]),
+                "evicted_twice": str(r["twice_within"]),
+                "made_hot": str(len(r["made_hot"])),
+                "after_balance": str(r["after_balance"]),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ load really moves. ``measured_node_usage`` is what a metrics pipeline reports: t
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections import deque
 from collections.abc import Iterable
@@ -126,8 +127,13 @@ class World:
         else:
             stem = old.name.rsplit("-", 1)[0]
             name = f"{stem}-r{self._serial:05d}"
-        new = replace(old, name=name, uid=str(uuid.UUID(int=(self._ids + self._serial) % 2**128, version=4)),
-                      node="", created=now)
+        new = replace(
+            old,
+            name=name,
+            uid=str(uuid.UUID(int=(self._ids + self._serial) % 2**128, version=4)),
+            node="",
+            created=now,
+        )
         node = self.choose_node(new, exclude=old.node)
         if node is None:
             return old, None
@@ -151,6 +157,6 @@ def twice_within(lineages: Iterable[Lineage], window: float) -> tuple[int, int]:
         times = sorted(lineage.evictions)
         if len(times) >= 2:
             total += 1
-            if any(b - a < window for a, b in zip(times, times[1:], strict=False)):
+            if any(b - a < window for a, b in itertools.pairwise(times)):
                 within += 1
     return within, total

@@ -19,6 +19,15 @@ def proc_status_kib(field: str) -> int:
     raise RuntimeError(f"/proc/self/status has no {field}")
 
 
+def quiet_logs() -> None:
+    """Keep the product's info logs (one per LIST, eviction, cycle) out of the figures; warnings stay."""
+    import logging
+
+    import structlog
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+
 def median(values: Sequence[float]) -> float:
     return float(statistics.median(values)) if values else float("nan")
 

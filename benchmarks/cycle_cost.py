@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import synth
-from benchmarks.common import median, proc_status_kib, summary_line, verdict
+from benchmarks.common import median, proc_status_kib, quiet_logs, summary_line, verdict
 
 PLAN_TARGET_S = 1.0
 RSS_TARGET_MIB = 600.0
@@ -45,21 +45,29 @@ SYNC_FLOOR_TARGET = 2.0
 
 def _child_floor(kubeconfig: str, page_size: int, repeats: int) -> dict[str, Any]:
     """Fetch every page the cache would LIST; time fetch+decode (wall) and decode alone (CPU)."""
-    from descheduler.kube.cache import RESOURCES, TERMINAL_PHASE_SELECTOR
+    from descheduler.kube.cache import ClusterCache
     from descheduler.kube.connection import connect
 
     api = connect(kubeconfig, qps=1000.0, burst=1000)
+    # Exactly the LISTs a default cache sends: its reflectors' paths and selectors (never started here).
+    lists = [
+        (r.spec.path, r.label_selector, r.field_selector)
+        for r in ClusterCache(api, page_size=page_size)._reflectors.values()
+    ]
     bodies: list[bytes] = []
     started = time.perf_counter()
-    for spec in RESOURCES:
+    for path, label_selector, field_selector in lists:
         token: str | None = None
         while True:
-            query: dict[str, Any] = {"limit": page_size, "continue": token}
-            if spec.name == "pods":
-                query["fieldSelector"] = TERMINAL_PHASE_SELECTOR
-            response = api.request_raw("GET", spec.path, query=query)
+            query: dict[str, Any] = {
+                "limit": page_size,
+                "continue": token,
+                "labelSelector": label_selector,
+                "fieldSelector": field_selector,
+            }
+            response = api.request_raw("GET", path, query=query)
             if response.status != 200:
-                raise RuntimeError(f"GET {spec.path}: HTTP {response.status}")
+                raise RuntimeError(f"GET {path}: HTTP {response.status}")
             bodies.append(response.data)
             token = (json.loads(response.data).get("metadata") or {}).get("continue") or None
             if not token:
@@ -175,7 +183,10 @@ def _top(profiler: cProfile.Profile, count: int = 12) -> list[str]:
     for (filename, line, name), (_, calls, tottime, cumtime, _) in stats.stats.items():  # type: ignore[attr-defined]
         rows.append((tottime, calls, cumtime, f"{Path(filename).name}:{line}({name})"))
     rows.sort(reverse=True)
-    return [f"{tot:8.3f}s self {cum:8.3f}s cum {calls:>9} calls  {where}" for tot, calls, cum, where in rows[:count]]
+    return [
+        f"{tot:8.3f}s self {cum:8.3f}s cum {calls:>9} calls  {where}"
+        for tot, calls, cum, where in rows[:count]
+    ]
 
 
 def _run_child(args: list[str]) -> dict[str, Any]:
@@ -196,7 +207,9 @@ def _run_child(args: list[str]) -> dict[str, Any]:
 # -- the benchmark --------------------------------------------------------------------------------------
 
 
-def measure(spec: synth.SynthSpec, runs: int, sync_runs: int, page_size: int, profile: bool) -> dict[str, Any]:
+def measure(
+    spec: synth.SynthSpec, runs: int, sync_runs: int, page_size: int, profile: bool
+) -> dict[str, Any]:
     from benchmarks.apiserver import ServerProcess
 
     cluster = synth.generate(spec)
@@ -210,11 +223,23 @@ def measure(spec: synth.SynthSpec, runs: int, sync_runs: int, page_size: int, pr
         with ServerProcess(spec, Path(tmp)) as server:
             load_s = time.perf_counter() - started
             kubeconfig = str(server.kubeconfig)
-            floor = _run_child(["--child", "floor", "--kubeconfig", kubeconfig, "--page-size", str(page_size)])
+            floor = _run_child(
+                ["--child", "floor", "--kubeconfig", kubeconfig, "--page-size", str(page_size)]
+            )
             syncs = []
             for i in range(sync_runs):
-                child = ["--child", "sync", "--kubeconfig", kubeconfig, "--usage-file", str(usage_file),
-                         "--page-size", str(page_size), "--runs", str(runs)]
+                child = [
+                    "--child",
+                    "sync",
+                    "--kubeconfig",
+                    kubeconfig,
+                    "--usage-file",
+                    str(usage_file),
+                    "--page-size",
+                    str(page_size),
+                    "--runs",
+                    str(runs),
+                ]
                 if profile and i == 0:
                     child.append("--profile")
                 syncs.append(_run_child(child))
@@ -247,20 +272,34 @@ def report(results: list[dict[str, Any]]) -> dict[str, str]:
         first = r["syncs"][0]
         n = r["nodes"]
         print(f"\n== {n} nodes, {r['pods']} pods ({r['hot']} hot nodes), {r['objects']} objects served ==")
-        print(f"  snapshot: {first['workloads']} workloads, {first['pdbs']} PDBs, object errors {first['object_errors']}")
+        print(
+            f"  snapshot: {first['workloads']} workloads, {first['pdbs']} PDBs, "
+            f"object errors {first['object_errors']}"
+        )
         print(f"  plan: {first['evictions']} evictions planned, node classes {first['classes']}")
-        print(f"  planning time (median of {len(r['syncs']) * len(first['plan_times'])} runs): "
-              f"{r['plan_median']:.3f} s (min {r['plan_min']:.3f}, max {r['plan_max']:.3f})")
+        print(
+            f"  planning time (median of {len(r['syncs']) * len(first['plan_times'])} runs): "
+            f"{r['plan_median']:.3f} s (min {r['plan_min']:.3f}, max {r['plan_max']:.3f})"
+        )
         print(f"  cache.snapshot(): {r['snapshot_s']:.3f} s")
         print(f"  LIST payload: {floor['bytes'] / 2**20:.1f} MiB in {floor['pages']} pages")
-        print(f"  initial sync (median of {len(r['syncs'])}): wall {r['sync_wall']:.2f} s, client CPU {r['sync_cpu']:.2f} s")
-        print(f"  floor: json.loads of the same pages {floor['decode_cpu']:.2f} s CPU; "
-              f"fetch + json.loads {floor['fetch_decode_wall']:.2f} s wall")
+        print(
+            f"  initial sync (median of {len(r['syncs'])}): wall {r['sync_wall']:.2f} s, "
+            f"client CPU {r['sync_cpu']:.2f} s"
+        )
+        print(
+            f"  floor: json.loads of the same pages {floor['decode_cpu']:.2f} s CPU; "
+            f"fetch + json.loads {floor['fetch_decode_wall']:.2f} s wall"
+        )
         cpu_ratio = r["sync_cpu"] / floor["decode_cpu"] if floor["decode_cpu"] > 0 else float("inf")
-        wall_ratio = r["sync_wall"] / floor["fetch_decode_wall"] if floor["fetch_decode_wall"] > 0 else float("inf")
+        wall_ratio = (
+            r["sync_wall"] / floor["fetch_decode_wall"] if floor["fetch_decode_wall"] > 0 else float("inf")
+        )
         print(f"  sync / floor: {cpu_ratio:.2f}x CPU, {wall_ratio:.2f}x wall")
-        print(f"  RSS: {r['baseline_rss']:.0f} MiB after imports, {r['after_sync_rss']:.0f} MiB after sync, "
-              f"peak {r['peak_rss']:.0f} MiB (sync + snapshot + plan)")
+        print(
+            f"  RSS: {r['baseline_rss']:.0f} MiB after imports, {r['after_sync_rss']:.0f} MiB after sync, "
+            f"peak {r['peak_rss']:.0f} MiB (sync + snapshot + plan)"
+        )
         print(f"  (server process: generating and loading the cluster took {r['server_load_s']:.1f} s)")
         for name, rows in (first.get("profile") or {}).items():
             print(f"  profile of {name} (top functions by own time):")
@@ -279,7 +318,8 @@ def report(results: list[dict[str, Any]]) -> dict[str, str]:
         growth = {
             "plan": b["plan_median"] / a["plan_median"],
             "sync_cpu": b["sync_cpu"] / a["sync_cpu"],
-            "rss_above_baseline": (b["peak_rss"] - b["baseline_rss"]) / max(1e-9, a["peak_rss"] - a["baseline_rss"]),
+            "rss_above_baseline": (b["peak_rss"] - b["baseline_rss"])
+            / max(1e-9, a["peak_rss"] - a["baseline_rss"]),
         }
         for name, factor in growth.items():
             print(f"  {name}: x{factor:.1f} (linear would be x{scale:.1f})")
@@ -287,10 +327,18 @@ def report(results: list[dict[str, Any]]) -> dict[str, str]:
     big = results[-1]
     cpu_ratio = big["sync_cpu"] / big["floor"]["decode_cpu"]
     print(f"\n== targets at {big['nodes']} nodes / {big['pods']} pods ==")
-    print(f"  planning < {PLAN_TARGET_S:g} s: {big['plan_median']:.3f} s -> {verdict(big['plan_median'] < PLAN_TARGET_S)}")
-    print(f"  peak RSS < {RSS_TARGET_MIB:g} MiB: {big['peak_rss']:.0f} MiB -> {verdict(big['peak_rss'] < RSS_TARGET_MIB)}")
-    print(f"  sync within {SYNC_FLOOR_TARGET:g}x json.loads (CPU): {cpu_ratio:.2f}x -> "
-          f"{verdict(cpu_ratio <= SYNC_FLOOR_TARGET)}")
+    print(
+        f"  planning < {PLAN_TARGET_S:g} s: {big['plan_median']:.3f} s -> "
+        f"{verdict(big['plan_median'] < PLAN_TARGET_S)}"
+    )
+    print(
+        f"  peak RSS < {RSS_TARGET_MIB:g} MiB: {big['peak_rss']:.0f} MiB -> "
+        f"{verdict(big['peak_rss'] < RSS_TARGET_MIB)}"
+    )
+    print(
+        f"  sync within {SYNC_FLOOR_TARGET:g}x json.loads (CPU): {cpu_ratio:.2f}x -> "
+        f"{verdict(cpu_ratio <= SYNC_FLOOR_TARGET)}"
+    )
     return figures
 
 
@@ -308,17 +356,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     parser.add_argument("--usage-file", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    quiet_logs()
 
     if args.child == "floor":
         print(json.dumps(_child_floor(args.kubeconfig, args.page_size, repeats=3)))
         return
     if args.child == "sync":
-        print(json.dumps(_child_sync(args.kubeconfig, args.usage_file, args.page_size, args.runs, args.profile)))
+        print(
+            json.dumps(_child_sync(args.kubeconfig, args.usage_file, args.page_size, args.runs, args.profile))
+        )
         return
 
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    print(f"cycle_cost: sizes {sizes}, {args.pods_per_node} pods/node, {args.hot_fraction:.0%} hot nodes, "
-          f"seed {args.seed}, {args.sync_runs} sync processes x {args.runs} planning runs")
+    print(
+        f"cycle_cost: sizes {sizes}, {args.pods_per_node} pods/node, {args.hot_fraction:.0%} hot nodes, "
+        f"seed {args.seed}, {args.sync_runs} sync processes x {args.runs} planning runs"
+    )
     results = []
     for nodes in sizes:
         spec = synth.SynthSpec(

@@ -226,7 +226,9 @@ def _target(rng: random.Random, hot: bool) -> tuple[float, float]:
     """Target (cpu, memory) utilisation of a node as a fraction of allocatable."""
     if hot:
         cpu = rng.uniform(0.80, 0.92)
-        memory = rng.uniform(0.82, 0.90) if rng.random() < 1 / 3 else min(0.76, max(0.15, rng.gauss(0.5, 0.1)))
+        memory = (
+            rng.uniform(0.82, 0.90) if rng.random() < 1 / 3 else min(0.76, max(0.15, rng.gauss(0.5, 0.1)))
+        )
         return cpu, memory
     return min(0.72, max(0.15, rng.gauss(0.55, 0.10))), min(0.76, max(0.15, rng.gauss(0.5, 0.10)))
 
@@ -281,11 +283,9 @@ def generate(spec: SynthSpec) -> SynthCluster:
     daemonsets = {"kube-system/kube-proxy": ids.uid(), "monitoring/node-exporter": ids.uid()}
     per_node = max(0, spec.pods_per_node - len(daemonsets))
     general_workloads = _make_workloads(rng, ids, per_node * len(general), namespaces, False, 0)
-    gpu_workloads = _make_workloads(
-        rng, ids, per_node * gpu_count, namespaces, True, len(general_workloads)
-    )
+    gpu_workloads = _make_workloads(rng, ids, per_node * gpu_count, namespaces, True, len(general_workloads))
     pods_by_node: dict[str, list[SynthPod]] = {n.name: [] for n in nodes}
-    for pool_nodes, workloads in ((general, general_workloads), (nodes[len(general):], gpu_workloads)):
+    for pool_nodes, workloads in ((general, general_workloads), (nodes[len(general) :], gpu_workloads)):
         slots = [n.name for n in pool_nodes for _ in range(per_node)]
         rng.shuffle(slots)
         members = [(w, ordinal) for w in workloads for ordinal in range(w.replicas)]
@@ -443,12 +443,20 @@ def node_object(node: SynthNode) -> Obj:
         )
     ]
     conditions.append(
-        {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}
+        {
+            "type": "Ready",
+            "status": "True",
+            "reason": "KubeletReady",
+            "message": "kubelet is posting ready status",
+        }
     )
     for cond in conditions:
         cond["lastHeartbeatTime"] = _time(NOW - 30)
         cond["lastTransitionTime"] = _time(NOW - 120 * 86400)
-    spec: Obj = {"podCIDR": f"10.{zlib.crc32(node.name.encode()) % 256}.0.0/24", "providerID": f"aws:///{node.zone}/i-{node.name}"}
+    spec: Obj = {
+        "podCIDR": f"10.{zlib.crc32(node.name.encode()) % 256}.0.0/24",
+        "providerID": f"aws:///{node.zone}/i-{node.name}",
+    }
     if node.gpu:
         spec["taints"] = [{"key": GPU_TAINT_KEY, "value": "present", "effect": "NoSchedule"}]
     return {
@@ -487,8 +495,13 @@ def node_object(node: SynthNode) -> Obj:
                 "architecture": "amd64",
             },
             "images": [
-                {"names": [f"registry.example.com/app/{p}@sha256:{i:064x}", f"registry.example.com/app/{p}:v1"],
-                 "sizeBytes": 50_000_000 + i}
+                {
+                    "names": [
+                        f"registry.example.com/app/{p}@sha256:{i:064x}",
+                        f"registry.example.com/app/{p}:v1",
+                    ],
+                    "sizeBytes": 50_000_000 + i,
+                }
                 for i, p in enumerate(APP_PREFIXES[:6])
             ],
         },
@@ -503,7 +516,10 @@ def _template(workload: SynthWorkload) -> Obj:
         "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
         "env": [
             {"name": "LOG_LEVEL", "value": "info"},
-            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}},
+            {
+                "name": "POD_NAME",
+                "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}},
+            },
         ],
         "resources": {
             "requests": {"cpu": _cpu(workload.cpu_request_m), "memory": _memory(workload.memory_request)},
@@ -583,7 +599,10 @@ def workload_objects(workload: SynthWorkload) -> list[Obj]:
             "replicas": workload.replicas,
             "selector": selector,
             "template": _template(workload),
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"},
+            },
         },
         "status": {**status, "updatedReplicas": workload.replicas},
     }
@@ -673,7 +692,11 @@ def pod_object(pod: SynthPod, daemonset_uids: dict[str, str] | None = None) -> O
     labels: Obj
     if workload is None:
         template = _daemonset_template(pod.daemonset)
-        labels = {"app": pod.daemonset, "controller-revision-hash": "6d4c8b9f7", "pod-template-generation": "1"}
+        labels = {
+            "app": pod.daemonset,
+            "controller-revision-hash": "6d4c8b9f7",
+            "pod-template-generation": "1",
+        }
         uid = (daemonset_uids or {}).get(f"{pod.namespace}/{pod.daemonset}", "")
         owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": pod.daemonset, "uid": uid}
         priority = 2_000_001_000
@@ -683,12 +706,22 @@ def pod_object(pod: SynthPod, daemonset_uids: dict[str, str] | None = None) -> O
         if workload.kind == "StatefulSet":
             labels["statefulset.kubernetes.io/pod-name"] = pod.name
             labels["controller-revision-hash"] = f"{workload.name}-7c9d5f6b8"
-            owner = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": workload.name, "uid": workload.uid}
+            owner = {
+                "apiVersion": "apps/v1",
+                "kind": "StatefulSet",
+                "name": workload.name,
+                "uid": workload.uid,
+            }
         else:
             labels["pod-template-hash"] = workload.rs_name.rsplit("-", 1)[1]
-            owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": workload.rs_name, "uid": workload.rs_uid}
+            owner = {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": workload.rs_name,
+                "uid": workload.rs_uid,
+            }
         priority = workload.priority
-    owner |= {"controller": True, "blockOwnerDeletion": True}
+    owner_ref: Obj = {**owner, "controller": True, "blockOwnerDeletion": True}
     spec: Obj = dict(template["spec"])
     spec["containers"] = [dict(c) for c in spec["containers"]]
     spec["nodeName"] = pod.node
@@ -697,8 +730,18 @@ def pod_object(pod: SynthPod, daemonset_uids: dict[str, str] | None = None) -> O
     spec["preemptionPolicy"] = "PreemptLowerPriority"
     spec["tolerations"] = [
         *spec.get("tolerations", []),
-        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+        {
+            "key": "node.kubernetes.io/not-ready",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 300,
+        },
+        {
+            "key": "node.kubernetes.io/unreachable",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 300,
+        },
     ]
     spec["volumes"] = [
         *spec.get("volumes", []),
@@ -708,9 +751,22 @@ def pod_object(pod: SynthPod, daemonset_uids: dict[str, str] | None = None) -> O
                 "defaultMode": 420,
                 "sources": [
                     {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                    {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1",
-                                                                                  "fieldPath": "metadata.namespace"}}]}},
+                    {
+                        "configMap": {
+                            "name": "kube-root-ca.crt",
+                            "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                        }
+                    },
+                    {
+                        "downwardAPI": {
+                            "items": [
+                                {
+                                    "path": "namespace",
+                                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                                }
+                            ]
+                        }
+                    },
                 ],
             },
         },
@@ -745,7 +801,7 @@ def pod_object(pod: SynthPod, daemonset_uids: dict[str, str] | None = None) -> O
             "creationTimestamp": _time(pod.created),
             "labels": labels,
             "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": "8080"},
-            "ownerReferences": [owner],
+            "ownerReferences": [owner_ref],
         },
         "spec": spec,
         "status": {

@@ -218,7 +218,10 @@ def _required_node_terms(obj: Obj, spec: Mapping[str, Any]) -> tuple[NodeSelecto
     affinity = _map(obj, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
     terms = []
     for i, term in enumerate(_list(obj, affinity, "nodeSelectorTerms", "nodeSelectorTerms")):
-        base = f"spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]"
+        base = (
+            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+            f".nodeSelectorTerms[{i}]"
+        )
         if not isinstance(term, Mapping):
             raise ObjectError(f"{_describe(obj)}: {base} must be an object")
         exprs = tuple(

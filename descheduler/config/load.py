@@ -67,7 +67,7 @@ class EffectiveConfig:
     def to_document(self) -> dict[str, Any]:
         """The effective configuration as a YAML-ready document with every default filled in."""
         doc = self.config.model_dump(by_alias=True, mode="json")
-        resolved = []
+        resolved: list[dict[str, Any]] = []
         if self.low_node_load is not None:
             resolved.append(
                 {"name": LOW_NODE_LOAD, "args": self.low_node_load.model_dump(by_alias=True, mode="json")}
@@ -76,7 +76,11 @@ class EffectiveConfig:
             {"name": MIGRATION_CONTROLLER, "args": self.migration.model_dump(by_alias=True, mode="json")}
         )
         for item in resolved:
-            item["args"] = {"apiVersion": "descheduler/v1alpha2", "kind": f"{item['name']}Args", **item["args"]}
+            item["args"] = {
+                "apiVersion": "descheduler/v1alpha2",
+                "kind": f"{item['name']}Args",
+                **item["args"],
+            }
         for profile in doc.get("profiles", []):
             profile["pluginConfig"] = [
                 pc for pc in profile.get("pluginConfig", []) if pc["name"] not in KNOWN_PLUGINS
@@ -159,7 +163,8 @@ def _plugin_problems(config: DeschedulerConfiguration) -> tuple[list[str], list[
         for j, pc in enumerate(profile.plugin_config):
             if isinstance(pc.args, OtherPluginArgs):
                 notices.append(
-                    f"profiles[{i}].pluginConfig[{j}]: args of plugin {pc.name!r} are not used here and are ignored"
+                    f"profiles[{i}].pluginConfig[{j}]: args of plugin {pc.name!r} "
+                    "are not used here and are ignored"
                 )
     if low_node_load_profiles > 1:
         problems.append(
@@ -169,13 +174,16 @@ def _plugin_problems(config: DeschedulerConfiguration) -> tuple[list[str], list[
     return problems, notices
 
 
-def _ignored_notices(config: DeschedulerConfiguration, lnl: LowNodeLoadArgs | None,
-                     mc: MigrationControllerArgs) -> list[str]:
+def _ignored_notices(
+    config: DeschedulerConfiguration, lnl: LowNodeLoadArgs | None, mc: MigrationControllerArgs
+) -> list[str]:
     notices = []
     for name in ("enable_profiling", "enable_contention_profiling"):
         if name in config.model_fields_set:
             alias = DeschedulerConfiguration.model_fields[name].alias
-            notices.append(f"{alias}: accepted for Koordinator compatibility, ignored (no profiling endpoints)")
+            notices.append(
+                f"{alias}: accepted for Koordinator compatibility, ignored (no profiling endpoints)"
+            )
     if "client_connection" in config.model_fields_set:
         for name in ("kubeconfig", "accept_content_types", "content_type"):
             if name in config.client_connection.model_fields_set:

@@ -128,9 +128,13 @@ class LowNodeLoadArgs(StrictModel):
             low = pool.low_thresholds if pool.low_thresholds is not None else self.low_thresholds
             high = pool.high_thresholds if pool.high_thresholds is not None else self.high_thresholds
             _check_thresholds(low, high, f"nodePools[{i}].")
-            plow = pool.prod_low_thresholds if pool.prod_low_thresholds is not None else self.prod_low_thresholds
+            plow = (
+                pool.prod_low_thresholds if pool.prod_low_thresholds is not None else self.prod_low_thresholds
+            )
             phigh = (
-                pool.prod_high_thresholds if pool.prod_high_thresholds is not None else self.prod_high_thresholds
+                pool.prod_high_thresholds
+                if pool.prod_high_thresholds is not None
+                else self.prod_high_thresholds
             )
             _check_thresholds(plow, phigh, f"nodePools[{i}].")
         return self
@@ -339,11 +343,15 @@ class DeschedulerConfiguration(StrictModel):
     descheduling_interval: Duration = Field(default=60.0, alias="deschedulingInterval")
     dry_run: bool = Field(default=False, alias="dryRun")
     node_selector: LabelSelectorConfig | str | None = Field(default=None, alias="nodeSelector")
-    max_no_of_pods_to_evict_per_node: NonNegativeInt | None = Field(default=None, alias="maxNoOfPodsToEvictPerNode")
+    max_no_of_pods_to_evict_per_node: NonNegativeInt | None = Field(
+        default=None, alias="maxNoOfPodsToEvictPerNode"
+    )
     max_no_of_pods_to_evict_per_namespace: NonNegativeInt | None = Field(
         default=None, alias="maxNoOfPodsToEvictPerNamespace"
     )
-    max_no_of_pods_to_evict_total: NonNegativeInt | None = Field(default=None, alias="maxNoOfPodsToEvictTotal")
+    max_no_of_pods_to_evict_total: NonNegativeInt | None = Field(
+        default=None, alias="maxNoOfPodsToEvictTotal"
+    )
     leader_election: LeaderElection = Field(default_factory=LeaderElection, alias="leaderElection")
     client_connection: ClientConnection = Field(default_factory=ClientConnection, alias="clientConnection")
     healthz_bind_address: str = Field(default="0.0.0.0:10258", alias="healthzBindAddress")
@@ -368,7 +376,7 @@ class DeschedulerConfiguration(StrictModel):
     def _bind_address(cls, value: str) -> str:
         if value == "":
             return value
-        host, sep, port = value.rpartition(":")
+        _, sep, port = value.rpartition(":")
         if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
             raise ValueError(f"expected HOST:PORT such as 0.0.0.0:10258, got {value!r}")
         return value

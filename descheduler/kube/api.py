@@ -212,7 +212,7 @@ class KubeApi:
         if deadline is not None:
             value = min(value, deadline - self._clock())
         if value <= 0:
-            raise ApiTimeoutError("no time left before the deadline")
+            raise ClientThrottledError("no time left before the deadline: request not sent")
         return value
 
     def request_raw(

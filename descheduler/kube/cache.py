@@ -74,7 +74,10 @@ RESOURCES: tuple[ResourceSpec, ...] = (
     ),
     ResourceSpec("namespaces", "/api/v1/namespaces", "Namespace", parse_namespace, False),
 )
-"""What the cache watches; RBAC needs list+watch on each of these."""
+"""What the cache can watch; RBAC needs list+watch on each one watched."""
+DEFAULT_RESOURCES = frozenset(spec.name for spec in RESOURCES) - {"namespaces"}
+"""Watched unless ``resources`` says otherwise. Namespaces are opt-in: the planner scopes by namespace
+name only, and the shipped RBAC does not grant them."""
 
 
 class _Expired(Exception):
@@ -293,6 +296,10 @@ class _Reflector:
         }
         stream = self.api.watch(self.spec.path, query, read_timeout=timeout + 30)
         self._stream = stream
+        if self.stop.is_set():  # stop() ran before it could see this stream: close it ourselves
+            self._stream = None
+            stream.close()
+            return 0
         self.stats["watches"] += 1
         self.last_heard = self.wall_clock()
         received = 0
@@ -412,7 +419,7 @@ class ClusterCache:
         if page_size < 1:
             raise ValueError(f"page_size must be positive, got {page_size}")
         names = {spec.name for spec in RESOURCES}
-        wanted = set(resources) if resources is not None else names
+        wanted = set(resources) if resources is not None else set(DEFAULT_RESOURCES)
         unknown = wanted - names
         if unknown:
             raise ValueError(f"unknown cache resources {sorted(unknown)}; known: {sorted(names)}")

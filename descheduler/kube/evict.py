@@ -225,7 +225,7 @@ class Evictor:
     def _send(self, pod: Pod, deadline: float) -> Response:
         remaining = deadline - self._clock()
         if remaining <= 0:
-            raise ApiTimeoutError("the cycle's deadline has passed")
+            raise ClientThrottledError("the cycle's deadline passed before the eviction could be sent")
         timeout = min(self._timeout, remaining)
         query = {"dryRun": "All"} if self.dry_run else None
         if self.policy == "Eviction":

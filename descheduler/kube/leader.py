@@ -115,11 +115,12 @@ class LeaderElector:
     # -- loop --------------------------------------------------------------------------------------------
     def _run(self) -> None:
         while not self._stop.is_set():
+            # A renewal counts from when it was sent: the server applied it no earlier than that.
+            attempt_started = self._clock()
             ok = self._try_acquire_or_renew()
-            now = self._clock()
             if ok:
                 with self._lock:
-                    self._last_renew = now
+                    self._last_renew = attempt_started
                     self._leader = True
                 if not self._stop.is_set():
                     self._announce(True)
@@ -127,9 +128,11 @@ class LeaderElector:
                 self._set_leader(False)
                 log.warning("leadership_lost", lease=f"{self.namespace}/{self.name}", identity=self.identity)
                 self._announce(False)
-            period = (
-                self.retry_period if self._leader_flag() else self.retry_period * (1 + 0.2 * random.random())
-            )
+            if self._leader_flag():
+                # Never sleep past the renew deadline: losing it must be noticed (and announced) at once.
+                period = min(self.retry_period, max(0.0, self._leadership_ends() - self._clock()))
+            else:
+                period = self.retry_period * (1 + 0.2 * random.random())
             self._stop.wait(period)
 
     def _announce(self, leading: bool) -> None:
@@ -158,8 +161,16 @@ class LeaderElector:
         except Exception:
             log.exception("leader_callback_failed")
 
+    def _leadership_ends(self) -> float:
+        with self._lock:
+            return self._last_renew + self.renew_deadline
+
     def _request_timeout(self) -> float:
-        return max(0.1, min(self.renew_deadline / 2, 10.0))
+        """Short enough that a hanging request cannot outlast the renew deadline unnoticed."""
+        timeout = min(self.renew_deadline / 2, 10.0)
+        if self._leader_flag():
+            timeout = min(timeout, self._leadership_ends() - self._clock())
+        return max(0.05, timeout)
 
     # -- lease operations -----------------------------------------------------------------------------------
     def _spec(self, previous: Mapping[str, Any] | None, now: float) -> dict[str, Any]:
@@ -191,6 +202,7 @@ class LeaderElector:
             and self._update(lease_seen, self._spec(lease_seen.get("spec") or {}, now), timeout)
         ):
             return True
+        timeout = self._request_timeout()
         try:
             lease = self.api.request("GET", self._path, timeout=timeout)
         except ApiStatusError as exc:

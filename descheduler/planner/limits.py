@@ -83,6 +83,7 @@ class LimitTracker:
         self.migrating_node: Counter[str] = Counter(m.node for m in flying)
         self.migrating_namespace: Counter[str] = Counter(m.namespace for m in flying)
         self.migrating_total = len(flying)
+        self.migrating_pods = {m.uid or m.pod for m in flying}
         self.migrating_workload: dict[str, set[str]] = {}
         for m in flying:
             if m.workload:
@@ -99,6 +100,10 @@ class LimitTracker:
 
     def check(self, pod: Pod, node: str, workload: WorkloadRef | None) -> LimitHit | None:
         s = self.settings
+        if (pod.uid or pod.key) in self.migrating_pods:
+            return LimitHit(
+                reasons.ALREADY_MIGRATING, "this pod's eviction is already in flight (it has not left yet)", POD
+            )
         if s.max_total is not None and self.evicted_total + 1 > s.max_total:
             return LimitHit(reasons.LIMIT_TOTAL, f"maxNoOfPodsToEvictTotal ({s.max_total}) reached", GLOBAL)
         if s.max_migrating_globally is not None and self.migrating_total >= s.max_migrating_globally:
@@ -186,6 +191,7 @@ class LimitTracker:
         self.migrating_total += 1
         self.migrating_node[node] += 1
         self.migrating_namespace[pod.namespace] += 1
+        self.migrating_pods.add(pod.uid or pod.key)
         if workload is not None:
             self.migrating_workload.setdefault(workload.identity, set()).add(pod.key)
             self.window[workload.identity] += 1

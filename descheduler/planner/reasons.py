@@ -49,6 +49,7 @@ MIGRATING_GLOBALLY = "migrating-globally"
 MIGRATING_PER_WORKLOAD = "migrating-per-workload"
 UNAVAILABLE_PER_WORKLOAD = "unavailable-per-workload"
 OBJECT_LIMITER = "object-limiter"
+ALREADY_MIGRATING = "already-migrating"
 PDB = "pdb"
 PDB_MULTIPLE = "pdb-multiple"
 NO_DESTINATION = "no-destination"
@@ -98,6 +99,7 @@ LIMIT_CODES = frozenset(
         MIGRATING_PER_WORKLOAD,
         UNAVAILABLE_PER_WORKLOAD,
         OBJECT_LIMITER,
+        ALREADY_MIGRATING,
     }
 )
 

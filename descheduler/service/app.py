@@ -52,7 +52,9 @@ def selector_string(selector: LabelSelectorConfig | str | None) -> str | None:
 class Service:
     """Everything one process runs; built from an effective configuration and a kubeconfig."""
 
-    def __init__(self, effective: EffectiveConfig, *, kubeconfig: str | None, dry_run: bool | None = None) -> None:
+    def __init__(
+        self, effective: EffectiveConfig, *, kubeconfig: str | None, dry_run: bool | None = None
+    ) -> None:
         from descheduler.kube.cache import ClusterCache
         from descheduler.kube.connection import connect
         from descheduler.kube.events import EventRecorder
@@ -248,7 +250,9 @@ def add_service_parsers(sub: Any) -> None:
         default=None,
         help="kubeconfig file (default: $KUBECONFIG, then the in-cluster service account)",
     )
-    common.add_argument("--log-format", choices=("json", "console"), default="json", help="log format (default json)")
+    common.add_argument(
+        "--log-format", choices=("json", "console"), default="json", help="log format (default json)"
+    )
 
     run = sub.add_parser(
         "run",
@@ -269,5 +273,7 @@ def add_service_parsers(sub: Any) -> None:
         epilog="example: descheduler once --config config.yaml --dry-run --output text",
     )
     once.add_argument("--dry-run", action="store_true", help="evict nothing, audit only")
-    once.add_argument("--output", choices=("json", "text"), default="text", help="record format (default text)")
+    once.add_argument(
+        "--output", choices=("json", "text"), default="text", help="record format (default text)"
+    )
     once.set_defaults(func=cmd_once)

@@ -25,7 +25,9 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
     metrics.observe_nodes(record.plan.node_reports)
     for eviction in record.evictions:
         namespace = eviction.pod.split("/", 1)[0]
-        metrics.pods_evicted.labels(eviction.result, "overutilized", STRATEGY, profile, eviction.node, namespace).inc()
+        metrics.pods_evicted.labels(
+            eviction.result, "overutilized", STRATEGY, profile, eviction.node, namespace
+        ).inc()
     for skip in record.plan.pod_skips:
         metrics.pods_skipped.labels(skip.code).inc()
     metrics.usage_errors.set(len(record.usage_errors))
@@ -35,9 +37,10 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
 
 def render_record_text(record: CycleRecord) -> str:
     """The same tables ``simulate --output text`` prints, plus the result of each eviction call."""
-    from descheduler.simulate.render import render_cycle_text
+    from descheduler.simulate.render import render_plan_text
 
-    lines = [render_cycle_text(record.cycle, record.plan)]
+    title = f"Cycle {record.cycle}" + (" (dry-run)" if record.dry_run else "")
+    lines = render_plan_text(record.plan, title)
     if record.evictions:
         lines.append("Eviction calls:")
         for e in record.evictions:

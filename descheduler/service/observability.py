@@ -64,41 +64,58 @@ class Metrics:
         )
         self.cycles = Counter("descheduler_cycles", "Cycles run, by outcome.", ["outcome"], registry=r)
         self.node_usage = Gauge(
-            "descheduler_node_usage_ratio", "Measured node usage as a fraction of allocatable.",
-            ["node", "resource"], registry=r,
+            "descheduler_node_usage_ratio",
+            "Measured node usage as a fraction of allocatable.",
+            ["node", "resource"],
+            registry=r,
         )
         self.node_threshold = Gauge(
-            "descheduler_node_threshold_ratio", "Node thresholds as a fraction of allocatable.",
-            ["node", "resource", "level"], registry=r,
+            "descheduler_node_threshold_ratio",
+            "Node thresholds as a fraction of allocatable.",
+            ["node", "resource", "level"],
+            registry=r,
         )
         self.node_class = Gauge(
-            "descheduler_node_classification", "1 for the node's current class, 0 otherwise.",
-            ["node", "class"], registry=r,
+            "descheduler_node_classification",
+            "1 for the node's current class, 0 otherwise.",
+            ["node", "class"],
+            registry=r,
         )
         self.node_anomaly = Gauge(
-            "descheduler_node_anomaly_count", "Consecutive cycles the node has been over its high threshold.",
-            ["node"], registry=r,
+            "descheduler_node_anomaly_count",
+            "Consecutive cycles the node has been over its high threshold.",
+            ["node"],
+            registry=r,
         )
         self.nodes_by_class = Gauge(
             "descheduler_nodes", "Nodes by class in the last cycle.", ["class"], registry=r
         )
         self.cache_age = Gauge(
-            "descheduler_cache_age_seconds", "Seconds since the watch cache last heard from the API server.",
+            "descheduler_cache_age_seconds",
+            "Seconds since the watch cache last heard from the API server.",
             registry=r,
         )
-        self.cache_synced = Gauge("descheduler_cache_synced", "1 once the watch cache has synced.", registry=r)
+        self.cache_synced = Gauge(
+            "descheduler_cache_synced", "1 once the watch cache has synced.", registry=r
+        )
         self.usage_age = Gauge(
-            "descheduler_usage_sample_age_seconds", "Age of the oldest usage sample used in the last cycle.",
+            "descheduler_usage_sample_age_seconds",
+            "Age of the oldest usage sample used in the last cycle.",
             registry=r,
         )
         self.usage_errors = Gauge(
-            "descheduler_usage_nodes_without_sample", "Nodes with no trustworthy usage sample in the last cycle.",
+            "descheduler_usage_nodes_without_sample",
+            "Nodes with no trustworthy usage sample in the last cycle.",
             registry=r,
         )
         self.leader = Gauge("descheduler_leader", "1 while this replica holds the leader lease.", registry=r)
-        self.dry_run = Gauge("descheduler_dry_run", "1 when the descheduler runs in dry-run mode.", registry=r)
+        self.dry_run = Gauge(
+            "descheduler_dry_run", "1 when the descheduler runs in dry-run mode.", registry=r
+        )
         self.last_cycle = Gauge(
-            "descheduler_last_cycle_timestamp_seconds", "When the last cycle finished (unix time).", registry=r
+            "descheduler_last_cycle_timestamp_seconds",
+            "When the last cycle finished (unix time).",
+            registry=r,
         )
         self.build_info = Gauge(
             "descheduler_build_info", "Build information.", ["version", "python"], registry=r

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from descheduler.kube.api import KubeApi
-from descheduler.kube.cache import ClusterCache
+from descheduler.kube.cache import DEFAULT_RESOURCES, ClusterCache
 from tests.integration.apiserver import ApiServer, Fault, objects
 from tests.integration.apiserver.waiting import eventually
 
@@ -60,7 +60,7 @@ def test_initial_sync_lists_every_resource_in_pages_and_parses_the_snapshot(
     apiserver: ApiServer, cache: CacheFactory
 ) -> None:
     seed(apiserver)
-    c = cache(page_size=5)
+    c = cache(page_size=5, resources=[*DEFAULT_RESOURCES, "namespaces"])
     c.start()
     assert c.wait_synced(10)
     snap = c.snapshot()
@@ -124,7 +124,7 @@ def test_steady_state_sends_only_watches_no_list_or_get(apiserver: ApiServer, ca
     c = cache()
     c.start()
     assert c.wait_synced(10)
-    eventually(lambda: apiserver.open_watches() == 8, what="every reflector watching")
+    eventually(lambda: apiserver.open_watches() == len(DEFAULT_RESOURCES), what="every reflector watching")
     apiserver.clear_requests()
     for i in range(3):
         apiserver.create(objects.pod(f"more-{i}", node="node-0"))
@@ -275,3 +275,44 @@ def test_stop_ends_all_reflector_threads_promptly(apiserver: ApiServer, cache: C
     c.stop()
     assert time.monotonic() - started < 3
     eventually(lambda: apiserver.open_watches() == 0, what="watches closed")
+
+
+def test_by_default_the_cache_watches_only_what_the_shipped_rbac_grants(
+    apiserver: ApiServer, cache: CacheFactory
+) -> None:
+    seed(apiserver, pods=1)
+    c = cache()
+    c.start()
+    assert c.wait_synced(10)
+    listed = {(r.group, r.resource) for r in apiserver.requests if r.verb in ("list", "watch")}
+    assert listed == {
+        ("", "nodes"),
+        ("", "pods"),
+        ("", "replicationcontrollers"),
+        ("apps", "replicasets"),
+        ("apps", "deployments"),
+        ("apps", "statefulsets"),
+        ("policy", "poddisruptionbudgets"),
+    }
+    assert c.snapshot().namespaces == ()
+
+
+def test_a_forbidden_resource_keeps_the_cache_unsynced_instead_of_serving_a_partial_view(
+    apiserver: ApiServer, cache: CacheFactory
+) -> None:
+    seed(apiserver, pods=1)
+    apiserver.inject(
+        Fault(
+            verb="list",
+            resource="poddisruptionbudgets",
+            status=403,
+            message='poddisruptionbudgets.policy is forbidden: User "x" cannot list resource',
+        )
+    )
+    c = cache()
+    c.start()
+    assert not c.wait_synced(1.0)
+    assert not c.synced
+    assert c.stats()["poddisruptionbudgets"]["errors"] >= 1
+    apiserver.clear_faults()
+    assert c.wait_synced(5)

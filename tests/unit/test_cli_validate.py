@@ -12,7 +12,9 @@ SHARED = Path(__file__).resolve().parents[3] / "shared"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "descheduler", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "descheduler", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_validate_prints_the_effective_configuration_with_defaults_filled_in() -> None:
@@ -27,7 +29,9 @@ def test_validate_prints_the_effective_configuration_with_defaults_filled_in() -
 
 def test_validate_exits_2_with_the_field_path_and_no_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("apiVersion: descheduler/v1alpha2\nkind: DeschedulerConfiguration\ndeschedulingInterval: soon\n")
+    bad.write_text(
+        "apiVersion: descheduler/v1alpha2\nkind: DeschedulerConfiguration\ndeschedulingInterval: soon\n"
+    )
     result = run("validate", str(bad))
     assert result.returncode == 2
     assert "deschedulingInterval: 'soon' is not a duration" in result.stderr

@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 import yaml
 
-from descheduler.cluster.parse import ObjectError, build_snapshot, iter_objects, parse_node, parse_pdb, parse_pod
+from descheduler.cluster.parse import (
+    ObjectError,
+    build_snapshot,
+    iter_objects,
+    parse_node,
+    parse_pdb,
+    parse_pod,
+)
 from descheduler.cluster.selectors import pod_node_affinity_matches, selector_matches, untolerated_taint
 from descheduler.cluster.types import LabelSelector, LabelSelectorRequirement
 
@@ -16,12 +23,21 @@ SEED = Path(__file__).resolve().parents[3] / "shared" / "scenarios" / "seed-stre
 
 
 def pod(**spec: Any) -> dict[str, Any]:
-    return {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": spec, "status": {"phase": "Running"}}
+    return {
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": spec,
+        "status": {"phase": "Running"},
+    }
 
 
 def test_the_seed_cluster_parses_into_nodes_pods_and_workloads() -> None:
     snapshot = build_snapshot(iter_objects(yaml.safe_load_all(SEED.read_text())))
-    assert [n.name for n in snapshot.nodes] == ["cn-beijing.10.0.0.53", "cn-beijing.10.0.0.215", "cn-beijing.10.0.0.120"]
+    assert [n.name for n in snapshot.nodes] == [
+        "cn-beijing.10.0.0.53",
+        "cn-beijing.10.0.0.215",
+        "cn-beijing.10.0.0.120",
+    ]
     assert snapshot.nodes[0].allocatable["cpu"] == 104000
     assert len(snapshot.pods) == 10
     assert {w.kind for w in snapshot.workloads} == {"ReplicaSet", "Deployment"}
@@ -33,20 +49,29 @@ def test_a_list_of_items_is_flattened_and_items_take_the_list_kind() -> None:
 
 
 def test_pod_requests_follow_the_scheduler_rule_for_init_containers_and_overhead() -> None:
-    parsed = parse_pod(pod(
-        containers=[{"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
-                    {"resources": {"requests": {"cpu": "250m"}}}],
-        initContainers=[{"resources": {"requests": {"cpu": "2", "memory": "512Mi"}}}],
-        overhead={"cpu": "100m"},
-    ))
+    parsed = parse_pod(
+        pod(
+            containers=[
+                {"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+                {"resources": {"requests": {"cpu": "250m"}}},
+            ],
+            initContainers=[{"resources": {"requests": {"cpu": "2", "memory": "512Mi"}}}],
+            overhead={"cpu": "100m"},
+        )
+    )
     assert parsed.requests == {"cpu": 2100, "memory": 2**30}
 
 
 def test_pod_flags_for_filters_are_read_from_volumes_annotations_and_claims() -> None:
-    obj = pod(volumes=[{"name": "a", "emptyDir": {}}, {"name": "b", "persistentVolumeClaim": {"claimName": "c"}}],
-              resourceClaims=[{"name": "gpu"}])
-    obj["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "x", "kubernetes.io/config.source": "file",
-                                      "unrelated": "dropped"}
+    obj = pod(
+        volumes=[{"name": "a", "emptyDir": {}}, {"name": "b", "persistentVolumeClaim": {"claimName": "c"}}],
+        resourceClaims=[{"name": "gpu"}],
+    )
+    obj["metadata"]["annotations"] = {
+        "kubernetes.io/config.mirror": "x",
+        "kubernetes.io/config.source": "file",
+        "unrelated": "dropped",
+    }
     parsed = parse_pod(obj)
     assert (parsed.has_local_storage, parsed.has_pvc, parsed.has_resource_claims) == (True, True, True)
     assert (parsed.is_mirror, parsed.is_static) == (True, True)
@@ -68,21 +93,39 @@ def test_qos_class_is_derived_when_status_does_not_say(containers: list[dict[str
 
 
 def test_raw_allocatable_annotation_wins_for_thresholds() -> None:
-    node = parse_node({"kind": "Node", "metadata": {"name": "n", "annotations": {
-        "node.koordinator.sh/raw-allocatable": '{"cpu": "96"}'}}, "status": {"allocatable": {"cpu": "90", "memory": "1Gi"}}})
+    node = parse_node(
+        {
+            "kind": "Node",
+            "metadata": {
+                "name": "n",
+                "annotations": {"node.koordinator.sh/raw-allocatable": '{"cpu": "96"}'},
+            },
+            "status": {"allocatable": {"cpu": "90", "memory": "1Gi"}},
+        }
+    )
     assert node.threshold_base == {"cpu": 96000, "memory": 2**30}
 
 
 @pytest.mark.parametrize(
     ("obj", "message"),
     [
-        ({"kind": "Node", "metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "lots"}}},
-         "Node n: status.allocatable.cpu"),
+        (
+            {"kind": "Node", "metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "lots"}}},
+            "Node n: status.allocatable.cpu",
+        ),
         ({"kind": "Pod", "metadata": {"namespace": "ns"}}, "metadata.name is required"),
-        ({"kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": {"priority": "high"}},
-         "Pod ns/p: spec.priority must be an integer"),
-        ({"kind": "PodDisruptionBudget", "metadata": {"name": "b", "namespace": "ns"}, "status": {"disruptionsAllowed": "1"}},
-         "PodDisruptionBudget ns/b: status.disruptionsAllowed"),
+        (
+            {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": {"priority": "high"}},
+            "Pod ns/p: spec.priority must be an integer",
+        ),
+        (
+            {
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "b", "namespace": "ns"},
+                "status": {"disruptionsAllowed": "1"},
+            },
+            "PodDisruptionBudget ns/b: status.disruptionsAllowed",
+        ),
     ],
 )
 def test_bad_objects_are_refused_naming_the_object_and_field(obj: dict[str, Any], message: str) -> None:
@@ -91,9 +134,16 @@ def test_bad_objects_are_refused_naming_the_object_and_field(obj: dict[str, Any]
 
 
 def test_a_pdb_without_selector_selects_nothing_and_an_empty_one_selects_everything() -> None:
-    none = parse_pdb({"kind": "PodDisruptionBudget", "metadata": {"name": "b", "namespace": "ns"}, "spec": {}})
-    empty = parse_pdb({"kind": "PodDisruptionBudget", "metadata": {"name": "b", "namespace": "ns"},
-                       "spec": {"selector": {}}})
+    none = parse_pdb(
+        {"kind": "PodDisruptionBudget", "metadata": {"name": "b", "namespace": "ns"}, "spec": {}}
+    )
+    empty = parse_pdb(
+        {
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "b", "namespace": "ns"},
+            "spec": {"selector": {}},
+        }
+    )
     assert not selector_matches(none.selector, {"app": "x"})
     assert selector_matches(empty.selector, {"app": "x"})
 
@@ -109,16 +159,34 @@ def test_a_pdb_without_selector_selects_nothing_and_an_empty_one_selects_everyth
         ("DoesNotExist", (), {"k": ""}, False),
     ],
 )
-def test_selector_operators(operator: str, values: tuple[str, ...], labels: dict[str, str], matches: bool) -> None:
+def test_selector_operators(
+    operator: str, values: tuple[str, ...], labels: dict[str, str], matches: bool
+) -> None:
     selector = LabelSelector(match_expressions=(LabelSelectorRequirement("k", operator, values),))
     assert selector_matches(selector, labels) is matches
 
 
 def test_node_affinity_and_taints_decide_where_a_pod_may_go() -> None:
-    node = parse_node({"kind": "Node", "metadata": {"name": "n", "labels": {"zone": "a"}},
-                       "spec": {"taints": [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]}})
-    picky = parse_pod(pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}]}}}))
+    node = parse_node(
+        {
+            "kind": "Node",
+            "metadata": {"name": "n", "labels": {"zone": "a"}},
+            "spec": {"taints": [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]},
+        }
+    )
+    picky = parse_pod(
+        pod(
+            affinity={
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}
+                        ]
+                    }
+                }
+            }
+        )
+    )
     tolerant = parse_pod(pod(tolerations=[{"key": "gpu", "operator": "Exists"}], nodeSelector={"zone": "a"}))
     assert not pod_node_affinity_matches(picky, node)
     assert pod_node_affinity_matches(tolerant, node)

@@ -15,10 +15,15 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
 
 
-def config_with(lnl: dict[str, Any] | None = None, mc: dict[str, Any] | None = None, **top: Any) -> dict[str, Any]:
+def config_with(
+    lnl: dict[str, Any] | None = None, mc: dict[str, Any] | None = None, **top: Any
+) -> dict[str, Any]:
     """A minimal DeschedulerConfiguration with LowNodeLoad enabled and the given args merged in."""
     plugin_config: list[dict[str, Any]] = [
-        {"name": "LowNodeLoad", "args": {"lowThresholds": {"cpu": 20}, "highThresholds": {"cpu": 50}, **(lnl or {})}}
+        {
+            "name": "LowNodeLoad",
+            "args": {"lowThresholds": {"cpu": 20}, "highThresholds": {"cpu": 50}, **(lnl or {})},
+        }
     ]
     if mc is not None:
         plugin_config.append({"name": "MigrationController", "args": mc})
@@ -56,8 +61,14 @@ def test_koordinators_shipped_configuration_is_accepted_and_its_unused_fields_ar
     assert effective.migration.evict_qps == 10.0
     assert effective.config.leader_election.leader_elect
     notices = "\n".join(effective.notices)
-    for field in ("enableProfiling", "enableContentionProfiling", "defaultJobMode", "schedulerNames",
-                  "arbitrationArgs", "anomalyCondition.timeout"):
+    for field in (
+        "enableProfiling",
+        "enableContentionProfiling",
+        "defaultJobMode",
+        "schedulerNames",
+        "arbitrationArgs",
+        "anomalyCondition.timeout",
+    ):
         assert field in notices
 
 
@@ -79,7 +90,12 @@ def test_defaults_are_koordinators() -> None:
     assert lnl.anomaly_condition.timeout == 60.0
     assert lnl.resource_weights == {"cpu": 1, "memory": 1}
     mc = effective.migration
-    assert (mc.max_migrating_per_node, mc.evict_qps, mc.evict_burst, mc.eviction_policy) == (2, 10.0, 1, "Eviction")
+    assert (mc.max_migrating_per_node, mc.evict_qps, mc.evict_burst, mc.eviction_policy) == (
+        2,
+        10.0,
+        1,
+        "Eviction",
+    )
     assert mc.object_limiters["workload"].duration == 300.0
 
 
@@ -88,34 +104,57 @@ def test_defaults_are_koordinators() -> None:
     [("90s", 90.0), ("5m", 300.0), ("1h30m", 5400.0), ("500ms", 0.5), ("1m30s", 90.0), ("2h", 7200.0)],
 )
 def test_durations_are_read_as_go_writes_them(text: str, seconds: float) -> None:
-    assert load_config_document(config_with(deschedulingInterval=text)).config.descheduling_interval == seconds
+    assert (
+        load_config_document(config_with(deschedulingInterval=text)).config.descheduling_interval == seconds
+    )
 
 
 @pytest.mark.parametrize(
     ("doc", "expected"),
     [
-        (config_with(lnl={"highThreshold": {"cpu": 50}}),
-         "profiles[0].pluginConfig[0].args.highThreshold: unknown field 'highThreshold'; did you mean 'highThresholds'?"),
+        (
+            config_with(lnl={"highThreshold": {"cpu": 50}}),
+            "profiles[0].pluginConfig[0].args.highThreshold: unknown field 'highThreshold'; "
+            "did you mean 'highThresholds'?",
+        ),
         (config_with(deschedulingIntervall="60s"), "did you mean 'deschedulingInterval'"),
         (config_with(deschedulingInterval="5x"), "deschedulingInterval: '5x' is not a duration"),
         (config_with(deschedulingInterval=60), "deschedulingInterval: duration must be written with a unit"),
-        (config_with(lnl={"highThresholds": {"cpu": 150}}),
-         "profiles[0].pluginConfig[0].args.highThresholds.cpu: percentage must be between 0 and 100"),
-        (config_with(lnl={"lowThresholds": {"cpu": 60}, "highThresholds": {"cpu": 50}}),
-         "lowThresholds.cpu (60) is above highThresholds.cpu (50)"),
-        (config_with(lnl={"evictableNamespaces": {"include": ["a"], "exclude": ["b"]}}),
-         "profiles[0].pluginConfig[0].args.evictableNamespaces: set either include or exclude, not both"),
-        (config_with(mc={"maxUnavailablePerWorkload": "10x"}),
-         "profiles[0].pluginConfig[1].args.maxUnavailablePerWorkload: expected an integer or a percentage"),
-        (config_with(mc={"evictQPS": "fast"}), "args.evictQPS: expected a number (or a string holding one), got 'fast'"),
+        (
+            config_with(lnl={"highThresholds": {"cpu": 150}}),
+            "profiles[0].pluginConfig[0].args.highThresholds.cpu: percentage must be between 0 and 100",
+        ),
+        (
+            config_with(lnl={"lowThresholds": {"cpu": 60}, "highThresholds": {"cpu": 50}}),
+            "lowThresholds.cpu (60) is above highThresholds.cpu (50)",
+        ),
+        (
+            config_with(lnl={"evictableNamespaces": {"include": ["a"], "exclude": ["b"]}}),
+            "profiles[0].pluginConfig[0].args.evictableNamespaces: set either include or exclude, not both",
+        ),
+        (
+            config_with(mc={"maxUnavailablePerWorkload": "10x"}),
+            "profiles[0].pluginConfig[1].args.maxUnavailablePerWorkload: expected an integer or a percentage",
+        ),
+        (
+            config_with(mc={"evictQPS": "fast"}),
+            "args.evictQPS: expected a number (or a string holding one), got 'fast'",
+        ),
         (config_with(mc={"evictionPolicy": "Kill"}), "args.evictionPolicy"),
-        (config_with(mc={"objectLimiters": {"namespace": {"duration": "5m"}}}), "unknown object limiter 'namespace'"),
-        (config_with(lnl={"nodePools": [{"name": "gpu", "lowThresholds": {"cpu": 90}}]}),
-         "nodePools[0].lowThresholds.cpu (90) is above highThresholds.cpu (50)"),
+        (
+            config_with(mc={"objectLimiters": {"namespace": {"duration": "5m"}}}),
+            "unknown object limiter 'namespace'",
+        ),
+        (
+            config_with(lnl={"nodePools": [{"name": "gpu", "lowThresholds": {"cpu": 90}}]}),
+            "nodePools[0].lowThresholds.cpu (90) is above highThresholds.cpu (50)",
+        ),
         (config_with(healthzBindAddress="localhost"), "healthzBindAddress: expected HOST:PORT"),
         (config_with(apiVersion="descheduler/v1alpha1"), "apiVersion"),
-        (config_with(lnl={"anomalyCondition": {"consecutiveAbnormalities": 0}}),
-         "args.anomalyCondition.consecutiveAbnormalities"),
+        (
+            config_with(lnl={"anomalyCondition": {"consecutiveAbnormalities": 0}}),
+            "args.anomalyCondition.consecutiveAbnormalities",
+        ),
         (config_with(maxNoOfPodsToEvictPerNode=-1), "maxNoOfPodsToEvictPerNode"),
     ],
 )
@@ -143,7 +182,9 @@ def test_evict_qps_may_be_a_string_or_a_number() -> None:
 
 
 def test_int_or_percent_accepts_both_forms() -> None:
-    mc = load_config_document(config_with(mc={"maxMigratingPerWorkload": "20%", "maxUnavailablePerWorkload": 2}))
+    mc = load_config_document(
+        config_with(mc={"maxMigratingPerWorkload": "20%", "maxUnavailablePerWorkload": 2})
+    )
     assert (mc.migration.max_migrating_per_workload, mc.migration.max_unavailable_per_workload) == ("20%", 2)
 
 
@@ -155,8 +196,12 @@ def test_dry_run_at_any_level_makes_the_whole_run_dry() -> None:
 
 
 def test_a_configmap_must_hold_exactly_one_key() -> None:
-    doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
-           "data": {"a": yaml.safe_dump(config_with()), "b": "x: 1"}}
+    doc = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "x"},
+        "data": {"a": yaml.safe_dump(config_with()), "b": "x: 1"},
+    }
     assert "expected exactly one key" in problems_of(doc)
 
 
@@ -184,8 +229,10 @@ def test_invalid_yaml_and_multiple_documents_are_refused() -> None:
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config_text("a: [")
     with pytest.raises(ConfigError, match="exactly one YAML document"):
-        load_config_text(dedent("""\
+        load_config_text(
+            dedent("""\
             kind: DeschedulerConfiguration
             ---
             kind: DeschedulerConfiguration
-            """))
+            """)
+        )

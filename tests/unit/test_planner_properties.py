@@ -8,7 +8,10 @@ import math
 from collections import Counter
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings as hypothesis_settings
+from dataclasses import replace
+
+from hypothesis import HealthCheck, given, target
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from descheduler.cluster.selectors import selector_matches
@@ -24,14 +27,16 @@ WORKLOADS = ("web", "api", "db")
 def scenarios(draw: st.DrawFn) -> tuple[World, dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
     world = World()
     node_names = [f"n{i}" for i in range(draw(st.integers(2, 6)))]
-    for name in node_names:
+    for index, name in enumerate(node_names):
         cores = draw(st.integers(4, 16))
+        # The first node runs hot and the second cool, so most examples have work to do; the rest vary.
+        share = {0: st.integers(70, 100), 1: st.integers(0, 15)}.get(index, st.integers(0, 100))
         world.node(
             name,
             cpu=str(cores),
             memory=f"{draw(st.integers(8, 32))}Gi",
             pods=draw(st.integers(3, 30)),
-            usage={"cpu": f"{draw(st.integers(0, cores * 1000))}m", "memory": f"{draw(st.integers(0, 8))}Gi"},
+            usage={"cpu": f"{cores * 10 * draw(share)}m", "memory": f"{draw(st.integers(0, 8))}Gi"},
             unschedulable=draw(st.booleans()) and draw(st.booleans()),
             labels={"disk": draw(st.sampled_from(["ssd", "hdd"]))},
             taints=[{"key": "gpu", "value": "y", "effect": "NoSchedule"}] if draw(st.integers(0, 5)) == 0 else [],
@@ -46,10 +51,10 @@ def scenarios(draw: st.DrawFn) -> tuple[World, dict[str, Any], dict[str, Any], d
         kind = draw(st.sampled_from(["ReplicaSet"] * 6 + ["DaemonSet", "bare", "Job"]))
         owner = draw(st.sampled_from(WORKLOADS)) if kind != "bare" else None
         options: dict[str, Any] = {
-            "on": draw(st.sampled_from(node_names)),
+            "on": draw(st.sampled_from([node_names[0], node_names[0], *node_names])),
             "namespace": ns,
             "owner": owner,
-            "usage": {"cpu": f"{draw(st.integers(0, 6000))}m", "memory": f"{draw(st.integers(0, 4096))}Mi"},
+            "usage": {"cpu": f"{draw(st.integers(0, 3000))}m", "memory": f"{draw(st.integers(0, 2048))}Mi"},
             "requests": {"cpu": f"{draw(st.integers(0, 4000))}m"},
             "terminating": draw(st.integers(0, 9)) == 0,
             "ready": draw(st.integers(0, 5)) > 0,
@@ -70,8 +75,8 @@ def scenarios(draw: st.DrawFn) -> tuple[World, dict[str, Any], dict[str, Any], d
             world.pdb(f"{ns}-web", app="web", allowed=draw(st.integers(0, 3)), namespace=ns)
         if draw(st.integers(0, 3)) == 0:
             world.pdb(f"{ns}-front", app="web", allowed=draw(st.integers(0, 3)), namespace=ns)
-    low = draw(st.integers(0, 60))
-    high = draw(st.integers(low, 100))
+    low = draw(st.integers(10, 40))
+    high = draw(st.integers(max(low, 40), 80))
     optional_int = st.one_of(st.none(), st.integers(0, 4))
     top = {k: v for k, v in {
         "maxNoOfPodsToEvictPerNode": draw(optional_int),
@@ -94,15 +99,18 @@ def scenarios(draw: st.DrawFn) -> tuple[World, dict[str, Any], dict[str, Any], d
     args: dict[str, Any] = {"numberOfNodes": draw(st.integers(0, 2)), "nodeFit": draw(st.booleans())}
     if draw(st.booleans()):
         args["evictableNamespaces"] = {"exclude": [draw(st.sampled_from(NAMESPACES))]}
-    if draw(st.booleans()):
+    if draw(st.integers(0, 3)) == 0:
         args["podSelectors"] = [{"name": "front", "selector": {"matchLabels": {"tier": "front"}}}]
-    thresholds = {"low": {"cpu": low, "memory": low}, "high": {"cpu": high, "memory": high}}
+    memory_high = draw(st.integers(50, 100))
+    thresholds = {"low": {"cpu": low, "memory": min(low + 20, memory_high)}, "high": {"cpu": high, "memory": memory_high}}
     return world, thresholds, top, migration, args
 
 
-def workload_cap(value: int | str | None, replicas: int) -> float:
+def workload_cap(value: int | str | None, replicas: int | None) -> float:
     if value in (0, "0%"):
         return math.inf
+    if replicas is None:  # unknown replicas (moved by the evict annotation): one at a time unless an int says more
+        return value if isinstance(value, int) else 1
     if value is None:
         cap = math.ceil(replicas / 10) if replicas > 10 else (2 if replicas >= 4 else 1)
     elif isinstance(value, int):
@@ -110,6 +118,15 @@ def workload_cap(value: int | str | None, replicas: int) -> float:
     else:
         cap = math.ceil(replicas * int(value.rstrip("%")) / 100)
     return min(cap, replicas)
+
+
+def replicas_of(world: World, workload: str) -> int | None:
+    """Expected replicas of the Deployment with this uid; None for a Job (replicas unknown)."""
+    for obj in world.objects:
+        if obj["kind"] == "Deployment" and obj["metadata"]["uid"] == workload:
+            return int(obj["spec"]["replicas"])
+    assert workload.startswith("uid-job-"), f"evicted pod of unknown workload {workload!r}"
+    return None
 
 
 def check_plan(world: World, config: EffectiveConfig, plan: Plan, flying: Counter[str], top: dict[str, Any],
@@ -124,15 +141,18 @@ def check_plan(world: World, config: EffectiveConfig, plan: Plan, flying: Counte
         pod = pods[e.pod.key]
         # filters
         assert not pod.terminating and not pod.is_terminal
-        assert pod.owner is None or pod.owner.kind not in ("DaemonSet", "Job")
         annotated = "descheduler.alpha.kubernetes.io/evict" in pod.annotations
+        assert pod.owner is None or pod.owner.kind != "DaemonSet"
+        assert pod.owner is None or pod.owner.kind != "Job" or annotated  # unknown replicas: only by consent
         if not annotated:
             assert pod.owner is not None or migration.get("evictAllBarePods")
             assert not pod.has_local_storage or migration.get("evictLocalStoragePods")
             assert pod.priority is None or pod.priority < 2_000_000_000
             if not migration.get("skipCheckExpectedReplicas") and pod.owner is not None:
-                assert world.objects  # expected replicas 1 never moves
-                assert not pod.key.endswith("-never")
+                replicas = replicas_of(world, e.workload)
+                assert replicas != 1
+                assert replicas != workload_cap(migration.get("maxMigratingPerWorkload"), replicas)
+                assert replicas != workload_cap(migration.get("maxUnavailablePerWorkload"), replicas)
         excluded = args.get("evictableNamespaces", {}).get("exclude", [])
         assert pod.namespace not in excluded
         if "podSelectors" in args:
@@ -184,11 +204,7 @@ def check_plan(world: World, config: EffectiveConfig, plan: Plan, flying: Counte
         assert flying["all"] + len(plan.evictions) <= migration["maxMigratingGlobally"]
     by_workload = Counter(e.workload for e in plan.evictions if e.workload)
     for workload, count in by_workload.items():
-        ns, name = workload.removeprefix("uid-deployment-").split("-", 1)
-        replicas = next(
-            int(o["spec"]["replicas"]) for o in world.objects
-            if o["kind"] == "Deployment" and o["metadata"]["name"] == name and o["metadata"]["namespace"] == ns
-        )  # fmt: skip
+        replicas = replicas_of(world, workload)
         cap = workload_cap(migration.get("maxMigratingPerWorkload"), replicas)
         assert flying[f"workload:{workload}"] + count <= cap
         if migration.get("objectLimiters"):
@@ -216,6 +232,7 @@ def test_no_plan_ever_breaks_a_filter_limit_pdb_or_destination_threshold(
     state = PlannerState()
     flying: Counter[str] = Counter()
     earlier: list[Any] = []
+    total = 0
     for cycle in range(3):
         now = NOW + 60 * cycle
         result = world.plan(config, state, now)
@@ -225,3 +242,27 @@ def test_no_plan_ever_breaks_a_filter_limit_pdb_or_destination_threshold(
         for e in result.evictions:
             flying.update([f"node:{e.node}", f"ns:{e.pod.namespace}", "all", f"workload:{e.workload}"])
             earlier.append((e.workload, now))
+        total += len(result.evictions)
+    target(float(total))  # steer the search toward busy plans, where limits are under pressure
+
+
+def test_the_property_checker_catches_a_plan_that_breaks_a_limit() -> None:
+    """The properties above can fail: a plan tampered to exceed maxNoOfPodsToEvictTotal is caught."""
+    world = World().node("hot", usage={"cpu": "9", "memory": "1Gi"})
+    world.node("cool", cpu="100", usage={"cpu": "1", "memory": "1Gi"})
+    world.deployment("web", replicas=10)
+    for name in ("a", "b"):
+        world.pod(name, on="hot", owner="web", usage={"cpu": "2", "memory": "1Gi"})
+    top = {"maxNoOfPodsToEvictTotal": 1}
+    config = settings(top=top)
+    result = world.plan(config)
+    assert len(result.evictions) == 1
+    args = {"nodeFit": True}
+    check_plan(world, config, result, Counter(), top, {}, args, [])
+    other = next(p for p in world.snapshot().pods if p.key != result.evictions[0].pod.key)
+    tampered = replace(result, evictions=(*result.evictions, replace(result.evictions[0], pod=other)))
+    try:
+        check_plan(world, config, tampered, Counter(), top, {}, args, [])
+    except AssertionError:
+        return
+    raise AssertionError("the checker accepted a plan with two evictions under maxNoOfPodsToEvictTotal: 1")

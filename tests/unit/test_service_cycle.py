@@ -1,4 +1,4 @@
-"""The cycle runner: only real evictions count, and no eviction happens without leadership, time or consent."""
+"""The cycle runner: only real evictions count; no eviction without leadership, time or consent."""
 
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ def seed_config(**lnl: Any) -> EffectiveConfig:
 
 class StaticCluster:
     def __init__(self) -> None:
-        self.value: ClusterSnapshot = build_snapshot(iter_objects(yaml.safe_load_all((SEED / "cluster.yaml").read_text())))
+        self.value: ClusterSnapshot = build_snapshot(
+            iter_objects(yaml.safe_load_all((SEED / "cluster.yaml").read_text()))
+        )
 
     def snapshot(self) -> ClusterSnapshot:
         return self.value
@@ -112,7 +114,9 @@ def test_a_successful_eviction_resets_the_count_and_an_in_flight_migration_is_no
         record = run.run_cycle()
         assert record is not None
         calls_after_each_cycle.append(len(evictor.calls))
-        counts.append(next(r.anomaly_count for r in record.plan.node_reports if r.node == "cn-beijing.10.0.0.53"))
+        counts.append(
+            next(r.anomaly_count for r in record.plan.node_reports if r.node == "cn-beijing.10.0.0.53")
+        )
     # acts at the 2nd consecutive over cycle; the static cluster still holds the pod, so its migration is in
     # flight and its workload's window is open: the 4th cycle moves another workload's pod instead
     assert calls_after_each_cycle == [0, 1, 1, 2]
@@ -174,4 +178,8 @@ def test_the_record_is_json_ready_and_names_every_eviction_result() -> None:
     assert record is not None
     body = record.to_dict()
     assert body["evictions"][0]["result"] == "refused-by-pdb"
-    assert {n["node"] for n in body["nodes"]} == {"cn-beijing.10.0.0.53", "cn-beijing.10.0.0.215", "cn-beijing.10.0.0.120"}
+    assert {n["node"] for n in body["nodes"]} == {
+        "cn-beijing.10.0.0.53",
+        "cn-beijing.10.0.0.215",
+        "cn-beijing.10.0.0.120",
+    }

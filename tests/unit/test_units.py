@@ -21,9 +21,17 @@ from descheduler.units import (
 @pytest.mark.parametrize(
     ("text", "value"),
     [
-        ("1", Fraction(1)), ("250m", Fraction(1, 4)), ("1.5", Fraction(3, 2)), ("4Gi", Fraction(4 * 2**30)),
-        ("1k", Fraction(1000)), ("1Ki", Fraction(1024)), ("1e3", Fraction(1000)), ("2E", Fraction(2 * 10**18)),
-        ("100n", Fraction(1, 10**7)), (".5", Fraction(1, 2)), (3, Fraction(3)),
+        ("1", Fraction(1)),
+        ("250m", Fraction(1, 4)),
+        ("1.5", Fraction(3, 2)),
+        ("4Gi", Fraction(4 * 2**30)),
+        ("1k", Fraction(1000)),
+        ("1Ki", Fraction(1024)),
+        ("1e3", Fraction(1000)),
+        ("2E", Fraction(2 * 10**18)),
+        ("100n", Fraction(1, 10**7)),
+        (".5", Fraction(1, 2)),
+        (3, Fraction(3)),
     ],
 )
 def test_quantities_parse_exactly(text: object, value: Fraction) -> None:

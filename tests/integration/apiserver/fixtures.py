@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,68 +35,13 @@ def kube_api(apiserver: ApiServer) -> Iterator[KubeApi]:
         api.close()
 
 
+TLS_DIR = Path(__file__).parent / "tls"
+
+
 @pytest.fixture(scope="session")
-def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
-    """A throwaway CA and a server certificate for 127.0.0.1: (ca.crt, server.crt, server.key)."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("openssl is not installed: cannot make a TLS certificate for the test API server")
-    d = tmp_path_factory.mktemp("tls")
-    ca_key, ca_crt = d / "ca.key", d / "ca.crt"
-    key, csr, crt, ext = d / "server.key", d / "server.csr", d / "server.crt", d / "ext.cnf"
-    ext.write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n"
-        "keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
-    )
-
-    def run(*args: str) -> None:
-        subprocess.run([openssl, *args], check=True, capture_output=True, timeout=60)
-
-    run(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        str(ca_key),
-        "-out",
-        str(ca_crt),
-        "-days",
-        "2",
-        "-subj",
-        "/CN=test-apiserver-ca",
-    )
-    run(
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        str(key),
-        "-out",
-        str(csr),
-        "-subj",
-        "/CN=127.0.0.1",
-    )
-    run(
-        "x509",
-        "-req",
-        "-in",
-        str(csr),
-        "-CA",
-        str(ca_crt),
-        "-CAkey",
-        str(ca_key),
-        "-CAcreateserial",
-        "-out",
-        str(crt),
-        "-days",
-        "2",
-        "-extfile",
-        str(ext),
-    )
-    return str(ca_crt), str(crt), str(key)
+def tls_files() -> tuple[str, str, str]:
+    """A test-only CA and a server certificate for 127.0.0.1 (see tls/README.md): ca.crt, server.crt, key."""
+    return str(TLS_DIR / "ca.crt"), str(TLS_DIR / "server.crt"), str(TLS_DIR / "server.key")
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ injected (latency, status codes, 429 with Retry-After, dropped connections, drop
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import json
 import random
@@ -24,6 +25,7 @@ import ssl
 import string
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -166,6 +168,10 @@ class ApiServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.kubeconfig_path: Path | None = None
+        self._list_cache: OrderedDict[
+            tuple[Any, ...], tuple[builtins.list[str], builtins.list[tuple[str, Obj]]]
+        ]
+        self._list_cache = OrderedDict()
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> ApiServer:
@@ -703,17 +709,35 @@ class ApiServer:
             return labels_match(label_reqs, labels) and field_match(obj)
 
         at, items = self.store.sorted_state(res.storage_key, rv)
-        selected = store.filtered(items, namespace if res.namespaced else None, predicate)
-        if start:
-            selected = [(k, o) for k, o in selected if k >= start]
+        # Filter once per (revision, scope, selectors) and cut pages by bisection, so paging through n
+        # objects costs O(n), not O(n^2 / limit).
+        cache_key = (
+            res.storage_key,
+            at,
+            namespace if res.namespaced else None,
+            query.get("labelSelector") or "",
+            query.get("fieldSelector") or "",
+        )
+        with self.store.lock:
+            cached = self._list_cache.get(cache_key)
+        if cached is None:
+            selected = store.filtered(items, namespace if res.namespaced else None, predicate)
+            cached = ([k for k, _ in selected], selected)
+            with self.store.lock:
+                self._list_cache[cache_key] = cached
+                while len(self._list_cache) > 16:
+                    self._list_cache.popitem(last=False)
+        keys, selected = cached
+        first = bisect.bisect_left(keys, start) if start else 0
+        remaining = len(selected) - first
         meta: Obj = {"resourceVersion": str(at)}
-        if limit and len(selected) > limit:
-            page = selected[:limit]
+        if limit and remaining > limit:
+            page = selected[first : first + limit]
             meta["continue"] = store.encode_continue(at, page[-1][0] + "\x00")
             if not label_reqs and not query.get("fieldSelector"):
-                meta["remainingItemCount"] = len(selected) - limit
+                meta["remainingItemCount"] = remaining - limit
         else:
-            page = selected
+            page = selected[first:]
         items_out = [self._served(res, o) for _, o in page]
         return {"kind": res.list_kind, "apiVersion": res.api_version, "metadata": meta, "items": items_out}
 

@@ -1,0 +1,121 @@
+"""A tiny Prometheus stand-in on 127.0.0.1 that answers the usage source's instant queries from a ``World``.
+
+Only ``/api/v1/query`` is served. The query text says which of the six queries it is (by the metric it
+reads), and the answer is a vector built from the world's current usage: node series carry
+``instance="<node>:9100"`` (the default relabel strips the port), pod series ``namespace`` and ``pod``.
+Every request is counted, so a benchmark can check the queries per cycle against the source's own
+``queries_sent``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+Usage = dict[str, dict[str, int]]
+
+
+def classify(query: str) -> str:
+    """Which of the source's queries this is (``QUERY_NAMES`` of ``descheduler.usage.prometheus``)."""
+    if "node_" in query:
+        if "timestamp(" in query:
+            return "nodeSampleTime"
+        return "nodeCpu" if "node_cpu_seconds_total" in query else "nodeMemory"
+    if "timestamp(" in query:
+        return "podSampleTime"
+    return "podCpu" if "container_cpu_usage_seconds_total" in query else "podMemory"
+
+
+class FakePrometheus:
+    """Serve ``nodes()`` and ``pods()`` (usage in millicores and bytes) as Prometheus vectors."""
+
+    def __init__(self, nodes: Callable[[], Usage], pods: Callable[[], Usage]) -> None:
+        self.nodes = nodes
+        self.pods = pods
+        self.queries: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None, "not started"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self.queries.values())
+
+    def answer(self, query: str, at: float) -> dict[str, Any]:
+        name = classify(query)
+        with self._lock:
+            self.queries[name] += 1
+        result: list[dict[str, Any]] = []
+        if name.startswith("node"):
+            for node, usage in self.nodes().items():
+                value = (
+                    at
+                    if name == "nodeSampleTime"
+                    else (usage["cpu"] / 1000 if name == "nodeCpu" else usage["memory"])
+                )
+                result.append({"metric": {"instance": f"{node}:9100"}, "value": [at, repr(float(value))]})
+        else:
+            for key, usage in self.pods().items():
+                namespace, pod = key.split("/", 1)
+                value = (
+                    at
+                    if name == "podSampleTime"
+                    else (usage["cpu"] / 1000 if name == "podCpu" else usage["memory"])
+                )
+                result.append(
+                    {"metric": {"namespace": namespace, "pod": pod}, "value": [at, repr(float(value))]}
+                )
+        return {"status": "success", "data": {"resultType": "vector", "result": result}}
+
+    def start(self) -> FakePrometheus:
+        prom = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _serve(self, params: dict[str, list[str]]) -> None:
+                if urlsplit(self.path).path != "/api/v1/query" or "query" not in params:
+                    self.send_error(404)
+                    return
+                at = float(params.get("time", ["0"])[-1])
+                body = json.dumps(prom.answer(params["query"][-1], at)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                self._serve(parse_qs(urlsplit(self.path).query))
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                form = parse_qs(self.rfile.read(length).decode())
+                self._serve({**parse_qs(urlsplit(self.path).query), **form})
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)

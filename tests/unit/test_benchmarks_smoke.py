@@ -1,0 +1,203 @@
+"""The benchmark scripts keep running, and the helpers their figures rest on compute what they claim.
+
+The scripts run here at a tiny size, so they cannot rot unnoticed; only the shape of their summary line
+is checked, never a timing. The helpers (synthetic cluster, lower bound, query classification, the
+summary format) get ordinary assertions, because a wrong helper would make every figure wrong.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import synth
+from benchmarks.balance_quality import min_cover, min_cover_in_order
+from benchmarks.closedloop import World
+from benchmarks.common import parse_summary, summary_line
+from benchmarks.fakeprom import classify
+from descheduler.usage.settings import DEFAULT_QUERIES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str) -> dict[str, tuple[float, str]]:
+    proc = subprocess.run(
+        [sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=180, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    return parse_summary(last)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (
+            ("benchmarks.cycle_cost", "--sizes", "20", "--runs", "1", "--sync-runs", "1"),
+            {
+                "plan_20": "s",
+                "sync_20": "s",
+                "sync_cpu_20": "s",
+                "floor_20": "s",
+                "sync_vs_floor_20": "x",
+                "rss_20": "MiB",
+            },
+        ),
+        (
+            ("benchmarks.control_plane_load", "--sizes", "20", "--cycles", "2"),
+            {
+                "cycles": "",
+                "list_get_20": "",
+                "evictions_20": "",
+                "eviction_requests_20": "",
+                "events_20": "",
+                "queries_per_cycle_20": "",
+            },
+        ),
+        (
+            ("benchmarks.balance_quality", "--nodes", "20", "--max-cycles", "15", "--settle-cycles", "1"),
+            {
+                "over_at_start": "",
+                "bound": "",
+                "bound_priority_first": "",
+                "evictions": "",
+                "ratio": "x",
+                "evicted_twice": "",
+                "made_hot": "",
+            },
+        ),
+    ],
+    ids=["cycle_cost", "control_plane_load", "balance_quality"],
+)
+def test_each_benchmark_script_runs_small_and_ends_with_a_parsable_summary(
+    command: tuple[str, ...], expected: dict[str, str]
+) -> None:
+    figures = _run(*command)
+    for name, unit in expected.items():
+        assert name in figures, f"{name} missing from {sorted(figures)}"
+        value, got_unit = figures[name]
+        assert got_unit == unit, f"{name} has unit {got_unit!r}, expected {unit!r}"
+        assert value >= 0
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["", "SUMMARY", "RESULT a=1", "SUMMARY a=", "SUMMARY a=1.2.3s", "SUMMARY A=1", "SUMMARY a=1 b=2parsecs"],
+)
+def test_a_malformed_summary_line_is_refused(line: str) -> None:
+    with pytest.raises(ValueError):
+        parse_summary(line)
+
+
+def test_a_summary_line_reads_back_the_figures_it_was_written_with() -> None:
+    line = summary_line({"plan_500": "0.043s", "rss_500": "100MiB", "ratio": "1.18x", "cycles": "10"})
+    assert parse_summary(line) == {
+        "plan_500": (0.043, "s"),
+        "rss_500": (100.0, "MiB"),
+        "ratio": (1.18, "x"),
+        "cycles": (10.0, ""),
+    }
+    with pytest.raises(ValueError):
+        summary_line({"plan": "fast"})
+
+
+def test_the_synthetic_cluster_has_the_promised_shape_and_is_reproducible() -> None:
+    spec = synth.SynthSpec(nodes=50, seed=3)
+    first, second = synth.generate(spec), synth.generate(spec)
+    assert [p.uid for p in first.pods] == [p.uid for p in second.pods]
+    assert len(first.pods) == 50 * spec.pods_per_node
+    per_node = {n.name: 0 for n in first.nodes}
+    for pod in first.pods:
+        per_node[pod.node] += 1
+    assert set(per_node.values()) == {spec.pods_per_node}
+    assert len(first.hot_nodes) == round(50 * spec.hot_fraction)
+    kinds = {o["kind"] for o in first.objects()}
+    expected = {"Node", "Pod", "Deployment", "ReplicaSet", "StatefulSet", "PodDisruptionBudget", "Namespace"}
+    assert expected <= kinds
+
+
+def test_a_nodes_usage_is_its_pods_usage_plus_the_system_overhead() -> None:
+    cluster = synth.generate(synth.SynthSpec(nodes=30, seed=5))
+    usage = cluster.node_usage()
+    for node in cluster.nodes:
+        pods = [p for p in cluster.pods if p.node == node.name]
+        assert usage[node.name]["cpu"] == synth.SYSTEM_CPU_M + sum(p.cpu_usage_m for p in pods)
+        assert usage[node.name]["memory"] == synth.SYSTEM_MEMORY + sum(p.memory_usage for p in pods)
+
+
+def test_hot_nodes_are_over_the_high_cpu_threshold_and_the_others_are_not() -> None:
+    cluster = synth.generate(synth.SynthSpec(nodes=100, seed=2))
+    world = World(cluster)
+    for node in cluster.nodes:
+        assert (world.percent(node.name, "cpu") > synth.HIGH_THRESHOLDS["cpu"]) == node.hot
+
+
+def test_an_evicted_pod_is_replaced_elsewhere_and_its_usage_moves_with_it() -> None:
+    cluster = synth.generate(synth.SynthSpec(nodes=30, seed=4))
+    world = World(cluster)
+    hot = cluster.hot_nodes[0]
+    pod = next(
+        p
+        for p in cluster.pods
+        if p.node == hot and p.workload is not None and p.workload.kind == "Deployment"
+    )
+    before = {n: dict(u) for n, u in world.usage.items()}
+    old, new = world.evict_and_replace(pod.key, synth.NOW)
+    assert new is not None
+    assert new.node != hot and new.key != old.key and old.key not in world.pods
+    assert world.usage[hot]["cpu"] == before[hot]["cpu"] - pod.cpu_usage_m
+    assert world.usage[new.node]["cpu"] == before[new.node]["cpu"] + pod.cpu_usage_m
+    assert world.lineage[new.key].evictions == [synth.NOW]
+
+
+@pytest.mark.parametrize(
+    ("items", "need", "expected"),
+    [
+        ([(5, 0), (3, 0), (2, 0)], (4, 0), 1),
+        ([(5, 0), (3, 0), (2, 0)], (7, 0), 2),
+        ([(5, 0), (3, 0), (2, 0)], (11, 0), None),
+        ([(9, 1), (1, 9), (5, 5)], (5, 5), 1),
+        ([(9, 1), (1, 9), (4, 4)], (5, 5), 2),
+        ([(6, 0), (0, 6), (3, 3), (3, 3)], (6, 6), 2),
+        ([], (0, 0), 0),
+    ],
+)
+def test_the_lower_bound_finds_the_fewest_pods_covering_every_excess(
+    items: list[tuple[int, int]], need: tuple[int, int], expected: int | None
+) -> None:
+    assert min_cover(items, need) == (expected, True)
+
+
+def test_the_lower_bound_agrees_with_trying_every_subset() -> None:
+    items = [(7, 1), (1, 6), (4, 4), (2, 2), (6, 0), (0, 5), (3, 3)]
+    for need in itertools.product(range(0, 16, 3), repeat=2):
+        brute = next(
+            (
+                k
+                for k in range(len(items) + 1)
+                for subset in itertools.combinations(items, k)
+                if all(sum(i[r] for i in subset) >= need[r] for r in range(2))
+            ),
+            None,
+        )
+        assert min_cover(items, need) == (brute, True), need
+
+
+def test_the_priority_first_bound_spends_every_lower_tier_before_touching_a_higher_one() -> None:
+    low_tier = [(1, 0), (1, 0)]
+    high_tier = [(10, 0)]
+    assert min_cover(low_tier + high_tier, (5, 0)) == (1, True)
+    assert min_cover_in_order([low_tier, high_tier], (5, 0)) == (3, True)
+    assert min_cover_in_order([low_tier, high_tier], (2, 0)) == (2, True)
+    assert min_cover_in_order([low_tier, high_tier], (50, 0)) == (None, True)
+
+
+@pytest.mark.parametrize("name", sorted(DEFAULT_QUERIES))
+def test_the_prometheus_stand_in_recognises_every_default_query(name: str) -> None:
+    query = DEFAULT_QUERIES[name].replace("${window}", "300s").replace("${nodeLabel}", "instance")
+    assert classify(query) == name
