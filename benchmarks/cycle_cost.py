@@ -24,6 +24,7 @@ import argparse
 import cProfile
 import gc
 import json
+import os
 import pstats
 import subprocess
 import sys
@@ -88,9 +89,14 @@ def _child_floor(kubeconfig: str, page_size: int, repeats: int) -> dict[str, Any
 
 
 def _child_sync(
-    kubeconfig: str, usage_file: str, page_size: int, plan_runs: int, profile: bool
+    kubeconfig: str, usage_file: str, page_size: int, plan_runs: int, profile: bool, no_gc: bool = False
 ) -> dict[str, Any]:
-    """Sync a ClusterCache, snapshot it, plan on it; report times and peak RSS of this process."""
+    """Sync a ClusterCache, snapshot it, plan on it; report times and peak RSS of this process.
+
+    ``no_gc`` (diagnostic only, not how the product runs) turns the garbage collector off to show its share.
+    """
+    if no_gc:
+        gc.disable()
     from descheduler.cluster.types import UsageSample, UsageSnapshot
     from descheduler.kube.cache import ClusterCache
     from descheduler.kube.connection import connect
@@ -208,7 +214,7 @@ def _run_child(args: list[str]) -> dict[str, Any]:
 
 
 def measure(
-    spec: synth.SynthSpec, runs: int, sync_runs: int, page_size: int, profile: bool
+    spec: synth.SynthSpec, runs: int, sync_runs: int, page_size: int, profile: bool, diagnose_gc: bool
 ) -> dict[str, Any]:
     from benchmarks.apiserver import ServerProcess
 
@@ -243,6 +249,22 @@ def measure(
                 if profile and i == 0:
                     child.append("--profile")
                 syncs.append(_run_child(child))
+            no_gc = None
+            if diagnose_gc:
+                child = [
+                    "--child",
+                    "sync",
+                    "--kubeconfig",
+                    kubeconfig,
+                    "--usage-file",
+                    str(usage_file),
+                    "--page-size",
+                    str(page_size),
+                    "--runs",
+                    "1",
+                    "--no-gc",
+                ]
+                no_gc = _run_child(child)
             objects = server.objects
     plan_times = [t for s in syncs for t in s["plan_times"]]
     return {
@@ -252,6 +274,7 @@ def measure(
         "hot": hot,
         "server_load_s": load_s,
         "floor": floor,
+        "no_gc": no_gc,
         "syncs": syncs,
         "plan_median": median(plan_times),
         "plan_min": min(plan_times),
@@ -296,6 +319,13 @@ def report(results: list[dict[str, Any]]) -> dict[str, str]:
             r["sync_wall"] / floor["fetch_decode_wall"] if floor["fetch_decode_wall"] > 0 else float("inf")
         )
         print(f"  sync / floor: {cpu_ratio:.2f}x CPU, {wall_ratio:.2f}x wall")
+        if r["no_gc"] is not None:
+            off = r["no_gc"]["sync_cpu"]
+            print(
+                f"  diagnostic: the same sync with the garbage collector off takes {off:.2f} s CPU "
+                f"({off / floor['decode_cpu']:.2f}x the floor): the collector's share is "
+                f"{1 - off / r['sync_cpu']:.0%}"
+            )
         print(
             f"  RSS: {r['baseline_rss']:.0f} MiB after imports, {r['after_sync_rss']:.0f} MiB after sync, "
             f"peak {r['peak_rss']:.0f} MiB (sync + snapshot + plan)"
@@ -349,9 +379,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hot-fraction", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--runs", type=int, default=5, help="planning runs per sync process")
-    parser.add_argument("--sync-runs", type=int, default=3, help="fresh processes syncing the cache")
+    parser.add_argument("--sync-runs", type=int, default=2, help="fresh processes syncing the cache")
     parser.add_argument("--page-size", type=int, default=500, help="LIST page size (the cache's default)")
     parser.add_argument("--profile", action="store_true", help="print cProfile tops of sync and planning")
+    parser.add_argument(
+        "--diagnose-gc", action="store_true", help="one more sync with the garbage collector off (diagnostic)"
+    )
+    parser.add_argument("--no-gc", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child", choices=("floor", "sync"), help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     parser.add_argument("--usage-file", help=argparse.SUPPRESS)
@@ -359,18 +393,20 @@ def main(argv: list[str] | None = None) -> None:
     quiet_logs()
 
     if args.child == "floor":
-        print(json.dumps(_child_floor(args.kubeconfig, args.page_size, repeats=3)))
+        print(json.dumps(_child_floor(args.kubeconfig, args.page_size, repeats=2)))
         return
     if args.child == "sync":
-        print(
-            json.dumps(_child_sync(args.kubeconfig, args.usage_file, args.page_size, args.runs, args.profile))
+        result = _child_sync(
+            args.kubeconfig, args.usage_file, args.page_size, args.runs, args.profile, args.no_gc
         )
+        print(json.dumps(result))
         return
 
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     print(
         f"cycle_cost: sizes {sizes}, {args.pods_per_node} pods/node, {args.hot_fraction:.0%} hot nodes, "
-        f"seed {args.seed}, {args.sync_runs} sync processes x {args.runs} planning runs"
+        f"seed {args.seed}, {args.sync_runs} sync processes x {args.runs} planning runs; "
+        f"load average {os.getloadavg()[0]:.2f}"
     )
     results = []
     for nodes in sizes:
@@ -378,7 +414,9 @@ def main(argv: list[str] | None = None) -> None:
             nodes=nodes, pods_per_node=args.pods_per_node, hot_fraction=args.hot_fraction, seed=args.seed
         )
         started = time.perf_counter()
-        results.append(measure(spec, args.runs, args.sync_runs, args.page_size, args.profile))
+        results.append(
+            measure(spec, args.runs, args.sync_runs, args.page_size, args.profile, args.diagnose_gc)
+        )
         print(f"[{nodes} nodes measured in {time.perf_counter() - started:.0f} s]", flush=True)
     figures = report(results)
     print()

@@ -14,6 +14,7 @@ import yaml
 
 from descheduler import __version__
 from descheduler.config.load import ConfigError, EffectiveConfig, load_config
+from descheduler.planner import validate as validate_planner_settings
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -28,6 +29,7 @@ def _print_notices(effective: EffectiveConfig) -> None:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     effective = load_config(args.config)
+    validate_planner_settings(effective)
     _print_notices(effective)
     sys.stdout.write(yaml.safe_dump(effective.to_document(), sort_keys=False))
     return EXIT_OK
@@ -56,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     from descheduler.simulate.command import add_simulate_parser
 
     add_simulate_parser(sub)
+
+    from descheduler.service.app import add_service_parsers
+
+    add_service_parsers(sub)
     return parser
 
 

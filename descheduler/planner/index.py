@@ -40,12 +40,16 @@ class ClusterIndex:
         self.pods_by_node: dict[str, list[Pod]] = {}
         """Non-terminal pods (terminating included) per node: what runs there and counts as ``pods``."""
         self.pod_uids: set[str] = set()
-        self.pod_keys: set[str] = set()
+        by_node = self.pods_by_node
         for pod in snapshot.pods:
             self.pod_uids.add(pod.uid)
-            self.pod_keys.add(pod.key)
-            if pod.node_name and not pod.is_terminal:
-                self.pods_by_node.setdefault(pod.node_name, []).append(pod)
+            if pod.node_name and pod.phase not in ("Succeeded", "Failed"):
+                bucket = by_node.get(pod.node_name)
+                if bucket is None:
+                    by_node[pod.node_name] = [pod]
+                else:
+                    bucket.append(pod)
+        self._pod_keys: set[str] | None = None
         self._workloads_by_uid: dict[str, Workload] = {}
         self._workloads_by_name: dict[tuple[str, str, str], Workload] = {}
         for workload in snapshot.workloads:
@@ -53,13 +57,17 @@ class ClusterIndex:
                 self._workloads_by_uid[workload.uid] = workload
             self._workloads_by_name[(workload.kind, workload.namespace, workload.name)] = workload
         self._resolved: dict[tuple[str, str, str, str], WorkloadRef] = {}
-        self._pods_by_workload: dict[str, list[Pod]] | None = None
+        self._unavailable: dict[str, set[str]] | None = None
 
     def pods_on(self, node: str) -> list[Pod]:
         return self.pods_by_node.get(node, [])
 
     def pod_exists(self, uid: str, key: str) -> bool:
-        return uid in self.pod_uids if uid else key in self.pod_keys
+        if uid:
+            return uid in self.pod_uids
+        if self._pod_keys is None:
+            self._pod_keys = {p.key for p in self.snapshot.pods}
+        return key in self._pod_keys
 
     def _find(self, kind: str, namespace: str, name: str, uid: str) -> Workload | None:
         found = self._workloads_by_uid.get(uid) if uid else None
@@ -94,13 +102,18 @@ class ClusterIndex:
             return WorkloadRef("Deployment", namespace, parent.name, parent_identity, replicas)
         return WorkloadRef(kind, namespace, name, workload.uid or identity, workload.replicas)
 
-    def pods_of_workload(self, identity: str) -> list[Pod]:
-        """All pods (any node, any phase) whose workload has this identity; built on first use."""
-        if self._pods_by_workload is None:
-            grouped: dict[str, list[Pod]] = {}
+    def unavailable_pods(self, identity: str) -> set[str]:
+        """Keys of the workload's pods that are not running and ready (terminating ones included).
+
+        Built on first use from the few unavailable pods only, so the cost is one attribute scan.
+        """
+        if self._unavailable is None:
+            grouped: dict[str, set[str]] = {}
             for pod in self.snapshot.pods:
+                if pod.ready and not pod.terminating and pod.phase not in ("Succeeded", "Failed"):
+                    continue
                 ref = self.workload_of(pod)
                 if ref is not None:
-                    grouped.setdefault(ref.identity, []).append(pod)
-            self._pods_by_workload = grouped
-        return self._pods_by_workload.get(identity, [])
+                    grouped.setdefault(ref.identity, set()).add(pod.key)
+            self._unavailable = grouped
+        return self._unavailable.get(identity, set())

@@ -102,7 +102,9 @@ class LimitTracker:
         s = self.settings
         if (pod.uid or pod.key) in self.migrating_pods:
             return LimitHit(
-                reasons.ALREADY_MIGRATING, "this pod's eviction is already in flight (it has not left yet)", POD
+                reasons.ALREADY_MIGRATING,
+                "this pod's eviction is already in flight (it has not left yet)",
+                POD,
             )
         if s.max_total is not None and self.evicted_total + 1 > s.max_total:
             return LimitHit(reasons.LIMIT_TOTAL, f"maxNoOfPodsToEvictTotal ({s.max_total}) reached", GLOBAL)
@@ -171,10 +173,7 @@ class LimitTracker:
             )
         max_unavailable = workload_max(workload.replicas, s.max_unavailable_per_workload)
         if max_unavailable is not None:
-            unavailable = set(migrating)
-            for other in self.index.pods_of_workload(workload.identity):
-                if other.is_terminal or other.terminating or not other.ready:
-                    unavailable.add(other.key)
+            unavailable = migrating | self.index.unavailable_pods(workload.identity)
             if len(unavailable) >= max_unavailable:
                 return LimitHit(
                     reasons.UNAVAILABLE_PER_WORKLOAD,

@@ -23,6 +23,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from descheduler.config.load import EffectiveConfig, load_config
 from descheduler.config.models import LabelSelectorConfig
+from descheduler.planner import validate as validate_planner_settings
 from descheduler.service.cycle import CycleRecord, CycleRunner
 from descheduler.service.health import Endpoints
 from descheduler.service.observability import Metrics, configure_logging
@@ -191,6 +192,7 @@ class Service:
 
 def cmd_run(args: argparse.Namespace) -> int:
     effective = load_config(args.config)
+    validate_planner_settings(effective)
     configure_logging(args.log_format)
     for notice in effective.notices:
         log.info("config_notice", notice=notice)
@@ -222,6 +224,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_once(args: argparse.Namespace) -> int:
     effective = load_config(args.config)
+    validate_planner_settings(effective)
     configure_logging(args.log_format)
     service = Service(effective, kubeconfig=args.kubeconfig, dry_run=True if args.dry_run else None)
     service.cache.start()

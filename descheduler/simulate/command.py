@@ -59,7 +59,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT
     if effective.low_node_load is None:
-        print("notice: LowNodeLoad is not enabled in any profile's balance plugins: nothing will move", file=sys.stderr)
+        print(
+            "notice: LowNodeLoad is not enabled in any profile's balance plugins: nothing will move",
+            file=sys.stderr,
+        )
     results = run(effective, snapshot, series, args.cycles, reschedule=args.reschedule)
     output = render_json(results) if args.output == "json" else render_text(results)
     sys.stdout.write(output)
@@ -75,11 +78,19 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--config", required=True, metavar="CONFIG", help="configuration file or ConfigMap manifest")
+    parser.add_argument(
+        "--config", required=True, metavar="CONFIG", help="configuration file or ConfigMap manifest"
+    )
     parser.add_argument("--cluster", required=True, metavar="CLUSTER", help="Kubernetes objects (YAML)")
-    parser.add_argument("--usage", required=True, metavar="USAGE", help="measured usage of nodes and pods (YAML)")
-    parser.add_argument("--cycles", type=_positive, default=1, metavar="N", help="number of cycles (default 1)")
-    parser.add_argument("--output", choices=("json", "text"), default="text", help="output format (default text)")
+    parser.add_argument(
+        "--usage", required=True, metavar="USAGE", help="measured usage of nodes and pods (YAML)"
+    )
+    parser.add_argument(
+        "--cycles", type=_positive, default=1, metavar="N", help="number of cycles (default 1)"
+    )
+    parser.add_argument(
+        "--output", choices=("json", "text"), default="text", help="output format (default text)"
+    )
     parser.add_argument(
         "--reschedule",
         action="store_true",

@@ -84,7 +84,9 @@ def _check_cluster(path: str | Path, snapshot: ClusterSnapshot) -> None:
             raise InputError(f"{path}: Pod {pod.key} appears twice")
         pods.add(pod.key)
         if pod.node_name and pod.node_name not in nodes:
-            raise InputError(f"{path}: Pod {pod.key}: spec.nodeName {pod.node_name!r} is not a Node in this file")
+            raise InputError(
+                f"{path}: Pod {pod.key}: spec.nodeName {pod.node_name!r} is not a Node in this file"
+            )
 
 
 def _sample(path: str | Path, where: str, value: Any) -> Sample:
@@ -146,7 +148,9 @@ def load_usage(path: str | Path, snapshot: ClusterSnapshot) -> UsageSeries:
         raise InputError(f"{path}: nodes must be a mapping of node name to sample")
     for name, value in raw_nodes.items():
         if str(name) not in node_names:
-            raise InputError(f"{path}: nodes.{name}: there is no Node named {str(name)!r} in the cluster file")
+            raise InputError(
+                f"{path}: nodes.{name}: there is no Node named {str(name)!r} in the cluster file"
+            )
         nodes[str(name)] = _samples(path, f"nodes.{name}", value)
     pods: dict[str, tuple[Sample, ...]] = {}
     raw_pods = doc.get("pods") or {}

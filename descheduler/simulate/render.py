@@ -100,13 +100,17 @@ def render_plan_text(plan: Plan, title: str) -> list[str]:
         lines.append("")
         lines.append("  Skipped nodes:")
         lines += _table(
-            ["NODE", "CODE", "MESSAGE"], [[r.node, r.skip_code, r.skip_message] for r in skipped_nodes], "    "
+            ["NODE", "CODE", "MESSAGE"],
+            [[r.node, r.skip_code, r.skip_message] for r in skipped_nodes],
+            "    ",
         )
     stops = [r for r in plan.node_reports if r.stop_code]
     if stops:
         lines.append("")
         lines.append("  Hotspots:")
-        lines += _table(["NODE", "OUTCOME", "DETAIL"], [[r.node, r.stop_code, r.stop_message] for r in stops], "    ")
+        lines += _table(
+            ["NODE", "OUTCOME", "DETAIL"], [[r.node, r.stop_code, r.stop_message] for r in stops], "    "
+        )
     lines.append("")
     if plan.evictions:
         lines.append("  Evictions:")

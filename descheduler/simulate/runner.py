@@ -152,7 +152,13 @@ def _reschedule(
         target = min(options, key=score)
         placed.append(
             replace(
-                pod, uid=new_uid, node_name=target.name, phase="Running", ready=True, terminating=False, created=now
+                pod,
+                uid=new_uid,
+                node_name=target.name,
+                phase="Running",
+                ready=True,
+                terminating=False,
+                created=now,
             )
         )
         bucket = requested.setdefault(target.name, {})
@@ -176,7 +182,9 @@ def run(
     """Run ``cycles`` planner cycles; every planned eviction is assumed to succeed."""
     interval = config.config.descheduling_interval
     start = start_time(snapshot, interval)
-    weights = config.low_node_load.resource_weights if config.low_node_load is not None else {"cpu": 1, "memory": 1}
+    weights = (
+        config.low_node_load.resource_weights if config.low_node_load is not None else {"cpu": 1, "memory": 1}
+    )
     world = _World(snapshot)
     state = PlannerState()
     results: list[CycleResult] = []

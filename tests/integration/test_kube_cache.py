@@ -143,6 +143,7 @@ def test_a_dropped_watch_resumes_from_the_last_resource_version_without_relistin
     c = cache()
     c.start()
     assert c.wait_synced(10)
+    eventually(lambda: apiserver.open_watches("pods") == 1, what="the pods watch to be open")
     assert apiserver.drop_watches("pods") == 1
     apiserver.create(objects.pod("during-outage", node="node-1"))
     eventually(lambda: "default/during-outage" in pod_names(c), what="pod created while the watch was down")
@@ -161,9 +162,10 @@ def test_gone_resource_version_after_compaction_triggers_a_relist(
     c = cache()
     c.start()
     assert c.wait_synced(10)
+    eventually(lambda: apiserver.open_watches("pods") == 1, what="the pods watch to be open")
     apiserver.send_bookmarks()
     # While the pods watch is down (reconnect waits a backoff), history moves on and is compacted away.
-    apiserver.drop_watches("pods")
+    assert apiserver.drop_watches("pods") == 1
     apiserver.create(objects.pod("after-compaction", node="node-1"))
     apiserver.delete("pods", "default", "web-00")
     apiserver.compact()
@@ -180,8 +182,9 @@ def test_watch_failures_back_off_and_recover(apiserver: ApiServer, cache: CacheF
     c = cache()
     c.start()
     assert c.wait_synced(10)
+    eventually(lambda: apiserver.open_watches("pods") == 1, what="the pods watch to be open")
     fault = apiserver.inject(Fault(verb="watch", resource="pods", status=503, times=3))
-    apiserver.drop_watches("pods")
+    assert apiserver.drop_watches("pods") == 1
     apiserver.create(objects.pod("after-errors", node="node-0"))
     eventually(lambda: "default/after-errors" in pod_names(c), timeout=10, what="recovery after 503s")
     assert fault.hits == 3

@@ -67,19 +67,21 @@ def settings(
     args: Mapping[str, Any] | None = None,
     migration: Mapping[str, Any] | None = None,
     top: Mapping[str, Any] | None = None,
+    product_defaults: bool = False,
 ) -> EffectiveConfig:
     """A DeschedulerConfiguration with LowNodeLoad, validated by the real loader.
 
-    Defaults differ from the product's in one way only: hotspots are confirmed at once
-    (``consecutive=1``) and ``maxMigratingPerNode`` is unlimited, so tests state what they exercise.
+    Defaults differ from the product's in two ways unless ``product_defaults``: hotspots are confirmed
+    at once (``consecutive=1``) and ``maxMigratingPerNode`` is unlimited, so tests state what they exercise.
     """
     lnl: dict[str, Any] = {
         "lowThresholds": dict(low if low is not None else {"cpu": 20}),
         "highThresholds": dict(high if high is not None else {"cpu": 50}),
-        "anomalyCondition": {"consecutiveAbnormalities": consecutive},
     }
+    if not product_defaults:
+        lnl["anomalyCondition"] = {"consecutiveAbnormalities": consecutive}
     lnl.update(args or {})
-    mc: dict[str, Any] = {"maxMigratingPerNode": 0}
+    mc: dict[str, Any] = {} if product_defaults else {"maxMigratingPerNode": 0}
     mc.update(migration or {})
     doc: dict[str, Any] = {
         "apiVersion": "descheduler/v1alpha2",
@@ -164,14 +166,18 @@ class World:
         """A Deployment and its ReplicaSet (named ``<name>-rs``); pods use ``owner=name``."""
         dep_meta = {"name": name, "namespace": namespace, "uid": _uid("Deployment", namespace, name)}
         spec = {"replicas": replicas, "selector": {"matchLabels": {"app": name}}}
-        self.objects.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": dep_meta, "spec": spec})
+        self.objects.append(
+            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": dep_meta, "spec": spec}
+        )
         rs_meta = {
             "name": f"{name}-rs",
             "namespace": namespace,
             "uid": _uid("ReplicaSet", namespace, f"{name}-rs"),
             "ownerReferences": [owner_ref("Deployment", name, namespace)],
         }
-        self.objects.append({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": rs_meta, "spec": dict(spec)})
+        self.objects.append(
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": rs_meta, "spec": dict(spec)}
+        )
         return self
 
     def statefulset(self, name: str, replicas: int, namespace: str = "default") -> World:
@@ -242,7 +248,11 @@ class World:
         spec: Obj = {
             "nodeName": on,
             "containers": [
-                {"name": "main", "image": "app:1", "resources": {"requests": dict(requests or {"cpu": "100m"})}}
+                {
+                    "name": "main",
+                    "image": "app:1",
+                    "resources": {"requests": dict(requests or {"cpu": "100m"})},
+                }
             ],
         }
         if priority is not None:
@@ -257,14 +267,21 @@ class World:
             key, values = affinity_in
             term = {"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}
             spec["affinity"] = {
-                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+                }
             }
         if resource_claims:
             spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
-        status: Obj = {"phase": phase, "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
+        status: Obj = {
+            "phase": phase,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        }
         if qos is not None:
             status["qosClass"] = qos
-        self.objects.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status})
+        self.objects.append(
+            {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+        )
         if usage is not None:
             key = f"{namespace}/{name}"
             self.pod_usage[key] = dict(usage)

@@ -20,7 +20,9 @@ from tests.unit.builders import NOW, World, cpu, mem, node_classes, report, sett
         (cpu("5.001"), "hotspot"),  # strictly above high is over (a hotspot at once with consecutive=1)
     ],
 )
-def test_a_node_is_classified_by_its_usage_against_low_and_high_thresholds(usage: dict[str, str], expected: str) -> None:
+def test_a_node_is_classified_by_its_usage_against_low_and_high_thresholds(
+    usage: dict[str, str], expected: str
+) -> None:
     world = World().node("n", cpu="10", usage=usage)
     assert node_classes(world.plan(settings(low={"cpu": 20}, high={"cpu": 50}))) == {"n": expected}
 
@@ -141,7 +143,9 @@ def test_deviation_mode_with_only_one_of_low_and_high_for_a_resource_is_a_config
         ({"cpu": "0"}, reasons.NODE_NO_ALLOCATABLE),
     ],
 )
-def test_nodes_without_trustworthy_usage_are_skipped_with_a_reason(setup: dict[str, object], code: str) -> None:
+def test_nodes_without_trustworthy_usage_are_skipped_with_a_reason(
+    setup: dict[str, object], code: str
+) -> None:
     options: dict[str, object] = {"usage": cpu("9")}
     options.update(setup)
     world = World().node("n", **options)  # type: ignore[arg-type]
@@ -181,7 +185,11 @@ def test_the_expiration_age_is_configurable() -> None:
     ],
 )
 def test_nodes_outside_the_node_selector_are_skipped(top: dict[str, object]) -> None:
-    world = World().node("web", labels={"tier": "web"}, usage=cpu("1")).node("db", labels={"tier": "db"}, usage=cpu("9"))
+    world = (
+        World()
+        .node("web", labels={"tier": "web"}, usage=cpu("1"))
+        .node("db", labels={"tier": "db"}, usage=cpu("9"))
+    )
     result = world.plan(settings(top=top))
     assert node_classes(result) == {"db": "skipped", "web": "low"}
     assert report(result, "db").skip_code == reasons.NODE_OUTSIDE_SELECTOR
@@ -189,7 +197,9 @@ def test_nodes_outside_the_node_selector_are_skipped(top: dict[str, object]) -> 
 
 def test_the_plugin_node_selector_also_restricts_nodes() -> None:
     world = World().node("web", labels={"tier": "web"}, usage=cpu("1")).node("db", usage=cpu("9"))
-    result = world.plan(settings(args={"nodeSelector": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}}))
+    result = world.plan(
+        settings(args={"nodeSelector": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}})
+    )
     assert report(result, "db").skip_code == reasons.NODE_OUTSIDE_SELECTOR
 
 

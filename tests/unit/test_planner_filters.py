@@ -15,8 +15,13 @@ from tests.unit.builders import World, cpu, evicted, settings, skip_codes
 EVICT = {"descheduler.alpha.kubernetes.io/evict": "true"}
 
 
-def outcome(pod: dict[str, Any], migration: dict[str, Any] | None = None, args: dict[str, Any] | None = None,
-            replicas: int = 4, namespace: str = "default") -> str:
+def outcome(
+    pod: dict[str, Any],
+    migration: dict[str, Any] | None = None,
+    args: dict[str, Any] | None = None,
+    replicas: int = 4,
+    namespace: str = "default",
+) -> str:
     """The fate of one pod on a hotspot with plenty of room elsewhere: "evicted" or its skip code."""
     world = World().node("hot", usage=cpu("9")).node("cool", usage=cpu("1"))
     world.deployment("web", replicas=replicas, namespace=namespace)
@@ -38,7 +43,11 @@ def outcome(pod: dict[str, Any], migration: dict[str, Any] | None = None, args: 
         ({"annotations": {"kubernetes.io/config.mirror": "abc"}}, {}, reasons.FILTERED_MIRROR),
         ({"annotations": {"kubernetes.io/config.source": "file"}}, {}, reasons.FILTERED_STATIC),
         ({"terminating": True}, {}, reasons.FILTERED_TERMINATING),
-        ({"annotations": {"scheduling.koordinator.sh/eviction-cost": "2147483647"}}, {}, reasons.FILTERED_EVICTION_COST),
+        (
+            {"annotations": {"scheduling.koordinator.sh/eviction-cost": "2147483647"}},
+            {},
+            reasons.FILTERED_EVICTION_COST,
+        ),
         ({"owner": None}, {}, reasons.FILTERED_BARE),
         ({"owner": None}, {"evictAllBarePods": True}, "evicted"),
         ({"owner": None}, {"evictFailedBarePods": True}, reasons.FILTERED_BARE),
@@ -47,7 +56,11 @@ def outcome(pod: dict[str, Any], migration: dict[str, Any] | None = None, args: 
         ({"priority": 1000}, {"priorityThreshold": {"value": 1000}}, reasons.FILTERED_PRIORITY),
         ({"priority": 999}, {"priorityThreshold": {"value": 1000}}, "evicted"),
         ({}, {"priorityThreshold": {"value": 1000}}, "evicted"),  # no spec.priority: evictable
-        ({"priority": 2000000000}, {"priorityThreshold": {"name": "system-cluster-critical"}}, reasons.FILTERED_CRITICAL),
+        (
+            {"priority": 2000000000},
+            {"priorityThreshold": {"name": "system-cluster-critical"}},
+            reasons.FILTERED_CRITICAL,
+        ),
         ({"priority": 1999999999}, {"priorityThreshold": {"name": "system-cluster-critical"}}, "evicted"),
         ({"priority": 5}, {"priorityThreshold": {"name": "no-such-class"}}, reasons.FILTERED_PRIORITY),
         ({"volumes": [{"name": "v", "emptyDir": {}}]}, {}, reasons.FILTERED_LOCAL_STORAGE),
@@ -122,13 +135,20 @@ def test_evictable_namespaces_scope_which_pods_lownodeload_moves(
 
 @pytest.mark.parametrize(
     ("labels", "expected"),
-    [({"tier": "web"}, "evicted"), ({"tier": "batch"}, "evicted"), ({"tier": "db"}, reasons.FILTERED_POD_SELECTOR)],
+    [
+        ({"tier": "web"}, "evicted"),
+        ({"tier": "batch"}, "evicted"),
+        ({"tier": "db"}, reasons.FILTERED_POD_SELECTOR),
+    ],
 )
 def test_pod_selectors_let_through_pods_matching_any_of_them(labels: dict[str, str], expected: str) -> None:
     args = {
         "podSelectors": [
             {"name": "web", "selector": {"matchLabels": {"tier": "web"}}},
-            {"name": "batch", "selector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["batch"]}]}},
+            {
+                "name": "batch",
+                "selector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["batch"]}]},
+            },
         ]
     }
     assert outcome({"labels": labels}, args=args) == expected

@@ -96,8 +96,9 @@ def prod_world(overall: str = "5.5") -> World:
 
 def prod_config(consecutive: int = 1, **extra: Any) -> Any:
     args = {"prodLowThresholds": PROD[0], "prodHighThresholds": PROD[1], **extra}
-    return settings(low={"cpu": 20}, high={"cpu": 60}, consecutive=consecutive, args=args,
-                    migration=NO_WORKLOAD_LIMITS)
+    return settings(
+        low={"cpu": 20}, high={"cpu": 60}, consecutive=consecutive, args=args, migration=NO_WORKLOAD_LIMITS
+    )
 
 
 def test_the_prod_pass_moves_prod_pods_off_a_node_whose_prod_usage_is_over() -> None:
@@ -126,7 +127,9 @@ def test_the_prod_pass_counts_its_own_consecutive_cycles() -> None:
 def test_the_prod_pass_needs_destinations_low_on_both_counts() -> None:
     world = prod_world()
     world.pod("api-idle-2", on="idle", owner="api", qos="Burstable", usage=cpu("1.5"))  # prod 2 cores: 20%
-    world.pod("api-idle-3", on="idle", owner="api", qos="Burstable", usage=cpu("0.1"))  # now 21%: not prod-low
+    world.pod(
+        "api-idle-3", on="idle", owner="api", qos="Burstable", usage=cpu("0.1")
+    )  # now 21%: not prod-low
     result = world.plan(prod_config())
     assert report(result, "idle").prod_class == "normal"
     assert result.evictions == ()
@@ -150,6 +153,7 @@ def test_without_prod_thresholds_nodes_have_no_prod_class() -> None:
 
 
 # --- node pools --------------------------------------------------------------------------------------------
+
 
 def pools_world() -> World:
     world = World()
@@ -191,8 +195,12 @@ def test_pods_only_move_within_their_node_pool() -> None:
 
 def test_a_node_pool_can_confirm_hotspots_with_its_own_anomaly_condition() -> None:
     pools = [
-        {"name": "big", "nodeSelector": {"matchLabels": {"size": "big"}}, "highThresholds": {"cpu": 60},
-         "anomalyCondition": {"consecutiveAbnormalities": 3}},
+        {
+            "name": "big",
+            "nodeSelector": {"matchLabels": {"size": "big"}},
+            "highThresholds": {"cpu": 60},
+            "anomalyCondition": {"consecutiveAbnormalities": 3},
+        },
         {"name": "rest"},
     ]
     plans = pools_world().cycles(settings(consecutive=1, args={"nodePools": pools}), count=3)
@@ -204,13 +212,19 @@ def test_a_node_matching_several_pools_belongs_to_the_first() -> None:
     pools = [{"name": "first", "nodeSelector": {"matchLabels": {"size": "big"}}}, {"name": "all"}]
     result = pools_world().plan(settings(args={"nodePools": pools}))
     assert {r.node: r.pool for r in result.node_reports} == {
-        "big-hot": "first", "big-idle": "first", "small-hot": "all", "small-busy": "all", "other": "all"
+        "big-hot": "first",
+        "big-idle": "first",
+        "small-hot": "all",
+        "small-busy": "all",
+        "other": "all",
     }
 
 
 def test_deviation_thresholds_are_computed_per_pool() -> None:
     pools = [{"name": "big", "nodeSelector": {"matchLabels": {"size": "big"}}}, {"name": "rest"}]
-    config = settings(low={"cpu": 10}, high={"cpu": 10}, args={"nodePools": pools, "useDeviationThresholds": True})
+    config = settings(
+        low={"cpu": 10}, high={"cpu": 10}, args={"nodePools": pools, "useDeviationThresholds": True}
+    )
     result = pools_world().plan(config)
     big = next(r for r in report(result, "big-hot").resources if r.resource == "cpu")
     assert (big.low_percent, big.high_percent) == (27.5, 47.5)  # mean of 70% and 5%
@@ -218,8 +232,13 @@ def test_deviation_thresholds_are_computed_per_pool() -> None:
 
 def test_pools_can_switch_deviation_mode_on_their_own() -> None:
     pools = [
-        {"name": "big", "nodeSelector": {"matchLabels": {"size": "big"}}, "useDeviationThresholds": True,
-         "lowThresholds": {"cpu": 10}, "highThresholds": {"cpu": 10}},
+        {
+            "name": "big",
+            "nodeSelector": {"matchLabels": {"size": "big"}},
+            "useDeviationThresholds": True,
+            "lowThresholds": {"cpu": 10},
+            "highThresholds": {"cpu": 10},
+        },
         {"name": "rest"},
     ]
     result = pools_world().plan(settings(args={"nodePools": pools}))
@@ -229,7 +248,8 @@ def test_pools_can_switch_deviation_mode_on_their_own() -> None:
     assert big.high_percent == 47.5
 
 
-# --- the plan as data -----------------------------------------------------------------------------------------
+# --- the plan as data ----------------------------------------------------------------------------------
+
 
 def test_the_plan_serializes_every_decision() -> None:
     world = World().node("hot", usage=cpu("9")).node("cool", usage=cpu("1"))
@@ -243,14 +263,26 @@ def test_the_plan_serializes_every_decision() -> None:
     assert doc["evictions"][0]["destination"] == "cool"
     assert doc["evictions"][0]["usage"] == {"cpu": 4000, "memory": 1073741824}
     assert doc["skips"] == [
-        {"pod": "default/ds", "node": "hot", "code": "filtered-daemonset",
-         "message": "owned by DaemonSet agent: it runs on every node", "pass": "load"}
+        {
+            "pod": "default/ds",
+            "node": "hot",
+            "code": "filtered-daemonset",
+            "message": "owned by DaemonSet agent: it runs on every node",
+            "pass": "load",
+        }
     ]
     hot = next(n for n in doc["nodes"] if n["node"] == "hot")
     assert hot["class"] == "hotspot"
     assert hot["resources"][0] == {
-        "resource": "cpu", "allocatable": 10000, "usage": 9000, "usagePercent": 90.0, "low": 2000,
-        "lowPercent": 20.0, "high": 5000, "highPercent": 50.0, "over": True,
+        "resource": "cpu",
+        "allocatable": 10000,
+        "usage": 9000,
+        "usagePercent": 90.0,
+        "low": 2000,
+        "lowPercent": 20.0,
+        "high": 5000,
+        "highPercent": 50.0,
+        "over": True,
     }
     assert hot["stop"] == {"code": "no-longer-over", "message": "no longer over after 1 eviction(s)"}
     assert result.skip_counts() == {"filtered-daemonset": 1}

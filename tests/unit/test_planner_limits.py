@@ -30,8 +30,12 @@ NO_WORKLOAD_LIMITS: dict[str, Any] = {
 """Tests of other limits turn the per-workload ones off, so each test sees only what it exercises."""
 
 
-def count(migration: dict[str, Any] | None = None, top: dict[str, Any] | None = None,
-          world: World | None = None, state: PlannerState | None = None) -> int:
+def count(
+    migration: dict[str, Any] | None = None,
+    top: dict[str, Any] | None = None,
+    world: World | None = None,
+    state: PlannerState | None = None,
+) -> int:
     options = {**NO_WORKLOAD_LIMITS, **(migration or {})}
     result = (world or crowded()).plan(settings(migration=options, top=top), state)
     return len(result.evictions)
@@ -83,7 +87,9 @@ def test_the_per_namespace_limit_applies_to_each_namespace() -> None:
     assert set(skip_codes(result).values()) == {reasons.LIMIT_PER_NAMESPACE}
 
 
-def in_flight(world: World, *names: str, ns: str = "default", node: str = "hot", workload: str = "") -> PlannerState:
+def in_flight(
+    world: World, *names: str, ns: str = "default", node: str = "hot", workload: str = ""
+) -> PlannerState:
     """Migrations recorded a minute ago whose pods are still there, terminating."""
     migrations = []
     for name in names:
@@ -118,8 +124,13 @@ def test_a_migration_whose_pod_is_gone_is_no_longer_in_flight() -> None:
 
 def test_the_default_max_migrating_per_node_is_two() -> None:
     world = crowded()
-    migration = {**NO_WORKLOAD_LIMITS, "maxMigratingPerNode": 2}
-    result = world.plan(settings(migration=migration))
+    result = world.plan(
+        settings(
+            migration=NO_WORKLOAD_LIMITS,
+            args={"anomalyCondition": {"consecutiveAbnormalities": 1}},
+            product_defaults=True,
+        )
+    )
     assert len(result.evictions) == 2
     assert report(result, "hot").stop_code == reasons.STOP_NODE_LIMIT
     assert list(skip_codes(result).values()) == [reasons.MIGRATING_PER_NODE]
@@ -158,7 +169,9 @@ def test_workload_limits_follow_koordinators_table_and_int_or_percent(
         ({"maxMigratingPerWorkload": 0}, 8),
     ],
 )
-def test_max_migrating_per_workload_caps_one_workloads_evictions(migration: dict[str, Any], expected: int) -> None:
+def test_max_migrating_per_workload_caps_one_workloads_evictions(
+    migration: dict[str, Any], expected: int
+) -> None:
     options = {**NO_WORKLOAD_LIMITS, **migration}
     if options["maxMigratingPerWorkload"] is None:
         del options["maxMigratingPerWorkload"]
@@ -197,8 +210,12 @@ def test_a_migrating_pod_not_yet_terminating_counts_as_unavailable() -> None:
     world = crowded()
     world.pod("evicted-just-now", on="cool", owner="web")
     migration = Migration(
-        "default/evicted-just-now", "uid-pod-default-evicted-just-now", "default", "cool",
-        "uid-deployment-default-web", NOW - 5,
+        "default/evicted-just-now",
+        "uid-pod-default-evicted-just-now",
+        "default",
+        "cool",
+        "uid-deployment-default-web",
+        NOW - 5,
     )
     state = PlannerState(migrations=(migration,))
     assert count({"maxUnavailablePerWorkload": 2}, world=world, state=state) == 1
@@ -207,7 +224,9 @@ def test_a_migrating_pod_not_yet_terminating_counts_as_unavailable() -> None:
 def window(*ages: float) -> PlannerState:
     return PlannerState(
         migrations=tuple(
-            Migration(f"default/old-{i}", f"uid-old-{i}", "default", "hot", "uid-deployment-default-web", NOW - age)
+            Migration(
+                f"default/old-{i}", f"uid-old-{i}", "default", "hot", "uid-deployment-default-web", NOW - age
+            )
             for i, age in enumerate(ages)
         )
     )

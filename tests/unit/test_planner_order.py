@@ -29,12 +29,28 @@ def first_evicted(first: dict[str, Any], second: dict[str, Any]) -> str:
 @pytest.mark.parametrize(
     ("first", "second", "why"),
     [
-        ({"labels": {"koordinator.sh/priority-class": "koord-free"}}, {"labels": BATCH_LABEL}, "koord-free first"),
-        ({"labels": BATCH_LABEL}, {"labels": {"koordinator.sh/priority-class": "koord-mid"}}, "batch before mid"),
-        ({"labels": {"koordinator.sh/priority-class": "koord-mid"}}, {"labels": PROD_LABEL}, "mid before prod"),
+        (
+            {"labels": {"koordinator.sh/priority-class": "koord-free"}},
+            {"labels": BATCH_LABEL},
+            "koord-free first",
+        ),
+        (
+            {"labels": BATCH_LABEL},
+            {"labels": {"koordinator.sh/priority-class": "koord-mid"}},
+            "batch before mid",
+        ),
+        (
+            {"labels": {"koordinator.sh/priority-class": "koord-mid"}},
+            {"labels": PROD_LABEL},
+            "mid before prod",
+        ),
         ({"priority": 5500}, {"priority": 9500}, "spec.priority bands give the class (batch before prod)"),
         ({"qos": "BestEffort"}, {"qos": "Burstable"}, "BestEffort derives koord-batch, before prod"),
-        ({"labels": PROD_LABEL, "priority": 10}, {"labels": PROD_LABEL, "priority": 20}, "lower spec.priority"),
+        (
+            {"labels": PROD_LABEL, "priority": 10},
+            {"labels": PROD_LABEL, "priority": 20},
+            "lower spec.priority",
+        ),
         ({"labels": PROD_LABEL, "qos": "Burstable"}, {"labels": PROD_LABEL, "qos": "Guaranteed"}, "kube QoS"),
         (
             {"labels": {**PROD_LABEL, "koordinator.sh/qosClass": "LS"}},

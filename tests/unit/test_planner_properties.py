@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any
-
 from dataclasses import replace
+from typing import Any
 
 from hypothesis import HealthCheck, given, target
 from hypothesis import settings as hypothesis_settings
@@ -24,7 +23,9 @@ WORKLOADS = ("web", "api", "db")
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> tuple[World, dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+def scenarios(
+    draw: st.DrawFn,
+) -> tuple[World, dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
     world = World()
     node_names = [f"n{i}" for i in range(draw(st.integers(2, 6)))]
     for index, name in enumerate(node_names):
@@ -39,7 +40,9 @@ def scenarios(draw: st.DrawFn) -> tuple[World, dict[str, Any], dict[str, Any], d
             usage={"cpu": f"{cores * 10 * draw(share)}m", "memory": f"{draw(st.integers(0, 8))}Gi"},
             unschedulable=draw(st.booleans()) and draw(st.booleans()),
             labels={"disk": draw(st.sampled_from(["ssd", "hdd"]))},
-            taints=[{"key": "gpu", "value": "y", "effect": "NoSchedule"}] if draw(st.integers(0, 5)) == 0 else [],
+            taints=[{"key": "gpu", "value": "y", "effect": "NoSchedule"}]
+            if draw(st.integers(0, 5)) == 0
+            else [],
         )
     replicas = {}
     for ns in NAMESPACES:
@@ -102,14 +105,19 @@ def scenarios(draw: st.DrawFn) -> tuple[World, dict[str, Any], dict[str, Any], d
     if draw(st.integers(0, 3)) == 0:
         args["podSelectors"] = [{"name": "front", "selector": {"matchLabels": {"tier": "front"}}}]
     memory_high = draw(st.integers(50, 100))
-    thresholds = {"low": {"cpu": low, "memory": min(low + 20, memory_high)}, "high": {"cpu": high, "memory": memory_high}}
+    thresholds = {
+        "low": {"cpu": low, "memory": min(low + 20, memory_high)},
+        "high": {"cpu": high, "memory": memory_high},
+    }
     return world, thresholds, top, migration, args
 
 
 def workload_cap(value: int | str | None, replicas: int | None) -> float:
     if value in (0, "0%"):
         return math.inf
-    if replicas is None:  # unknown replicas (moved by the evict annotation): one at a time unless an int says more
+    if (
+        replicas is None
+    ):  # unknown replicas (moved by the evict annotation): one at a time unless an int says more
         return value if isinstance(value, int) else 1
     if value is None:
         cap = math.ceil(replicas / 10) if replicas > 10 else (2 if replicas >= 4 else 1)
@@ -129,8 +137,16 @@ def replicas_of(world: World, workload: str) -> int | None:
     return None
 
 
-def check_plan(world: World, config: EffectiveConfig, plan: Plan, flying: Counter[str], top: dict[str, Any],
-               migration: dict[str, Any], args: dict[str, Any], earlier: list[Any]) -> None:
+def check_plan(
+    world: World,
+    config: EffectiveConfig,
+    plan: Plan,
+    flying: Counter[str],
+    top: dict[str, Any],
+    migration: dict[str, Any],
+    args: dict[str, Any],
+    earlier: list[Any],
+) -> None:
     snapshot = world.snapshot()
     pods = {p.key: p for p in snapshot.pods}
     reports = {r.node: r for r in plan.node_reports}
@@ -213,12 +229,18 @@ def check_plan(world: World, config: EffectiveConfig, plan: Plan, flying: Counte
 
     # PDBs
     for pdb in snapshot.pdbs:
-        matched = [e for e in plan.evictions if e.pod.namespace == pdb.namespace and
-                   selector_matches(pdb.selector, pods[e.pod.key].labels)]
+        matched = [
+            e
+            for e in plan.evictions
+            if e.pod.namespace == pdb.namespace and selector_matches(pdb.selector, pods[e.pod.key].labels)
+        ]
         assert len(matched) <= max(0, pdb.disruptions_allowed)
     for e in plan.evictions:
-        covering = [p for p in snapshot.pdbs if p.namespace == e.pod.namespace and
-                    selector_matches(p.selector, pods[e.pod.key].labels)]
+        covering = [
+            p
+            for p in snapshot.pdbs
+            if p.namespace == e.pod.namespace and selector_matches(p.selector, pods[e.pod.key].labels)
+        ]
         assert len(covering) <= 1
 
 

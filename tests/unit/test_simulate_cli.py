@@ -39,7 +39,10 @@ def scenario_args(folder: Path, cycles: int, output: str) -> list[str]:
 def contract(document: dict[str, Any]) -> list[dict[str, Any]]:
     """The keys users script against: per cycle, the evictions' pod, node and reason."""
     return [
-        {"cycle": c["cycle"], "evictions": [{k: e[k] for k in ("pod", "node", "reason")} for e in c["evictions"]]}
+        {
+            "cycle": c["cycle"],
+            "evictions": [{k: e[k] for k in ("pod", "node", "reason")} for e in c["evictions"]],
+        }
         for c in document["cycles"]
     ]
 
@@ -101,8 +104,12 @@ def test_text_output_has_a_node_table_evictions_and_skips_per_cycle() -> None:
 
 def test_help_explains_the_command_with_an_example() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "descheduler", "simulate", "--help"], cwd=REPO, capture_output=True, text=True,
-        timeout=60, check=False,
+        [sys.executable, "-m", "descheduler", "simulate", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 0
     assert "--reschedule" in done.stdout

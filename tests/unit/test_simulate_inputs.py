@@ -45,8 +45,13 @@ pods:
 """
 
 
-def run(tmp_path: Path, capsys: pytest.CaptureFixture[str], config: str = CONFIG, cluster: str = CLUSTER,
-        usage: str = USAGE) -> tuple[int, str, str]:
+def run(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    config: str = CONFIG,
+    cluster: str = CLUSTER,
+    usage: str = USAGE,
+) -> tuple[int, str, str]:
     files = {"config.yaml": config, "cluster.yaml": cluster, "usage.yaml": usage}
     for name, text in files.items():
         (tmp_path / name).write_text(text)
@@ -68,7 +73,10 @@ def test_good_inputs_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     ("cluster", "message"),
     [
         ("a: [b", "cluster.yaml: not valid YAML (line 1, column"),
-        (CLUSTER.replace("cpu: 100m", "cpu: lots"), "Pod default/p1: spec.containers[0].resources.requests.cpu"),
+        (
+            CLUSTER.replace("cpu: 100m", "cpu: lots"),
+            "Pod default/p1: spec.containers[0].resources.requests.cpu",
+        ),
         (CLUSTER.replace("nodeName: n1", "nodeName: n9"), "Pod default/p1: spec.nodeName 'n9' is not a Node"),
         (CLUSTER + "---\napiVersion: v1\nkind: Node\nmetadata: {name: n1}\n", "Node n1 appears twice"),
         ("- 1\n- 2\n", "expected a Kubernetes object, got list"),
@@ -90,7 +98,10 @@ def test_a_bad_cluster_file_exits_2_naming_the_object_and_field(
     ("usage", "message"),
     [
         ("nodes: [", "usage.yaml: not valid YAML"),
-        ("nodes:\n  n9: {cpu: 1, memory: 1Gi}\n", "nodes.n9: there is no Node named 'n9' in the cluster file"),
+        (
+            "nodes:\n  n9: {cpu: 1, memory: 1Gi}\n",
+            "nodes.n9: there is no Node named 'n9' in the cluster file",
+        ),
         ("pods:\n  default/p9: {cpu: 1, memory: 1Gi}\n", "pods.default/p9: there is no Pod default/p9"),
         ("pods:\n  p1: {cpu: 1, memory: 1Gi}\n", "pods.p1: pod keys are written NAMESPACE/NAME"),
         ("nodes:\n  n1: {cpu: 1x, memory: 1Gi}\n", "nodes.n1.cpu: '1x' is not a Kubernetes quantity"),
@@ -116,7 +127,9 @@ def test_a_bad_usage_file_exits_2_naming_the_entry_and_field(
     assert "Traceback" not in err
 
 
-def test_a_bad_configuration_exits_2_with_the_field_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_configuration_exits_2_with_the_field_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = run(tmp_path, capsys, config=CONFIG.replace("highThresholds", "highThreshold"))
     assert code == 2
     assert "highThreshold" in err and "did you mean 'highThresholds'" in err
@@ -126,8 +139,13 @@ def test_a_bad_configuration_exits_2_with_the_field_path(tmp_path: Path, capsys:
 def test_a_configuration_only_the_planner_can_reject_also_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = run(tmp_path, capsys, config=CONFIG.replace("kind: DeschedulerConfiguration",
-                                                               "kind: DeschedulerConfiguration\nnodeSelector: 'a in b'"))
+    code, _, err = run(
+        tmp_path,
+        capsys,
+        config=CONFIG.replace(
+            "kind: DeschedulerConfiguration", "kind: DeschedulerConfiguration\nnodeSelector: 'a in b'"
+        ),
+    )
     assert code == 2
     assert "nodeSelector" in err
 
@@ -138,16 +156,22 @@ def test_a_missing_file_exits_2_naming_it(tmp_path: Path, capsys: pytest.Capture
     assert "nope.yaml" in capsys.readouterr().err
 
 
-def test_the_configmap_form_of_the_configuration_is_accepted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_configmap_form_of_the_configuration_is_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     indented = "\n".join("    " + line for line in CONFIG.splitlines())
-    configmap = f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\ndata:\n  config.yaml: |\n{indented}\n"
+    configmap = (
+        f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\ndata:\n  config.yaml: |\n{indented}\n"
+    )
     code, _, err = run(tmp_path, capsys, config=configmap)
     assert (code, err) == (0, "")
 
 
 def test_usage_samples_may_list_one_value_per_cycle_and_the_last_repeats(tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text(CLUSTER)
-    (tmp_path / "u.yaml").write_text("nodes:\n  n1: [{cpu: 1, memory: 1Gi}, {cpu: 3, memory: 1Gi, age: 1m}]\n")
+    (tmp_path / "u.yaml").write_text(
+        "nodes:\n  n1: [{cpu: 1, memory: 1Gi}, {cpu: 3, memory: 1Gi, age: 1m}]\n"
+    )
     series = load_usage(tmp_path / "u.yaml", load_cluster(tmp_path / "c.yaml"))
     samples = series.nodes["n1"]
     assert [UsageSeries.at(samples, c).resources["cpu"] for c in (1, 2, 3, 9)] == [1000, 3000, 3000, 3000]

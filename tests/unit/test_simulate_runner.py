@@ -14,7 +14,9 @@ def sample(values: Mapping[str, str], age: float = 0.0) -> Sample:
     return Sample({k: resource_amount(k, v) for k, v in values.items()}, age)
 
 
-def series(nodes: Mapping[str, list[Mapping[str, str]]], pods: Mapping[str, Mapping[str, str]]) -> UsageSeries:
+def series(
+    nodes: Mapping[str, list[Mapping[str, str]]], pods: Mapping[str, Mapping[str, str]]
+) -> UsageSeries:
     return UsageSeries(
         nodes={k: tuple(sample(v) for v in values) for k, values in nodes.items()},
         pods={k: (sample(v),) for k, v in pods.items()},
@@ -67,14 +69,21 @@ def test_usage_lists_give_one_sample_per_cycle_and_the_last_repeats() -> None:
     world = hot_cluster()
     usage = series({"hot": [cpu("9"), cpu("4"), cpu("9")], "cool": [cpu("1")]}, PODS)
     results = run(settings(consecutive=2), world.snapshot(), usage, cycles=4)
-    assert [next(r.anomaly_count for r in c.plan.node_reports if r.node == "hot") for c in results] == [1, 0, 1, 2]
+    assert [next(r.anomaly_count for r in c.plan.node_reports if r.node == "hot") for c in results] == [
+        1,
+        0,
+        1,
+        2,
+    ]
     assert [len(c.plan.evictions) for c in results] == [0, 0, 0, 2]
 
 
 def test_with_reschedule_an_evicted_pod_is_recreated_on_the_least_loaded_node_that_fits() -> None:
     world = hot_cluster()
     world.node("tainted", taints=[{"key": "x", "value": "y", "effect": "NoSchedule"}])
-    usage = series({"hot": [cpu("9")], "cool": [cpu("1")], "cool-2": [cpu("1.5")], "tainted": [cpu("0")]}, PODS)
+    usage = series(
+        {"hot": [cpu("9")], "cool": [cpu("1")], "cool-2": [cpu("1.5")], "tainted": [cpu("0")]}, PODS
+    )
     results = run(settings(), world.snapshot(), usage, cycles=2, reschedule=True)
     assert [(m.pod, m.source, m.destination) for m in results[0].rescheduled] == [
         ("default/a", "hot", "cool"),  # 10% is the least loaded; tainted does not fit
