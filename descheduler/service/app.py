@@ -82,6 +82,7 @@ class Service:
             evict_burst=mc.evict_burst,
             dry_run=effective.dry_run,
             events=self.events,
+            guard=self._may_evict,
         )
         self.elector: Any = None
         self._leading = threading.Event()
@@ -110,6 +111,7 @@ class Service:
             evictor=self.evictor,
             is_leader=self._leading.is_set,
             on_record=self._observe,
+            untrusted_nodes=self._untrusted_nodes,
         )
         self.stop_requested = threading.Event()
         self.endpoints = Endpoints(
@@ -130,6 +132,18 @@ class Service:
         log.warning("leadership_lost")
         self._leading.clear()
         self.metrics.leader.set(0)
+
+    def _may_evict(self) -> bool:
+        """Checked by the evictor right before each call: leader (lease still valid) and not stopping."""
+        if self.stop_requested.is_set() or not self._leading.is_set():
+            return False
+        return self.elector is None or bool(self.elector.is_leader())
+
+    def _untrusted_nodes(self) -> dict[str, str]:
+        return {
+            node: "a pod on this node could not be read from the API; see the cache's object errors"
+            for node in self.cache.nodes_with_unparsed_pods
+        }
 
     # -- health -----------------------------------------------------------------------------
     def _readiness(self) -> tuple[bool, str]:
@@ -186,8 +200,23 @@ class Service:
         if self.elector is not None:
             self.elector.stop(release=True)
         self._leading.clear()
+        self.events.close()
         self.cache.stop()
         self.endpoints.stop()
+
+
+def _build_service(
+    effective: EffectiveConfig, kubeconfig: str | None, dry_run: bool | None = None
+) -> Service | None:
+    """Connect to the cluster; a missing or broken kubeconfig is one clear line, not a traceback."""
+    from descheduler.kube.errors import KubeError
+
+    try:
+        return Service(effective, kubeconfig=kubeconfig, dry_run=dry_run)
+    except (KubeError, ValueError) as exc:
+        log.error("startup_failed", error=str(exc))
+        print(f"error: {exc}", file=sys.stderr)
+        return None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -196,7 +225,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     configure_logging(args.log_format)
     for notice in effective.notices:
         log.info("config_notice", notice=notice)
-    service = Service(effective, kubeconfig=args.kubeconfig)
+    service = _build_service(effective, args.kubeconfig)
+    if service is None:
+        return 1
     signal.signal(signal.SIGTERM, service.request_stop)
     signal.signal(signal.SIGINT, service.request_stop)
     log.info("starting", dry_run=effective.dry_run, interval=effective.config.descheduling_interval)
@@ -226,7 +257,9 @@ def cmd_once(args: argparse.Namespace) -> int:
     effective = load_config(args.config)
     validate_planner_settings(effective)
     configure_logging(args.log_format)
-    service = Service(effective, kubeconfig=args.kubeconfig, dry_run=True if args.dry_run else None)
+    service = _build_service(effective, args.kubeconfig, dry_run=True if args.dry_run else None)
+    if service is None:
+        return 1
     service.cache.start()
     if not service.cache.wait_synced(SYNC_TIMEOUT_SECONDS):
         print("error: the cluster cache did not sync in time", file=sys.stderr)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -112,6 +112,7 @@ class CycleRunner:
         monotonic: Callable[[], float] = time.monotonic,
         budget_seconds: float | None = None,
         on_record: Callable[[CycleRecord], None] | None = None,
+        untrusted_nodes: Callable[[], Mapping[str, str]] = dict,
     ) -> None:
         self.config = config
         self.cluster = cluster
@@ -122,6 +123,7 @@ class CycleRunner:
         self.monotonic = monotonic
         self.budget = budget_seconds if budget_seconds is not None else config.config.descheduling_interval
         self.on_record = on_record
+        self.untrusted_nodes = untrusted_nodes
         self.state = PlannerState()
         self.cycles = 0
         self.stopping = threading.Event()
@@ -153,7 +155,7 @@ class CycleRunner:
         structlog.contextvars.bind_contextvars(cycle=cycle_id)
         try:
             snapshot = self.cluster.snapshot()
-            usage = self.usage.fetch(snapshot.nodes, snapshot.pods)
+            usage = self._distrust(self.usage.fetch(snapshot.nodes, snapshot.pods))
             decided = plan(snapshot, usage, self.config, self.state, now)
             records: list[EvictionRecord] = []
             evicted: list[str] = []
@@ -199,6 +201,17 @@ class CycleRunner:
             return record
         finally:
             structlog.contextvars.unbind_contextvars("cycle")
+
+    def _distrust(self, usage: UsageSnapshot) -> UsageSnapshot:
+        """Nodes the cache cannot fully describe (an unparsable pod) are skipped like nodes without usage."""
+        untrusted = self.untrusted_nodes()
+        if not untrusted:
+            return usage
+        errors = dict(usage.node_errors)
+        for node, why in untrusted.items():
+            errors[node] = f"{errors[node]}; {why}" if node in errors else why
+        nodes = {name: sample for name, sample in usage.nodes.items() if name not in untrusted}
+        return UsageSnapshot(nodes=nodes, pods=usage.pods, node_errors=errors)
 
     @staticmethod
     def _record(planned: Any, result: str, message: str) -> EvictionRecord:
