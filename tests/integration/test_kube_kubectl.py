@@ -26,8 +26,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(autouse=True)
 def _kubectl_is_installed() -> None:
-    """The real kubectl is on every machine of ours; its absence is a broken machine, not a reason to skip."""
-    assert os.access(KUBECTL, os.X_OK), f"kubectl is not installed at {KUBECTL}: these tests need the real binary"
+    """The real kubectl is on every machine of ours: its absence is a broken machine, not a skip."""
+    assert os.access(KUBECTL, os.X_OK), f"kubectl is not installed at {KUBECTL}: these tests need it"
 
 
 def kubectl(server: ApiServer, home: Path, *args: str) -> str:
