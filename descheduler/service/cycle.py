@@ -113,6 +113,7 @@ class CycleRunner:
         budget_seconds: float | None = None,
         on_record: Callable[[CycleRecord], None] | None = None,
         untrusted_nodes: Callable[[], Mapping[str, str]] = dict,
+        startup_quiet_seconds: float = 0.0,
     ) -> None:
         self.config = config
         self.cluster = cluster
@@ -124,6 +125,9 @@ class CycleRunner:
         self.budget = budget_seconds if budget_seconds is not None else config.config.descheduling_interval
         self.on_record = on_record
         self.untrusted_nodes = untrusted_nodes
+        self.quiet_until = monotonic() + startup_quiet_seconds
+        """Planner state does not survive a restart; waiting out the objectLimiters window after start
+        means migrations a previous instance started can no longer count, so no limit is exceeded."""
         self.state = PlannerState()
         self.cycles = 0
         self.stopping = threading.Event()
@@ -167,6 +171,10 @@ class CycleRunner:
                     aborted = "lost leadership"
                 elif self.monotonic() >= deadline:
                     aborted = "cycle time budget spent"
+                elif not self.config.dry_run and self.monotonic() < self.quiet_until:
+                    aborted = (
+                        "start-up quiet period: waiting out the objectLimiters window of the previous run"
+                    )
                 if aborted:
                     records.append(self._record(planned, "not-attempted", aborted))
                     continue

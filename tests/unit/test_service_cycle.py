@@ -145,6 +145,30 @@ def test_no_eviction_is_attempted_when(setup: Any, reason: str) -> None:
     assert all(e.result == "not-attempted" for e in record.evictions)
 
 
+def test_after_a_restart_nothing_is_evicted_until_the_object_limiter_window_has_passed() -> None:
+    clock = [100.0]
+    evictor = FakeEvictor()
+    run = runner(evictor, monotonic=lambda: clock[0], startup_quiet_seconds=300.0)
+    record = run.run_cycle()
+    assert record is not None
+    assert evictor.calls == []
+    assert record.aborted.startswith("start-up quiet period")
+    clock[0] += 301
+    run.run_cycle()
+    assert evictor.calls == ["default/stress-demo-588f9646cf-s7k2p"]
+
+
+def test_a_node_whose_pods_could_not_be_read_is_never_a_source() -> None:
+    evictor = FakeEvictor()
+    run = runner(evictor, untrusted_nodes=lambda: {"cn-beijing.10.0.0.53": "a pod could not be read"})
+    record = run.run_cycle()
+    assert record is not None
+    assert evictor.calls == []
+    hot = next(r for r in record.plan.node_reports if r.node == "cn-beijing.10.0.0.53")
+    assert hot.node_class == "skipped"
+    assert "a pod could not be read" in hot.skip_message
+
+
 def test_untrusted_usage_means_no_eviction_and_the_nodes_are_reported() -> None:
     evictor = FakeEvictor()
     record = runner(evictor, usage=SeedUsage(broken=True)).run_cycle()
