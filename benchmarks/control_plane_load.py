@@ -34,13 +34,19 @@ from benchmarks.apiserver import FastPagingApiServer, load
 from benchmarks.closedloop import World
 from benchmarks.common import quiet_logs, summary_line, verdict
 from benchmarks.fakeprom import FakePrometheus
+from tests.integration.apiserver import RecordedRequest
 from tests.integration.apiserver.resources import by_kind
 
 INTERVAL = 60.0
 
 
-def _label(verb: str, resource: str, subresource: str) -> str:
-    return f"{verb} {resource}/{subresource}" if subresource else f"{verb} {resource}"
+def _label(request: RecordedRequest) -> str:
+    """``verb resource[/subresource]``; requests outside the resource API (discovery, /version) by path."""
+    if not request.is_resource:
+        return f"{request.method} {request.path} (not a resource)"
+    if request.subresource:
+        return f"{request.verb} {request.resource}/{request.subresource}"
+    return f"{request.verb} {request.resource}"
 
 
 def _commit_pod(server: FastPagingApiServer, obj: dict[str, Any]) -> int:
@@ -93,9 +99,7 @@ def measure(nodes: int, cycles: int, seed: int, hot_fraction: float, consecutive
             if not _wait(lambda: server.open_watches() >= watched, 30):
                 raise RuntimeError(f"only {server.open_watches()} of {watched} watches opened")
             boundary = len(server.requests)
-            sync_requests = Counter(
-                _label(r.verb, r.resource, r.subresource) for r in server.requests if r.is_resource
-            )
+            sync_requests = Counter(_label(r) for r in server.requests)
 
             config = synth.effective_config(consecutive_abnormalities=consecutive)
             source = PrometheusSource(PrometheusSettings(url=prom.url), clock=lambda: clock[0])
@@ -144,7 +148,7 @@ def measure(nodes: int, cycles: int, seed: int, hot_fraction: float, consecutive
                     lambda rv=last_rv: int(cache.resource_version("pods") or 0) >= rv, 30
                 ):
                     raise RuntimeError("the cache did not see the replacement pods within 30 s")
-            steady = [r for r in server.requests[boundary:] if r.is_resource]
+            steady = server.requests[boundary:]
     finally:
         if events is not None:
             events.close()
@@ -154,7 +158,7 @@ def measure(nodes: int, cycles: int, seed: int, hot_fraction: float, consecutive
             source.close()
         prom.stop()
         server.stop()
-    by_kind_steady = Counter(_label(r.verb, r.resource, r.subresource) for r in steady)
+    by_kind_steady = Counter(_label(r) for r in steady)
     return {
         "nodes": nodes,
         "pods": len(cluster.pods),
