@@ -6,6 +6,7 @@ and a rounding difference must never decide whether a pod is evicted.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -74,6 +75,14 @@ def memory_bytes(value: object) -> int:
 
 def resource_amount(resource: str, value: object) -> int:
     """Integer amount of a resource in its planning unit: millicores for cpu, plain units otherwise."""
+    if isinstance(value, str):
+        return _string_amount(resource, value)
+    return cpu_millis(value) if resource == "cpu" else memory_bytes(value)
+
+
+@functools.lru_cache(maxsize=8192)
+def _string_amount(resource: str, value: str) -> int:
+    """Memoised: a cluster writes the same few request strings ("100m", "128Mi") on thousands of pods."""
     return cpu_millis(value) if resource == "cpu" else memory_bytes(value)
 
 

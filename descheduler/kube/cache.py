@@ -11,6 +11,7 @@ the caller can leave it alone.
 
 from __future__ import annotations
 
+import gc
 import random
 import sys
 import threading
@@ -268,6 +269,10 @@ class _Reflector:
                 if isinstance(obj, dict):
                     obj.setdefault("kind", self.spec.kind)
                 self._store(obj, items, errors, bad_nodes)
+            # The parsed objects live as long as the cache: move them out of the collector's generations, or
+            # each page's allocations trigger full collections that rescan every object cached so far (this
+            # was 40% of sync CPU at 150,000 pods). Cached values are acyclic, so nothing leaks.
+            gc.freeze()
             meta = page.get("metadata") or {}
             token = meta.get("continue") or None
             self.last_heard = self.wall_clock()

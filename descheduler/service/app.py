@@ -31,6 +31,8 @@ from descheduler.service.observability import Metrics, configure_logging
 log = structlog.get_logger("descheduler.service")
 
 SYNC_TIMEOUT_SECONDS = 300.0
+ONCE_LEASE_WAIT_FACTOR = 1.5
+"""``once`` waits this many lease durations for the Lease before giving up (a live replica holds it)."""
 
 
 def selector_string(selector: LabelSelectorConfig | str | None) -> str | None:
@@ -56,6 +58,7 @@ class Service:
     def __init__(
         self, effective: EffectiveConfig, *, kubeconfig: str | None, dry_run: bool | None = None
     ) -> None:
+        from descheduler.kube.api import DEFAULT_USER_AGENT
         from descheduler.kube.cache import ClusterCache
         from descheduler.kube.connection import connect
         from descheduler.kube.events import EventRecorder
@@ -70,7 +73,14 @@ class Service:
         mc = effective.migration
         self.metrics = Metrics()
         self.metrics.dry_run.set(1 if effective.dry_run else 0)
-        self.api = connect(kubeconfig, config.client_connection.qps, config.client_connection.burst)
+        self.identity = f"{socket.gethostname()}_{os.getpid()}"
+        # The identity in the User-Agent lets API server audit logs tell replicas and shards apart.
+        self.api = connect(
+            kubeconfig,
+            config.client_connection.qps,
+            config.client_connection.burst,
+            user_agent=f"{DEFAULT_USER_AGENT} ({self.identity})",
+        )
         self.cache = ClusterCache(self.api, node_selector=selector_string(config.node_selector))
         self.usage = build_source(config.metrics_providers, metrics_api=MetricsServerApi(self.api))
         self.events = EventRecorder(self.api)
@@ -90,12 +100,11 @@ class Service:
         if le.leader_elect:
             from descheduler.kube.leader import LeaderElector
 
-            identity = f"{socket.gethostname()}_{os.getpid()}"
             self.elector = LeaderElector(
                 self.api,
                 namespace=le.resource_namespace,
                 name=le.resource_name,
-                identity=identity,
+                identity=self.identity,
                 lease_duration=le.lease_duration,
                 renew_deadline=le.renew_deadline,
                 retry_period=le.retry_period,
@@ -191,6 +200,17 @@ class Service:
             self.metrics.cycles.labels(outcome="error").inc()
             log.exception("cycle_failed")
 
+    def lead_one_cycle(self) -> bool:
+        """Leadership for ``once``: a dry-run audit changes nothing and needs no Lease; a live one-shot
+        cycle with leader election must hold the Lease, so it never evicts beside a running replica."""
+        if self.elector is None or self.effective.dry_run:
+            self.elector = None
+            self._leading.set()
+            return True
+        self.elector.start()
+        wait = self.effective.config.leader_election.lease_duration * ONCE_LEASE_WAIT_FACTOR
+        return self._leading.wait(wait)
+
     def request_stop(self, *_: object) -> None:
         log.info("shutdown_requested")
         self.stop_requested.set()
@@ -231,7 +251,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, service.request_stop)
     signal.signal(signal.SIGINT, service.request_stop)
     log.info("starting", dry_run=effective.dry_run, interval=effective.config.descheduling_interval)
-    if not service.start_edges():
+    try:
+        started = service.start_edges()
+    except OSError as exc:  # a health or metrics port already taken: say which, no traceback
+        log.error("startup_failed", error=str(exc))
+        print(f"error: cannot serve health/metrics endpoints: {exc}", file=sys.stderr)
+        service.shutdown()
+        return 1
+    if not started:
         log.error("cache_sync_failed" if not service.stop_requested.is_set() else "stopped_before_sync")
         service.shutdown()
         return 0 if service.stop_requested.is_set() else 1
@@ -253,6 +280,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fewest_abnormalities(effective: EffectiveConfig) -> int:
+    """The smallest ``consecutiveAbnormalities`` of any node pool (1 without LowNodeLoad args)."""
+    args = effective.low_node_load
+    if args is None:
+        return 1
+    values = [args.anomaly_condition.consecutive_abnormalities]
+    values += [
+        pool.anomaly_condition.consecutive_abnormalities
+        for pool in args.node_pools
+        if pool.anomaly_condition is not None
+    ]
+    return min(values)
+
+
 def cmd_once(args: argparse.Namespace) -> int:
     effective = load_config(args.config)
     validate_planner_settings(effective)
@@ -260,13 +301,30 @@ def cmd_once(args: argparse.Namespace) -> int:
     service = _build_service(effective, args.kubeconfig, dry_run=True if args.dry_run else None)
     if service is None:
         return 1
-    service.cache.start()
-    if not service.cache.wait_synced(SYNC_TIMEOUT_SECONDS):
-        print("error: the cluster cache did not sync in time", file=sys.stderr)
-        service.cache.stop()
-        return 1
-    record = service.runner.run_cycle()
-    service.cache.stop()
+    n = _fewest_abnormalities(service.effective)
+    if n > 1:
+        log.warning(
+            "once_cannot_confirm_hotspots",
+            consecutive_abnormalities=n,
+            notice="a single cycle counts each node's anomaly once: with consecutiveAbnormalities above 1 "
+            "no node becomes a hotspot, so nothing is (or would be) evicted",
+        )
+    try:
+        service.cache.start()
+        if not service.cache.wait_synced(SYNC_TIMEOUT_SECONDS):
+            print("error: the cluster cache did not sync in time", file=sys.stderr)
+            return 1
+        if not service.lead_one_cycle():
+            holder = service.elector.observed_holder if service.elector is not None else ""
+            print(
+                f"error: leader election is on and the Lease is held by {holder or 'another replica'}; "
+                "not running a live cycle beside it (use --dry-run for an audit)",
+                file=sys.stderr,
+            )
+            return 1
+        record = service.runner.run_cycle()
+    finally:
+        service.shutdown()  # releases the Lease and flushes the events of this cycle's evictions
     if record is None:
         return 1
     if args.output == "json":

@@ -45,7 +45,10 @@ class Endpoints:
 
     def start(self) -> None:
         for address, paths in self._plan.items():
-            server = ThreadingHTTPServer(_split(address), self._handler(frozenset(paths)))
+            try:
+                server = ThreadingHTTPServer(_split(address), self._handler(frozenset(paths)))
+            except OSError as exc:  # name the address: "Address already in use" alone says too little
+                raise OSError(exc.errno, f"cannot listen on {address}: {exc.strerror or exc}") from exc
             server.daemon_threads = True
             threading.Thread(target=server.serve_forever, name=f"http-{address}", daemon=True).start()
             self.servers.append(server)
