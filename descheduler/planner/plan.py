@@ -286,7 +286,10 @@ class _Cycle:
             return sort_key(pod, usage_score(scored, excess, pool.weights))
 
         candidates.sort(key=key)
-        for pod, vector in candidates:
+        position = 0
+        while position < len(candidates):
+            pod, vector = candidates[position]
+            position += 1
             if not levels.is_over():
                 break
             used_up = sorted(name for name, room in headroom.items() if room <= 0)
@@ -332,6 +335,10 @@ class _Cycle:
             if source.prod is not None and prod_vector is not None:
                 for name in source.prod.usage:
                     source.prod.usage[name] -= prod_vector.get(name, 0)
+            # The excess shrank: the pod that now best covers what is left may be another one. Re-rank the
+            # rest (a handful of evictions per hotspot, so this stays cheap).
+            excess = levels.excess()
+            candidates[position:] = sorted(candidates[position:], key=key)
             moved = prod_vector if prod and prod_vector is not None else vector
             for name in headroom:
                 headroom[name] -= moved.get(name, 0)
