@@ -303,3 +303,15 @@ def test_a_hotspot_whose_pods_cannot_move_keeps_being_a_hotspot_until_something_
         state = commit(result.state, result, evicted(result), NOW + 60 * i)
     assert report(result, "hot").anomaly_count == 3
     assert report(result, "hot").stop_code == reasons.STOP_CANDIDATES_EXHAUSTED
+
+
+def test_after_each_eviction_the_rest_are_ranked_again_against_the_excess_that_is_left() -> None:
+    # 90% of 10 cores with a 50% high threshold: 4 cores too many. The 3.5-core pod covers most of it; of the
+    # 0.5 core left, the 0.6-core pod is the closest cover, though the 1-core pod ranked above it at first.
+    world = World().node("hot", cpu="10", usage=cpu("9")).node("cool", cpu="100", usage=cpu("1"))
+    world.deployment("web", replicas=10)
+    world.pod("big", on="hot", owner="web", usage=cpu("3.5"))
+    world.pod("one-core", on="hot", owner="web", usage=cpu("1"))
+    world.pod("small", on="hot", owner="web", usage=cpu("0.6"))
+    result = world.plan(settings(migration=NO_WORKLOAD_LIMITS))
+    assert evicted(result) == ["default/big", "default/small"]
