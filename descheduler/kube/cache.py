@@ -169,6 +169,8 @@ class _Reflector:
         self.wall_clock = wall_clock
         self.lock = threading.Lock()
         self.items: dict[str, Any] = {}
+        self._sorted: list[Any] | None = None
+        """``values()`` in key order, kept until the next change: an unchanged cycle's snapshot is free."""
         self.errors: dict[str, str] = {}
         self.bad_pod_nodes: dict[str, str] = {}
         self.resource_version = ""
@@ -283,6 +285,7 @@ class _Reflector:
                 return
         with self.lock:
             self.items = items
+            self._sorted = None
             self.errors = errors
             self.bad_pod_nodes = bad_nodes
             self.resource_version = resource_version
@@ -351,6 +354,7 @@ class _Reflector:
         obj.setdefault("kind", self.spec.kind)
         self.stats["events"] += 1
         with self.lock:
+            self._sorted = None
             if kind == "DELETED":
                 key = self._key(obj)
                 if key is not None:
@@ -402,7 +406,9 @@ class _Reflector:
 
     def values(self) -> list[Any]:
         with self.lock:
-            return [value for _, value in sorted(self.items.items())]
+            if self._sorted is None:
+                self._sorted = [value for _, value in sorted(self.items.items())]
+            return self._sorted
 
 
 class ClusterCache:
