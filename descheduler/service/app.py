@@ -138,7 +138,10 @@ class Service:
         self.metrics.leader.set(1)
 
     def _stopped_leading(self) -> None:
-        log.warning("leadership_lost")
+        if self.stop_requested.is_set():
+            log.info("leadership_released")  # our own shutdown: not worth a warning
+        else:
+            log.warning("leadership_lost")
         self._leading.clear()
         self.metrics.leader.set(0)
 
@@ -217,6 +220,7 @@ class Service:
         self.runner.stopping.set()
 
     def shutdown(self) -> None:
+        self.stop_requested.set()
         if self.elector is not None:
             self.elector.stop(release=True)
         self._leading.clear()

@@ -31,6 +31,8 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
     for skip in record.plan.pod_skips:
         metrics.pods_skipped.labels(skip.code).inc()
     metrics.usage_errors.set(len(record.usage_errors))
+    if record.oldest_sample is not None:
+        metrics.usage_age.set(max(0.0, record.started - record.oldest_sample))
     if record.dry_run:
         log.info("audit", record=record.to_dict())
 

@@ -67,9 +67,14 @@ class CycleRecord:
     evictions: tuple[EvictionRecord, ...]
     aborted: str = ""
     usage_errors: dict[str, str] = field(default_factory=dict)
+    oldest_sample: float | None = None
+    """Measurement time of the oldest node usage sample of the cycle (freshness of the metrics source)."""
 
     def to_dict(self) -> dict[str, Any]:
         body = self.plan.to_dict()
+        # Each planned eviction (usage, workload, pass) with the outcome of its call: the runner records
+        # one outcome per planned eviction, in plan order.
+        planned = {(e["pod"], e["node"]): e for e in body["evictions"]}
         body.update(
             {
                 "cycle": self.cycle,
@@ -78,6 +83,7 @@ class CycleRecord:
                 "dryRun": self.dry_run,
                 "evictions": [
                     {
+                        **planned.get((e.pod, e.node), {}),
                         "pod": e.pod,
                         "node": e.node,
                         "destination": e.destination,
@@ -202,6 +208,7 @@ class CycleRunner:
                 evictions=tuple(records),
                 aborted=aborted,
                 usage_errors=dict(usage.node_errors),
+                oldest_sample=min((sample.timestamp for sample in usage.nodes.values()), default=None),
             )
             self._summarise(record)
             if self.on_record is not None:

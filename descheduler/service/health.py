@@ -50,7 +50,13 @@ class Endpoints:
             except OSError as exc:  # name the address: "Address already in use" alone says too little
                 raise OSError(exc.errno, f"cannot listen on {address}: {exc.strerror or exc}") from exc
             server.daemon_threads = True
-            threading.Thread(target=server.serve_forever, name=f"http-{address}", daemon=True).start()
+            # A short poll interval: shutdown() waits for it, and SIGTERM should not wait half a second.
+            threading.Thread(
+                target=server.serve_forever,
+                kwargs={"poll_interval": 0.1},
+                name=f"http-{address}",
+                daemon=True,
+            ).start()
             self.servers.append(server)
 
     @property

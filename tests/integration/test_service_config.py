@@ -1,0 +1,158 @@
+"""An invalid configuration stops ``descheduler run`` before it touches the cluster: exit code 2 and the
+field path on stderr (what ``kubectl logs`` of a crash-looping pod shows), never a traceback."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.apiserver import ApiServer
+from tests.integration.service_fixtures import (
+    MANIFESTS,
+    REPO,
+    Ports,
+    descheduler_command,
+    service_config,
+    subprocess_env,
+    write_config,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def _valid() -> dict[str, Any]:
+    return service_config(prometheus_url="http://127.0.0.1:9", ports=Ports(10258, 10259))
+
+
+def _lnl_args(doc: dict[str, Any]) -> dict[str, Any]:
+    args: dict[str, Any] = doc["profiles"][0]["pluginConfig"][0]["args"]
+    return args
+
+
+def _set(**fields: Any) -> Any:
+    return lambda doc: doc.update(fields)
+
+
+CASES = [
+    (
+        "a negative interval",
+        _set(deschedulingInterval="-1s"),
+        "deschedulingInterval: must be a positive duration",
+    ),
+    (
+        "a misspelt threshold field",
+        lambda doc: _lnl_args(doc).update(highThreshold={"cpu": 50}),
+        "profiles[0].pluginConfig[0].args.highThreshold: unknown field 'highThreshold'; "
+        "did you mean 'highThresholds'?",
+    ),
+    (
+        "leader election timings in the wrong order",
+        lambda doc: doc["leaderElection"].update(leaseDuration="1s", renewDeadline="2s"),
+        "leaderElection: need leaseDuration > renewDeadline > retryPeriod > 0",
+    ),
+    (
+        "a Prometheus URL that is not http",
+        lambda doc: doc["metricsProviders"][0]["prometheus"].update(url="ftp://prometheus"),
+        "metricsProviders[0].prometheus.url: must be an http:// or https:// URL",
+    ),
+    (
+        "a bind address without a port",
+        _set(healthzBindAddress="localhost"),
+        "healthzBindAddress: expected HOST:PORT",
+    ),
+    ("a node selector that does not parse", _set(nodeSelector="pool in (a"), "nodeSelector: 'pool in (a'"),
+    (
+        "a low threshold above the high one",
+        lambda doc: _lnl_args(doc).update(lowThresholds={"cpu": 80}),
+        "lowThresholds.cpu (80) is above highThresholds.cpu (70)",
+    ),
+]
+
+
+def _run(config: Path, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        descheduler_command("run", "--config", str(config), "--kubeconfig", str(kubeconfig)),
+        cwd=REPO,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(("mutate", "message"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_run_with_an_invalid_configuration_exits_2_naming_the_field_without_touching_the_cluster(
+    mutate: Any, message: str, apiserver: ApiServer, tmp_path: Path
+) -> None:
+    doc = _valid()
+    mutate(doc)
+    config = write_config(tmp_path / "config.yaml", doc)
+    assert apiserver.kubeconfig_path is not None
+    result = _run(config, apiserver.kubeconfig_path)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert result.stderr.startswith("error: invalid configuration in ")
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    assert apiserver.requests == [], "an invalid configuration must not reach the cluster"
+
+
+def test_the_shipped_configmap_with_a_broken_value_names_the_path_inside_the_configmap(
+    apiserver: ApiServer, tmp_path: Path
+) -> None:
+    text = (
+        (MANIFESTS / "configmap.yaml")
+        .read_text()
+        .replace("deschedulingInterval: 60s", "deschedulingInterval: soon")
+    )
+    config = tmp_path / "configmap.yaml"
+    config.write_text(text)
+    assert apiserver.kubeconfig_path is not None
+    result = _run(config, apiserver.kubeconfig_path)
+    assert result.returncode == 2
+    assert "data.config.yaml.deschedulingInterval: 'soon' is not a duration" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert apiserver.requests == []
+
+
+def test_the_valid_base_configuration_of_these_cases_is_accepted(tmp_path: Path) -> None:
+    """The cases above fail because of their one change, not because the base is broken."""
+    config = write_config(tmp_path / "config.yaml", _valid())
+    result = subprocess.run(
+        descheduler_command("validate", str(config)),
+        cwd=REPO,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_run_with_its_health_port_taken_exits_1_naming_the_address(
+    apiserver: ApiServer, tmp_path: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        doc = service_config(prometheus_url="http://127.0.0.1:9", ports=Ports(port, port))
+        assert apiserver.kubeconfig_path is not None
+        result = _run(write_config(tmp_path / "config.yaml", doc), apiserver.kubeconfig_path)
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_run_without_a_reachable_kubeconfig_exits_1_with_one_line(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "config.yaml", _valid())
+    result = _run(config, tmp_path / "missing-kubeconfig")
+    assert result.returncode == 1
+    assert f"error: kubeconfig {tmp_path / 'missing-kubeconfig'}: file not found" in result.stderr
+    assert "Traceback" not in result.stderr
