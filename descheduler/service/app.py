@@ -56,7 +56,12 @@ class Service:
     """Everything one process runs; built from an effective configuration and a kubeconfig."""
 
     def __init__(
-        self, effective: EffectiveConfig, *, kubeconfig: str | None, dry_run: bool | None = None
+        self,
+        effective: EffectiveConfig,
+        *,
+        kubeconfig: str | None,
+        dry_run: bool | None = None,
+        quiet_after_leading: bool = True,
     ) -> None:
         from descheduler.kube.api import DEFAULT_USER_AGENT
         from descheduler.kube.cache import ClusterCache
@@ -122,6 +127,13 @@ class Service:
             on_record=self._observe,
             untrusted_nodes=self._untrusted_nodes,
         )
+        limiter = effective.migration.object_limiters.get("workload")
+        self.quiet_seconds = limiter.duration if limiter is not None and quiet_after_leading else 0.0
+        """Planner state (recent migrations) is in memory only. A replica that starts, or takes over from
+        another, evicts nothing for one objectLimiters window, so the previous leader's migrations have
+        aged out of every window before this one acts: no limit is exceeded across a restart or failover."""
+        if self.elector is None:
+            self.runner.start_quiet_period(self.quiet_seconds)
         self.stop_requested = threading.Event()
         self.endpoints = Endpoints(
             healthz_address=config.healthz_bind_address,
@@ -133,7 +145,8 @@ class Service:
 
     # -- leadership -------------------------------------------------------------------------
     def _started_leading(self) -> None:
-        log.info("leader_elected")
+        log.info("leader_elected", quiet_seconds=self.quiet_seconds)
+        self.runner.start_quiet_period(self.quiet_seconds)
         self._leading.set()
         self.metrics.leader.set(1)
 
@@ -230,13 +243,13 @@ class Service:
 
 
 def _build_service(
-    effective: EffectiveConfig, kubeconfig: str | None, dry_run: bool | None = None
+    effective: EffectiveConfig, kubeconfig: str | None, dry_run: bool | None = None, *, quiet: bool = True
 ) -> Service | None:
     """Connect to the cluster; a missing or broken kubeconfig is one clear line, not a traceback."""
     from descheduler.kube.errors import KubeError
 
     try:
-        return Service(effective, kubeconfig=kubeconfig, dry_run=dry_run)
+        return Service(effective, kubeconfig=kubeconfig, dry_run=dry_run, quiet_after_leading=quiet)
     except (KubeError, ValueError) as exc:
         log.error("startup_failed", error=str(exc))
         print(f"error: {exc}", file=sys.stderr)
@@ -302,7 +315,8 @@ def cmd_once(args: argparse.Namespace) -> int:
     effective = load_config(args.config)
     validate_planner_settings(effective)
     configure_logging(args.log_format)
-    service = _build_service(effective, args.kubeconfig, dry_run=True if args.dry_run else None)
+    # A one-off run keeps no state to protect: objectLimiters only hold within it (documented).
+    service = _build_service(effective, args.kubeconfig, dry_run=True if args.dry_run else None, quiet=False)
     if service is None:
         return 1
     n = _fewest_abnormalities(service.effective)

@@ -142,6 +142,10 @@ class CycleRunner:
         self.last_finished = 0.0
         self.in_cycle = False
 
+    def start_quiet_period(self, seconds: float) -> None:
+        """No live eviction for ``seconds`` from now: called when this replica becomes leader."""
+        self.quiet_until = self.monotonic() + seconds
+
     def run_cycle(self) -> CycleRecord | None:
         """Run one cycle; returns None if another is still running (cycles never overlap)."""
         if not self._lock.acquire(blocking=False):

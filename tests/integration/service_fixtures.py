@@ -550,6 +550,8 @@ def service_config(
                             "kind": "MigrationControllerArgs",
                             "evictQPS": "5",
                             "evictBurst": 1,
+                            # a short window: a new leader waits it out before its first eviction
+                            "objectLimiters": {"workload": {"duration": "2s"}},
                         },
                     },
                 ],
