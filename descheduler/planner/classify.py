@@ -16,7 +16,7 @@ from descheduler.cluster.selectors import selector_matches
 from descheduler.cluster.types import LabelSelector, Node, Pod, UsageSample, UsageSnapshot
 from descheduler.planner import reasons
 from descheduler.planner.model import HOTSPOT, LOW, NORMAL, OVER, ResourceReport
-from descheduler.planner.order import is_prod
+from descheduler.planner.order import is_prod, weighted_mean
 from descheduler.planner.settings import PoolSettings, Settings
 
 REQUIRED_BASE = ("cpu", "memory")
@@ -158,17 +158,7 @@ class NodeView:
 
 def weighted_score(usage: Mapping[str, int], base: Mapping[str, int], weights: Mapping[str, int]) -> float:
     """Weighted mean usage fraction: orders hotspots hottest first and destinations coolest first."""
-    total = 0.0
-    weight_sum = 0
-    for name, used in usage.items():
-        weight = weights.get(name, 0)
-        if weight <= 0:
-            continue
-        weight_sum += weight
-        capacity = base.get(name, 0)
-        if capacity > 0:
-            total += weight * used / capacity
-    return total / weight_sum if weight_sum else 0.0
+    return weighted_mean(usage, base, weights, float)
 
 
 def node_selected(node: Node, selectors: Sequence[LabelSelector]) -> bool:

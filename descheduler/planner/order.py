@@ -8,7 +8,7 @@ so the order is total and the plan reproducible.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from descheduler.cluster.types import Pod
 
@@ -85,19 +85,29 @@ def _fit_score(ratio: float) -> float:
     return 1.0 / ratio + 1.0 if ratio >= 1.0 else ratio
 
 
-def usage_score(usage: Mapping[str, int], excess: Mapping[str, int], weights: Mapping[str, int]) -> float:
-    """How well a pod's usage covers the node's excess over its high threshold, weighted per resource."""
+def weighted_mean(
+    amounts: Mapping[str, int],
+    against: Mapping[str, int],
+    weights: Mapping[str, int],
+    term: Callable[[float], float],
+) -> float:
+    """Weighted mean over resources of ``term(amount / against)``; nothing to compare with counts 0."""
     total = 0.0
     weight_sum = 0
-    for name, amount in usage.items():
+    for name, amount in amounts.items():
         weight = weights.get(name, 0)
         if weight <= 0:
             continue
         weight_sum += weight
-        over = excess.get(name, 0)
-        if over > 0:
-            total += weight * _fit_score(amount / over)
+        reference = against.get(name, 0)
+        if reference > 0:
+            total += weight * term(amount / reference)
     return total / weight_sum if weight_sum else 0.0
+
+
+def usage_score(usage: Mapping[str, int], excess: Mapping[str, int], weights: Mapping[str, int]) -> float:
+    """How well a pod's usage covers the node's excess over its high threshold, weighted per resource."""
+    return weighted_mean(usage, excess, weights, _fit_score)
 
 
 def sort_key(pod: Pod, score: float) -> tuple[int, int, int, int, int, int, float, float, str, str]:

@@ -9,7 +9,7 @@ alone are over (and the node as a whole is not), moving prod pods only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSnapshot
@@ -153,6 +153,25 @@ class _Cycle:
             for view in views:
                 classify(view)
 
+    def _count(
+        self,
+        node: str,
+        over: bool,
+        current: int,
+        previous: Mapping[str, AnomalyCount],
+        counts: dict[str, AnomalyCount],
+        needed: int,
+    ) -> tuple[int, bool]:
+        """Advance one node's count (frozen while paused); returns the count and whether it is a hotspot."""
+        paused = self.settings.paused
+        count = previous.get(node)
+        if not paused:
+            count = next_count(count, over, self.now, self.settings.detector_timeout)
+        if count is not None:
+            counts[node] = count
+            current = count.count
+        return current, not paused and over and is_hotspot(current, needed)
+
     def _count_anomalies(self) -> tuple[dict[str, AnomalyCount], dict[str, AnomalyCount]]:
         """New counters; skipped nodes keep theirs, nodes gone from the cluster are forgotten."""
         previous, previous_prod = self.state.anomalies, self.state.prod_anomalies
@@ -163,33 +182,25 @@ class _Cycle:
                 anomalies[report.node] = previous[report.node]
             if report.node in previous_prod:
                 prod_anomalies[report.node] = previous_prod[report.node]
-        timeout = self.settings.detector_timeout
-        paused = self.settings.paused
         for pool in self.settings.pools:
             for view in self.views[pool.name]:
-                count = previous.get(view.name)
-                if not paused:
-                    count = next_count(count, view.over, self.now, timeout)
-                if count is not None:
-                    anomalies[view.name] = count
-                    view.anomaly_count = count.count
-                view.hotspot = (
-                    not paused
-                    and view.over
-                    and is_hotspot(view.anomaly_count, pool.consecutive_abnormalities)
+                view.anomaly_count, view.hotspot = self._count(
+                    view.name,
+                    view.over,
+                    view.anomaly_count,
+                    previous,
+                    anomalies,
+                    pool.consecutive_abnormalities,
                 )
                 if view.prod is None:
                     continue
-                prod_count = previous_prod.get(view.name)
-                if not paused:
-                    prod_count = next_count(prod_count, view.prod_over, self.now, timeout)
-                if prod_count is not None:
-                    prod_anomalies[view.name] = prod_count
-                    view.prod_anomaly_count = prod_count.count
-                view.prod_hotspot = (
-                    not paused
-                    and view.prod_over
-                    and is_hotspot(view.prod_anomaly_count, pool.consecutive_abnormalities)
+                view.prod_anomaly_count, view.prod_hotspot = self._count(
+                    view.name,
+                    view.prod_over,
+                    view.prod_anomaly_count,
+                    previous_prod,
+                    prod_anomalies,
+                    pool.consecutive_abnormalities,
                 )
         return anomalies, prod_anomalies
 
