@@ -246,9 +246,11 @@ class KubeApi:
                 redirect=False,
             )
         except urllib3.exceptions.MaxRetryError as exc:
+            # Only connection failures are retried (read=False), so these never reached the server.
+            sent = not isinstance(exc.reason, urllib3.exceptions.ConnectTimeoutError | OSError)
             if isinstance(exc.reason, urllib3.exceptions.TimeoutError):
-                raise ApiTimeoutError(f"{method} {path}: timed out after {seconds:.1f}s") from exc
-            raise ApiConnectionError(f"{method} {path}: {exc.reason}") from exc
+                raise ApiTimeoutError(f"{method} {path}: timed out after {seconds:.1f}s", sent=sent) from exc
+            raise ApiConnectionError(f"{method} {path}: {exc.reason}", sent=sent) from exc
         except urllib3.exceptions.TimeoutError as exc:
             raise ApiTimeoutError(f"{method} {path}: timed out after {seconds:.1f}s") from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:

@@ -44,11 +44,20 @@ class ApiStatusError(KubeError):
         return details if isinstance(details, Mapping) else {}
 
 
-class ApiTimeoutError(KubeError):
+class _TransportError(KubeError):
+    """A request without an answer. ``sent`` is False only when it provably never reached the server
+    (no connection could be made); otherwise the server may have acted on it."""
+
+    def __init__(self, message: str, *, sent: bool = True) -> None:
+        super().__init__(message)
+        self.sent = sent
+
+
+class ApiTimeoutError(_TransportError):
     """No complete answer within the request timeout (the server may still have acted)."""
 
 
-class ApiConnectionError(KubeError):
+class ApiConnectionError(_TransportError):
     """The connection failed or broke before an answer arrived."""
 
 

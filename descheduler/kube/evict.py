@@ -4,9 +4,12 @@ Through ``pods/eviction`` (policy/v1) by default, so the API server enforces Pod
 ``policy="Delete"`` the pod is deleted instead (no PDB check). A 429 that names a disruption budget is a
 refusal: reported at once, no retry (the next candidate is tried by the caller). A 429 from the server's
 own flow control carries ``Retry-After``: waited out and retried while the cycle's deadline allows.
-404 means the pod is gone already; 5xx, timeouts and broken connections mean "not evicted" for this
-cycle. Dry run asks the server the same question with ``dryRun=All``, so the audit shows what a PDB would
-have refused, and changes nothing.
+404 means the pod is gone already. A request that reached the server without a clear answer (a client
+timeout, a connection broken after sending, any 5xx: a proxy or the server may answer 504 after the
+eviction was applied) is ``unknown``: the caller must treat the pod as possibly evicted until its cache
+says otherwise; only a request that provably never left (no connection) is ``failed``. Dry run asks
+the server the same question with ``dryRun=All``, so the audit shows what a PDB would have refused, and
+changes nothing.
 """
 
 from __future__ import annotations
@@ -32,8 +35,19 @@ from descheduler.kube.ratelimit import TokenBucket
 log = structlog.get_logger("descheduler.kube.evict")
 
 RESULTS = frozenset(
-    {"evicted", "would-evict", "refused-by-pdb", "not-found", "throttled", "failed", "dry-run-refused"}
+    {
+        "evicted",
+        "would-evict",
+        "refused-by-pdb",
+        "not-found",
+        "throttled",
+        "failed",
+        "dry-run-refused",
+        "unknown",
+    }
 )
+POSSIBLY_EVICTED = frozenset({"evicted", "unknown"})
+"""Results the caller must count as evictions (limits, windows, anomaly counts): safety first."""
 POLICIES = ("Eviction", "Delete")
 _DELETE_OPTION_KEYS = frozenset(
     {
@@ -168,12 +182,13 @@ class Evictor:
                 response = self._send(pod, deadline)
             except ClientThrottledError as exc:
                 return EvictionOutcome("throttled", str(exc)), False
-            except ApiTimeoutError as exc:
-                return EvictionOutcome(
-                    "failed", f"request timed out; the pod may still be evicted: {exc}"
-                ), True
-            except ApiConnectionError as exc:
-                return EvictionOutcome("failed", f"connection to the API server failed: {exc}"), True
+            except (ApiTimeoutError, ApiConnectionError) as exc:
+                what = "timed out" if isinstance(exc, ApiTimeoutError) else "lost its connection"
+                if not exc.sent:
+                    return EvictionOutcome(
+                        "failed", f"no connection to the API server, request not sent: {exc}"
+                    ), True
+                return self._unknown(f"the request {what} after it was sent: {exc}"), True
             if 200 <= response.status < 300:
                 if self.dry_run:
                     return EvictionOutcome(
@@ -201,7 +216,17 @@ class Evictor:
                 log.info("eviction_throttled_retrying", pod=pod.key, retry_after=wait, attempt=attempts)
                 self._sleep(wait)
                 continue
+            if error.status >= 500:
+                return self._unknown(f"HTTP {error.status} after the request was sent: {error.message}"), True
             return EvictionOutcome("failed", f"HTTP {error.status}: {error.message}"), True
+
+    def _unknown(self, why: str) -> EvictionOutcome:
+        """A request the server may have applied. Dry run changes nothing, so there it simply failed."""
+        if self.dry_run:
+            return EvictionOutcome("failed", why)
+        return EvictionOutcome(
+            "unknown", f"{why}; counted as evicted until the cache shows whether the pod was evicted"
+        )
 
     @property
     def _method(self) -> str:
@@ -242,6 +267,10 @@ class Evictor:
         )
 
     # -- events ------------------------------------------------------------------------------------------
+    def report_resolved(self, pod: Pod, node: str, reason: str, result: str, message: str) -> None:
+        """The final word on an ``unknown`` eviction (``evicted`` or ``failed``), once the cache showed it."""
+        self._emit(pod, node, reason, EvictionOutcome(result, message))
+
     def _emit(self, pod: Pod, node: str, reason: str, outcome: EvictionOutcome) -> None:
         if self.events is None:
             return
@@ -265,6 +294,13 @@ class Evictor:
                 "EvictionBlocked",
                 f'{prefix}Eviction from node "{node}" (reason "{reason}") refused by a PodDisruptionBudget: '
                 f"{outcome.message}",
+            )
+        elif result == "unknown":
+            self.events.record(
+                pod,
+                "Warning",
+                "EvictionOutcomeUnknown",
+                f'Eviction from node "{node}" (reason "{reason}") may have happened: {outcome.message}',
             )
         elif result in ("failed", "throttled"):
             self.events.record(

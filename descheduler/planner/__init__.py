@@ -7,7 +7,7 @@ the two share the work). The live service, ``once --dry-run`` and ``simulate`` a
 from descheduler.planner.model import NodeReport, Plan, PlannedEviction, PodSkip, ResourceReport
 from descheduler.planner.plan import plan
 from descheduler.planner.settings import validate
-from descheduler.planner.state import AnomalyCount, Migration, PlannerState, commit
+from descheduler.planner.state import AnomalyCount, Migration, PlannerState, commit, forget
 
 __all__ = [
     "AnomalyCount",
@@ -19,6 +19,7 @@ __all__ = [
     "PodSkip",
     "ResourceReport",
     "commit",
+    "forget",
     "plan",
     "validate",
 ]

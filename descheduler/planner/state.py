@@ -114,3 +114,15 @@ def commit(state_after_plan: PlannerState, plan: Plan, evicted: Collection[str],
         if eviction.node in prod_anomalies:
             prod_anomalies[eviction.node] = AnomalyCount(0, now)
     return PlannerState(anomalies=anomalies, prod_anomalies=prod_anomalies, migrations=tuple(migrations))
+
+
+def forget(state: PlannerState, pods: Collection[tuple[str, str]]) -> PlannerState:
+    """Drop the recorded migrations of ``(pod key, uid)`` pairs: evictions of unknown outcome that the
+    cache has since shown did not happen. Anomaly counts stay as they are (reset is the safe side)."""
+    gone = set(pods)
+    if not gone:
+        return state
+    kept = tuple(m for m in state.migrations if (m.pod, m.uid) not in gone)
+    if len(kept) == len(state.migrations):
+        return state
+    return PlannerState(anomalies=state.anomalies, prod_anomalies=state.prod_anomalies, migrations=kept)

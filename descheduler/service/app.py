@@ -126,6 +126,7 @@ class Service:
             is_leader=self._leading.is_set,
             on_record=self._observe,
             untrusted_nodes=self._untrusted_nodes,
+            cache_age=lambda: self.cache.last_update_age(time.time()),
         )
         limiter = effective.migration.object_limiters.get("workload")
         self.quiet_seconds = limiter.duration if limiter is not None and quiet_after_leading else 0.0

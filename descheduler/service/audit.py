@@ -28,6 +28,9 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
         metrics.pods_evicted.labels(
             eviction.result, "overutilized", STRATEGY, profile, eviction.node, namespace
         ).inc()
+    for resolved in record.resolved:
+        metrics.unknown_resolved.labels(resolved.result).inc()
+    metrics.unknown_pending.set(len(record.unconfirmed))
     for skip in record.plan.pod_skips:
         metrics.pods_skipped.labels(skip.code).inc()
     metrics.usage_errors.set(len(record.usage_errors))
@@ -47,6 +50,13 @@ def render_record_text(record: CycleRecord) -> str:
         lines.append("Eviction calls:")
         for e in record.evictions:
             lines.append(f"  {e.pod} on {e.node}: {e.result}" + (f" ({e.message})" if e.message else ""))
+    if record.resolved:
+        lines.append("Evictions of unknown outcome, now settled:")
+        for e in record.resolved:
+            lines.append(f"  {e.pod} on {e.node}: {e.result} ({e.message})")
+    if record.unconfirmed:
+        pending = ", ".join(record.unconfirmed)
+        lines.append(f"Evictions still of unknown outcome (counted as evicted): {pending}")
     if record.aborted:
         lines.append(f"Cycle stopped early: {record.aborted}")
     return "\n".join(lines)

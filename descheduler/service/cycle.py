@@ -5,7 +5,8 @@ same code runs against the live cluster, the test API server, and fakes in unit 
 enforced here (not in the planner, because they are about the outside world):
 - no eviction unless this replica is leader at the moment of the call;
 - no eviction after shutdown was requested or the cycle's time budget is spent;
-- a failed eviction never counts as a migration (the planner's ``commit`` gets only real evictions).
+- a failed eviction never counts as a migration (the planner's ``commit`` gets only real evictions);
+- an eviction of unknown outcome counts as one until the cache settles it (see ``unknown.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import structlog
 
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
-from descheduler.planner import Plan, PlannerState, commit, plan
+from descheduler.planner import Plan, PlannerState, commit, forget, plan
+from descheduler.service.unknown import DEFAULT_SETTLE_SECONDS, Resolution, Unconfirmed, resolve
 
 log = structlog.get_logger("descheduler.cycle")
 
@@ -43,6 +45,10 @@ class Outcome(Protocol):
 
 class Evictor(Protocol):
     def evict(self, pod: Pod, node: str, reason: str, deadline: float) -> Outcome: ...
+
+    def report_resolved(self, pod: Pod, node: str, reason: str, result: str, message: str) -> None:
+        """Tell the world (Events) how an ``unknown`` eviction turned out."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,10 @@ class CycleRecord:
     usage_errors: dict[str, str] = field(default_factory=dict)
     oldest_sample: float | None = None
     """Measurement time of the oldest node usage sample of the cycle (freshness of the metrics source)."""
+    resolved: tuple[EvictionRecord, ...] = ()
+    """Evictions of unknown outcome (earlier cycles) that this cycle's cache settled: evicted or failed."""
+    unconfirmed: tuple[str, ...] = ()
+    """Pods whose eviction outcome is still unknown after this cycle (counted as evicted meanwhile)."""
 
     def to_dict(self) -> dict[str, Any]:
         body = self.plan.to_dict()
@@ -95,12 +105,20 @@ class CycleRecord:
                 ],
             }
         )
+        if self.resolved:
+            body["resolvedEvictions"] = [
+                {"pod": e.pod, "node": e.node, "result": e.result, "message": e.message}
+                for e in self.resolved
+            ]
+        if self.unconfirmed:
+            body["unconfirmedEvictions"] = list(self.unconfirmed)
         if self.aborted:
             body["aborted"] = self.aborted
         return body
 
 
-EVICTED_RESULTS = frozenset({"evicted"})
+EVICTED_RESULTS = frozenset({"evicted", "unknown"})
+"""Counted as evictions by ``commit``: an ``unknown`` one may have happened, so it counts (safety)."""
 
 
 class CycleRunner:
@@ -120,6 +138,8 @@ class CycleRunner:
         on_record: Callable[[CycleRecord], None] | None = None,
         untrusted_nodes: Callable[[], Mapping[str, str]] = dict,
         startup_quiet_seconds: float = 0.0,
+        cache_age: Callable[[], float] = lambda: 0.0,
+        unknown_settle_seconds: float = DEFAULT_SETTLE_SECONDS,
     ) -> None:
         self.config = config
         self.cluster = cluster
@@ -135,6 +155,11 @@ class CycleRunner:
         """Planner state does not survive a restart; waiting out the objectLimiters window after start
         means migrations a previous instance started can no longer count, so no limit is exceeded."""
         self.state = PlannerState()
+        self.cache_age = cache_age
+        """Seconds since the stalest watched resource last heard from the API server."""
+        self.unknown_settle_seconds = unknown_settle_seconds
+        self.unconfirmed: dict[str, Unconfirmed] = {}
+        """Evictions of unknown outcome, by pod key, until the cache settles them."""
         self.cycles = 0
         self.stopping = threading.Event()
         self._lock = threading.Lock()
@@ -169,6 +194,7 @@ class CycleRunner:
         structlog.contextvars.bind_contextvars(cycle=cycle_id)
         try:
             snapshot = self.cluster.snapshot()
+            resolved = self._settle_unknown(snapshot.pods, now)
             usage = self._distrust(self.usage.fetch(snapshot.nodes, snapshot.pods))
             decided = plan(snapshot, usage, self.config, self.state, now)
             records: list[EvictionRecord] = []
@@ -188,10 +214,15 @@ class CycleRunner:
                 if aborted:
                     records.append(self._record(planned, "not-attempted", aborted))
                     continue
+                sent = self.wall_clock()
                 outcome = self.evictor.evict(planned.pod, planned.node, planned.reason, deadline)
                 records.append(self._record(planned, outcome.result, outcome.message))
                 if outcome.result in EVICTED_RESULTS:
                     evicted.append(planned.pod.key)
+                if outcome.result == "unknown":
+                    self.unconfirmed[planned.pod.key] = Unconfirmed(
+                        planned.pod, planned.node, planned.destination, planned.reason, sent
+                    )
                 log_method = log.info if outcome.result in ("evicted", "would-evict") else log.warning
                 log_method(
                     "eviction",
@@ -213,6 +244,18 @@ class CycleRunner:
                 aborted=aborted,
                 usage_errors=dict(usage.node_errors),
                 oldest_sample=min((sample.timestamp for sample in usage.nodes.values()), default=None),
+                resolved=tuple(
+                    EvictionRecord(
+                        pod=r.eviction.pod.key,
+                        node=r.eviction.node,
+                        destination=r.eviction.destination,
+                        reason=r.eviction.reason,
+                        result=r.result,
+                        message=r.message,
+                    )
+                    for r in resolved
+                ),
+                unconfirmed=tuple(sorted(self.unconfirmed)),
             )
             self._summarise(record)
             if self.on_record is not None:
@@ -220,6 +263,33 @@ class CycleRunner:
             return record
         finally:
             structlog.contextvars.unbind_contextvars("cycle")
+
+    def _settle_unknown(self, pods: Sequence[Pod], now: float) -> list[Resolution]:
+        """Settle earlier evictions of unknown outcome from the cache; a confirmed failure stops counting."""
+        if not self.unconfirmed:
+            return []
+        by_key = {pod.key: pod for pod in pods}
+        settled, still = resolve(
+            self.unconfirmed.values(),
+            by_key,
+            heard=now - self.cache_age(),
+            settle=self.unknown_settle_seconds,
+        )
+        self.unconfirmed = {item.pod.key: item for item in still}
+        failed = [(r.eviction.pod.key, r.eviction.pod.uid) for r in settled if r.result == "failed"]
+        self.state = forget(self.state, failed)
+        for r in settled:
+            item = r.eviction
+            (log.info if r.result == "evicted" else log.warning)(
+                "eviction_resolved",
+                pod=item.pod.key,
+                node=item.node,
+                result=r.result,
+                message=r.message,
+                seconds_unknown=round(now - item.sent, 3),
+            )
+            self.evictor.report_resolved(item.pod, item.node, item.reason, r.result, r.message)
+        return settled
 
     def _distrust(self, usage: UsageSnapshot) -> UsageSnapshot:
         """Nodes the cache cannot fully describe (an unparsable pod) are skipped like nodes without usage."""

@@ -53,6 +53,17 @@ class Metrics:
             ["result", "reason", "strategy", "profile", "node", "namespace"],
             registry=r,
         )
+        self.unknown_resolved = Counter(
+            "descheduler_unknown_evictions_resolved",
+            "Evictions of unknown outcome that the cache later settled, by result (evicted or failed).",
+            ["result"],
+            registry=r,
+        )
+        self.unknown_pending = Gauge(
+            "descheduler_unknown_evictions",
+            "Evictions whose outcome is still unknown (counted as evicted until the cache settles them).",
+            registry=r,
+        )
         self.pods_skipped = Counter(
             "descheduler_pods_skipped", "Candidate pods not moved, by reason code.", ["reason"], registry=r
         )

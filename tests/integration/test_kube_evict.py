@@ -87,22 +87,60 @@ CASES = [
         pdb_observed_behind=True,
     ),
     Case(
-        "server-error-500",
+        "server-error-500-not-applied",
         1,
-        "failed",
+        "unknown",
         True,
         1,
-        ("Warning", "EvictionFailed"),
+        ("Warning", "EvictionOutcomeUnknown"),
         faults=[Fault(subresource="eviction", status=500, message="etcdserver: request timed out")],
     ),
     Case(
-        "server-unavailable-503",
+        "server-unavailable-503-not-applied",
+        1,
+        "unknown",
+        True,
+        1,
+        ("Warning", "EvictionOutcomeUnknown"),
+        faults=[Fault(subresource="eviction", status=503)],
+    ),
+    Case(
+        "applied-then-504",
+        1,
+        "unknown",
+        False,
+        1,
+        ("Warning", "EvictionOutcomeUnknown"),
+        faults=[Fault(subresource="eviction", status=504, apply_first=True)],
+    ),
+    Case(
+        "applied-then-connection-reset",
+        1,
+        "unknown",
+        False,
+        1,
+        ("Warning", "EvictionOutcomeUnknown"),
+        faults=[Fault(subresource="eviction", drop=True, apply_first=True)],
+    ),
+    Case(
+        "delete-applied-then-504",
+        0,
+        "unknown",
+        False,
+        1,
+        ("Warning", "EvictionOutcomeUnknown"),
+        policy="Delete",
+        faults=[Fault(resource="pods", verb="delete", status=504, apply_first=True)],
+    ),
+    Case(
+        "dry-run-server-error-is-a-failure",
         1,
         "failed",
         True,
         1,
-        ("Warning", "EvictionFailed"),
-        faults=[Fault(subresource="eviction", status=503)],
+        None,
+        dry_run=True,
+        faults=[Fault(subresource="eviction", status=500)],
     ),
     Case(
         "apf-429-then-ok",
@@ -144,7 +182,7 @@ def test_eviction_outcome_matches_what_the_server_did(
     if case.pdb_allowed is not None:
         left = apiserver.get("poddisruptionbudgets", "default", "web-pdb")
         assert left is not None
-        spent = case.policy == "Eviction" and case.result == "evicted"
+        spent = case.policy == "Eviction" and not case.pod_left
         assert left["status"]["disruptionsAllowed"] == case.pdb_allowed - (1 if spent else 0)
     assert recorder.flush(5)
     got = [(t, r) for t, r, _ in events_on(apiserver, "web-1")]
@@ -204,15 +242,39 @@ def test_a_same_named_successor_is_not_evicted_in_place_of_the_chosen_pod(
     assert apiserver.get("pods", "default", "web-1") is not None
 
 
-def test_a_timeout_is_a_failure_within_the_request_timeout(
-    apiserver: ApiServer, make_evictor: EvictorFactory
+@pytest.mark.parametrize("applied", [False, True], ids=["not-applied", "applied"])
+def test_a_timeout_after_sending_is_of_unknown_outcome_within_the_request_timeout(
+    applied: bool, apiserver: ApiServer, make_evictor: EvictorFactory, recorder: EventRecorder
 ) -> None:
     pod = put_pod(apiserver)
-    apiserver.inject(Fault(subresource="eviction", latency=1.5, times=1))
+    apiserver.inject(Fault(subresource="eviction", latency=1.5, times=1, apply_first=applied))
     started = time.monotonic()
     outcome = make_evictor(request_timeout=0.3).evict(pod, "node-1", "hot", time.monotonic() + 10)
-    assert outcome.result == "failed" and "timed out" in outcome.message
+    assert outcome.result == "unknown" and "timed out" in outcome.message
     assert time.monotonic() - started < 1.2
+    assert (apiserver.get("pods", "default", "web-1") is None) == applied
+    assert recorder.flush(5)
+    assert [r for _, r, _ in events_on(apiserver, "web-1")] == ["EvictionOutcomeUnknown"]
+
+
+def test_a_request_that_could_not_connect_was_never_sent_and_is_a_failure(
+    apiserver: ApiServer, recorder: EventRecorder
+) -> None:
+    import socket
+
+    pod = put_pod(apiserver)
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert apiserver.kubeconfig_path is not None
+    api = connect(str(apiserver.kubeconfig_path), qps=100, burst=10)
+    api.host = f"http://127.0.0.1:{port}"
+    try:
+        evictor = Evictor(api, evict_qps=0, evict_burst=1, dry_run=False, events=None, request_timeout=1)
+        outcome = evictor.evict(pod, "node-1", "hot", time.monotonic() + 10)
+    finally:
+        api.close()
+    assert outcome.result == "failed" and "not sent" in outcome.message
 
 
 def test_api_throttling_longer_than_the_deadline_gives_up_without_waiting(

@@ -76,6 +76,9 @@ class FakeEvictor:
             self.on_call()
         return Outcome(self.results.pop(0) if self.results else "evicted")
 
+    def report_resolved(self, pod: Pod, node: str, reason: str, result: str, message: str) -> None:
+        self.calls.append(f"resolved {pod.key}: {result}")
+
 
 def runner(evictor: FakeEvictor, *, config: EffectiveConfig | None = None, **kwargs: Any) -> CycleRunner:
     return CycleRunner(

@@ -10,7 +10,8 @@ pagination; WATCH from a resourceVersion with BOOKMARKs and 410 Gone; GET/POST/P
 resourceVersion conflicts and delete preconditions; server-side ``dryRun=All``; the policy/v1
 ``pods/eviction`` subresource enforcing PodDisruptionBudgets; events in both APIs; leases;
 metrics.k8s.io. Every request is recorded (verb, resource, subresource, namespace) and faults can be
-injected (latency, status codes, 429 with Retry-After, dropped connections, dropped watches).
+injected (latency, status codes, 429 with Retry-After, dropped connections, dropped watches, watches that
+go silent without closing, and a request applied before its answer is replaced by a fault).
 """
 
 from __future__ import annotations
@@ -109,6 +110,9 @@ class Fault:
     latency: float = 0.0
     drop: bool = False
     """Close the connection without any answer (after ``latency``)."""
+    apply_first: bool = False
+    """Carry the request out first, then answer with the fault instead of its success (a 504 from a
+    proxy or a timeout after the server applied an eviction). A refusal is still answered as such."""
     times: int | None = None
     """How many matching requests to affect; None for all until cleared."""
     when: Callable[[RecordedRequest], bool] | None = None
@@ -137,6 +141,7 @@ class Fault:
 class _Watcher:
     storage: str
     dropped: threading.Event = field(default_factory=threading.Event)
+    stalled: threading.Event = field(default_factory=threading.Event)
 
 
 class ApiServer:
@@ -284,6 +289,23 @@ class ApiServer:
                     or watcher.storage == resource
                 ):
                     watcher.dropped.set()
+                    count += 1
+        with self.store.lock:
+            self.store.changed.notify_all()
+        return count
+
+    def stall_watches(self, resource: str | None = None) -> int:
+        """Make open watch connections go silent without closing (a dropped NAT or load-balancer entry):
+        no event, no bookmark, no end. Watches opened afterwards work normally."""
+        count = 0
+        with self._lock:
+            for watcher in self._watchers:
+                if (
+                    resource is None
+                    or watcher.storage.endswith("/" + resource)
+                    or watcher.storage == resource
+                ):
+                    watcher.stalled.set()
                     count += 1
         with self.store.lock:
             self.store.changed.notify_all()
@@ -801,6 +823,11 @@ class ApiServer:
         while True:
             if watcher.dropped.is_set():
                 raise _Dropped()
+            if watcher.stalled.is_set():
+                # Silent until the client gives up on the connection (or the test cuts it).
+                while not (self._stopping.is_set() or watcher.dropped.is_set() or client_gone()):
+                    time.sleep(0.05)
+                raise _Dropped()
             if self._stopping.is_set() or time.monotonic() >= deadline or client_gone():
                 return
             with self.store.lock:
@@ -1020,6 +1047,7 @@ def _make_handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "test-apiserver"
+        _swallow = False
 
         def log_message(self, format: str, *args: Any) -> None:
             return
@@ -1104,6 +1132,12 @@ def _make_handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
                 if server.token is not None and req.authorization.split(" ", 1)[-1] != server.token:
                     raise errors.unauthorized()
                 fault = server._fault_for(req)
+                if fault is not None and fault.apply_first:
+                    self._swallow = True
+                    try:
+                        self._route(method, req, body, query, query_lists)
+                    finally:
+                        self._swallow = False
                 if fault is not None:
                     if fault.latency:
                         time.sleep(fault.latency)
@@ -1212,6 +1246,8 @@ def _make_handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
                 return True
 
         def _ok(self, code: int, obj: Obj, query: dict[str, str]) -> None:
+            if self._swallow:  # applied; the fault answers instead
+                return
             self._record.status = code
             res_name = self._record.resource
             if (

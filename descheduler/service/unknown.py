@@ -1,0 +1,79 @@
+"""Evictions of unknown outcome, and how the watch cache settles them.
+
+A request that reached the API server without a clear answer (timeout, connection broken after
+sending, 5xx, including a 504 sent after the eviction was applied) may or may not have evicted the
+pod. Until the cache shows which, the runner counts it as an eviction: it is a migration for every
+limit and window, and its node's anomaly count is reset. These pure rules decide when the cache has
+shown enough:
+
+- the pod is gone, or a pod of that name now has another UID, or it is terminating: ``evicted``;
+- the same pod, not terminating, in a cache that has heard from the server at least ``settle`` seconds
+  after the request was sent (the server's own request timeout: a slow server may still act on it
+  until then): ``failed``;
+- anything else: still ``unknown``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from descheduler.cluster.types import Pod
+
+DEFAULT_SETTLE_SECONDS = 60.0
+"""kube-apiserver's default ``--request-timeout``: no request is still being worked on after this."""
+
+
+@dataclass(frozen=True)
+class Unconfirmed:
+    """An eviction request whose outcome is not known yet."""
+
+    pod: Pod
+    """The pod as it was when chosen (its UID tells it from a successor of the same name)."""
+    node: str
+    destination: str
+    reason: str
+    sent: float
+    """Wall-clock time the request was sent."""
+
+
+@dataclass(frozen=True)
+class Resolution:
+    eviction: Unconfirmed
+    result: str
+    """``evicted`` or ``failed``."""
+    message: str
+
+
+def resolve(
+    pending: Iterable[Unconfirmed], pods: Mapping[str, Pod], *, heard: float, settle: float
+) -> tuple[list[Resolution], list[Unconfirmed]]:
+    """Split ``pending`` into what the cache settles now and what stays unknown.
+
+    ``pods`` is the cache's pods by ``namespace/name``; ``heard`` the wall-clock time up to which the
+    cache is known to reflect the server (now minus the age of its stalest resource).
+    """
+    settled: list[Resolution] = []
+    still: list[Unconfirmed] = []
+    for item in pending:
+        current = pods.get(item.pod.key)
+        if current is None:
+            settled.append(Resolution(item, "evicted", "confirmed: the pod is gone"))
+        elif item.pod.uid and current.uid != item.pod.uid:
+            settled.append(
+                Resolution(item, "evicted", f"confirmed: replaced by a new pod (uid {current.uid})")
+            )
+        elif current.terminating:
+            settled.append(Resolution(item, "evicted", "confirmed: the pod is terminating"))
+        elif heard >= item.sent + settle:
+            settled.append(
+                Resolution(
+                    item,
+                    "failed",
+                    f"confirmed not evicted: the pod is still running {heard - item.sent:.0f}s after "
+                    "the request, longer than the server may take to apply it",
+                )
+            )
+        else:
+            still.append(item)
+    return settled, still

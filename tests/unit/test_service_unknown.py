@@ -1,0 +1,212 @@
+"""Evictions of unknown outcome: counted as evictions until the cache shows what happened."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+
+from descheduler.cluster.types import ClusterSnapshot, Pod
+from descheduler.service.cycle import CycleRunner
+from descheduler.service.unknown import Unconfirmed, resolve
+from tests.unit.builders import NOW, World, cpu, settings
+
+SENT = NOW
+SETTLE = 60.0
+
+
+def hot_world() -> World:
+    """One hot node with four pods of one six-replica Deployment, one cool node with room for them."""
+    world = World()
+    world.node("hot", cpu="10", usage=cpu("8"))
+    world.node("cool", cpu="10", usage=cpu("1"))
+    world.node("cool-2", cpu="10", usage=cpu("1"))
+    world.deployment("web", replicas=6)
+    for i in range(1, 5):
+        world.pod(f"web-{i}", on="hot", owner="web", usage=cpu("2"))
+    return world
+
+
+@dataclass
+class Cluster:
+    """A cache whose pods a test can delete, replace or mark terminating between cycles."""
+
+    world: World
+    value: ClusterSnapshot = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.value = self.world.snapshot()
+
+    def snapshot(self) -> ClusterSnapshot:
+        return self.value
+
+    def change_pod(self, key: str, **changes: Any) -> None:
+        pods = tuple(replace(p, **changes) if p.key == key else p for p in self.value.pods)
+        self.value = replace(self.value, pods=pods)
+
+    def remove_pod(self, key: str) -> None:
+        self.value = replace(self.value, pods=tuple(p for p in self.value.pods if p.key != key))
+
+
+@dataclass
+class Usage:
+    world: World
+
+    def fetch(self, nodes: Any, pods: Any) -> Any:
+        return self.world.usage(NOW)
+
+
+@dataclass
+class Outcome:
+    result: str
+    message: str = ""
+
+
+@dataclass
+class FakeEvictor:
+    results: list[str] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
+    reported: list[tuple[str, str]] = field(default_factory=list)
+
+    def evict(self, pod: Pod, node: str, reason: str, deadline: float) -> Outcome:
+        self.calls.append(pod.key)
+        return Outcome(self.results.pop(0) if self.results else "evicted")
+
+    def report_resolved(self, pod: Pod, node: str, reason: str, result: str, message: str) -> None:
+        self.reported.append((pod.key, result))
+
+
+@dataclass
+class Rig:
+    cluster: Cluster
+    evictor: FakeEvictor
+    runner: CycleRunner
+    clock: list[float]
+
+    def cycle(self, after: float = 1.0) -> Any:
+        self.clock[0] += after
+        record = self.runner.run_cycle()
+        assert record is not None
+        return record
+
+
+def rig(results: list[str], *, consecutive: int = 1, cache_age: float = 0.0, **migration: Any) -> Rig:
+    world = hot_world()
+    cluster = Cluster(world)
+    evictor = FakeEvictor(results=list(results))
+    clock = [NOW]
+    config = settings(
+        low={"cpu": 20},
+        high={"cpu": 50},
+        consecutive=consecutive,
+        migration={"objectLimiters": {"workload": {"duration": "5m", "maxMigrating": 1}}, **migration},
+        top={"maxNoOfPodsToEvictPerNode": 1},
+    )
+    runner = CycleRunner(
+        config=config,
+        cluster=cluster,
+        usage=Usage(world),
+        evictor=evictor,
+        wall_clock=lambda: clock[0],
+        cache_age=lambda: cache_age,
+        unknown_settle_seconds=SETTLE,
+    )
+    return Rig(cluster, evictor, runner, clock)
+
+
+def test_an_eviction_of_unknown_outcome_counts_against_the_workload_window() -> None:
+    run = rig(["unknown"])
+    first = run.cycle()
+    second = run.cycle()
+    assert [e.result for e in first.evictions] == ["unknown"]
+    assert len(run.evictor.calls) == 1, "the workload's one eviction per 5m is taken by the unknown one"
+    assert "object-limiter" in {s.code for s in second.plan.pod_skips}
+
+
+def test_an_eviction_of_unknown_outcome_resets_the_node_anomaly_count() -> None:
+    run = rig(["unknown"], consecutive=2, objectLimiters={})
+    counts = []
+    for _ in range(3):
+        record = run.cycle()
+        counts.append(next(r.anomaly_count for r in record.plan.node_reports if r.node == "hot"))
+    assert counts == [1, 2, 1], "the count restarts after the possible eviction"
+    assert len(run.evictor.calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "result"),
+    [
+        ("gone", "evicted"),
+        ("terminating", "evicted"),
+        ("new-uid", "evicted"),
+    ],
+)
+def test_the_cache_confirms_an_unknown_eviction_as_evicted_when_the_pod(change: str, result: str) -> None:
+    run = rig(["unknown"])
+    first = run.cycle()
+    key = first.evictions[0].pod
+    assert first.unconfirmed == (key,)
+    if change == "gone":
+        run.cluster.remove_pod(key)
+    elif change == "terminating":
+        run.cluster.change_pod(key, terminating=True)
+    else:
+        run.cluster.change_pod(key, uid="a-successor")
+    second = run.cycle()
+    assert [(e.pod, e.result) for e in second.resolved] == [(key, result)]
+    assert run.evictor.reported == [(key, result)]
+    assert second.unconfirmed == ()
+    assert second.to_dict()["resolvedEvictions"][0]["result"] == result
+
+
+def test_an_unknown_eviction_stays_unknown_while_the_server_may_still_apply_it() -> None:
+    run = rig(["unknown"])
+    key = run.cycle().evictions[0].pod
+    second = run.cycle(after=SETTLE / 2)
+    assert second.resolved == ()
+    assert second.unconfirmed == (key,)
+    assert run.evictor.reported == []
+
+
+def test_a_pod_still_running_unchanged_after_the_settle_time_is_confirmed_failed_and_stops_counting() -> None:
+    run = rig(["unknown", "evicted"], objectLimiters={})
+    key = run.cycle().evictions[0].pod
+    later = run.cycle(after=SETTLE + 1)
+    assert [(e.pod, e.result) for e in later.resolved] == [(key, "failed")]
+    assert run.evictor.reported == [(key, "failed")]
+    assert run.evictor.calls == [key, key], "no longer in flight: the pod is a candidate again"
+    migrations = [m.pod for m in run.runner.state.migrations]
+    assert migrations == [key], "only the real eviction is a migration, the failed one was dropped"
+
+
+def test_a_stale_cache_cannot_confirm_a_failure() -> None:
+    run = rig(["unknown"], cache_age=SETTLE * 2)
+    key = run.cycle().evictions[0].pod
+    later = run.cycle(after=SETTLE + 1)
+    assert later.resolved == ()
+    assert later.unconfirmed == (key,)
+
+
+def _pod(uid: str = "uid-1", terminating: bool = False) -> Pod:
+    snapshot = World().node("n", usage=cpu("1")).pod("p", on="n").snapshot()
+    return replace(snapshot.pods[0], uid=uid, terminating=terminating)
+
+
+@pytest.mark.parametrize(
+    ("current", "heard", "expected"),
+    [
+        (None, SENT + 1, "evicted"),
+        (_pod(uid="uid-2"), SENT + 1, "evicted"),
+        (_pod(terminating=True), SENT + 1, "evicted"),
+        (_pod(), SENT + SETTLE, "failed"),
+        (_pod(), SENT + SETTLE - 1, "unknown"),
+    ],
+    ids=["gone", "new-uid", "terminating", "unchanged-after-settle", "unchanged-before-settle"],
+)
+def test_resolve_reads_the_cache_as(current: Pod | None, heard: float, expected: str) -> None:
+    item = Unconfirmed(_pod(), "n", "m", "hot", SENT)
+    pods = {} if current is None else {current.key: current}
+    settled, still = resolve([item], pods, heard=heard, settle=SETTLE)
+    results = [r.result for r in settled] + ["unknown" for _ in still]
+    assert results == [expected]
