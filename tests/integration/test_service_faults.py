@@ -9,6 +9,7 @@ for the issue's closing note; run with ``-s`` to see them.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -105,7 +106,7 @@ def test_evictions_of_unknown_outcome_count_against_every_limit_and_are_confirme
             lambda: len(proc.events("eviction_resolved")) >= 2, timeout=10, what="both to be confirmed"
         )
         proc.wait_for(
-            lambda: (({"result": "evicted"}, 2.0) in resolved_metric(proc)),
+            lambda: ({"result": "evicted"}, 2.0) in resolved_metric(proc),
             timeout=5,
             what="the resolutions in /metrics",
         )
@@ -115,7 +116,7 @@ def test_evictions_of_unknown_outcome_count_against_every_limit_and_are_confirme
     cycles = [e["cycle"] for e in logged]
     resolved = proc.events("eviction_resolved")
     violations = window_violations(sent, WINDOW, 1)
-    too_soon = sum(1 for a, b in zip(cycles, cycles[1:], strict=False) if b - a < CONSECUTIVE)
+    too_soon = sum(1 for a, b in itertools.pairwise(cycles) if b - a < CONSECUTIVE)
     figures(
         fault.message or "reset",
         evictions=len(sent),
