@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -18,7 +18,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_validate_prints_the_effective_configuration_with_defaults_filled_in() -> None:
-    result = run("validate", str(SHARED / "compat" / "koordinator-doc-configmap.yaml"))
+    result = run("validate", str(FIXTURES / "koordinator-guide-configmap.yaml"))
     assert result.returncode == 0, result.stderr
     doc = yaml.safe_load(result.stdout)
     args = {pc["name"]: pc["args"] for pc in doc["profiles"][0]["pluginConfig"]}

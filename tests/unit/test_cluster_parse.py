@@ -19,7 +19,7 @@ from descheduler.cluster.parse import (
 from descheduler.cluster.selectors import pod_node_affinity_matches, selector_matches, untolerated_taint
 from descheduler.cluster.types import LabelSelector, LabelSelectorRequirement
 
-SEED = Path(__file__).resolve().parents[3] / "shared" / "scenarios" / "seed-stress-demo" / "cluster.yaml"
+SEED = Path(__file__).resolve().parents[1] / "scenarios" / "seed-stress-demo" / "cluster.yaml"
 
 
 def pod(**spec: Any) -> dict[str, Any]:

@@ -12,7 +12,8 @@ import yaml
 from descheduler.config.load import ConfigError, load_config, load_config_document, load_config_text
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared"
+FIXTURES = REPO / "tests" / "fixtures"
+SEED = REPO / "tests" / "scenarios" / "seed-stress-demo"
 
 
 def config_with(
@@ -48,7 +49,7 @@ def problems_of(doc: dict[str, Any]) -> str:
 
 
 def test_the_configmap_from_koordinators_guide_validates_unchanged() -> None:
-    effective = load_config(SHARED / "compat" / "koordinator-doc-configmap.yaml")
+    effective = load_config(FIXTURES / "koordinator-guide-configmap.yaml")
     assert effective.low_node_load is not None
     assert effective.low_node_load.high_thresholds == {"cpu": 50.0, "memory": 60.0}
     assert effective.low_node_load.evictable_namespaces is not None
@@ -73,7 +74,7 @@ def test_koordinators_shipped_configuration_is_accepted_and_its_unused_fields_ar
 
 
 def test_the_seed_scenario_config_turns_on_skip_check_expected_replicas() -> None:
-    effective = load_config(SHARED / "scenarios" / "seed-stress-demo" / "config.yaml")
+    effective = load_config(SEED / "config.yaml")
     assert effective.migration.skip_check_expected_replicas
     assert effective.low_node_load is not None
     assert effective.low_node_load.anomaly_condition.consecutive_abnormalities == 5
@@ -218,7 +219,7 @@ def test_lownodeload_in_two_profiles_is_refused_with_the_way_out() -> None:
 
 
 def test_the_effective_configuration_round_trips_through_validation() -> None:
-    effective = load_config(SHARED / "compat" / "koordinator-doc-configmap.yaml")
+    effective = load_config(FIXTURES / "koordinator-guide-configmap.yaml")
     again = load_config_document(effective.to_document())
     assert again.low_node_load == effective.low_node_load
     assert again.migration == effective.migration

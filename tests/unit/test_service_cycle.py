@@ -17,7 +17,7 @@ from descheduler.config.load import EffectiveConfig, load_config_document
 from descheduler.service.cycle import CycleRunner
 from descheduler.units import resource_amount
 
-SEED = Path(__file__).resolve().parents[3] / "shared" / "scenarios" / "seed-stress-demo"
+SEED = Path(__file__).resolve().parents[1] / "scenarios" / "seed-stress-demo"
 NOW = 1_800_000_000.0
 
 

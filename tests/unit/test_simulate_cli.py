@@ -1,4 +1,4 @@
-"""``descheduler simulate`` as users run it: the shared seed scenario, the bundled example, the contract."""
+"""``descheduler simulate`` as users run it: the seed scenario, the bundled example, the contract."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SEED = REPO.parent / "shared" / "scenarios" / "seed-stress-demo"
+SEED = REPO / "tests" / "scenarios" / "seed-stress-demo"
 EXAMPLE = REPO / "config" / "examples" / "hotspot"
 
 

@@ -12,7 +12,6 @@ from descheduler.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 FOLDERS = sorted(p for p in (REPO / "tests" / "scenarios").iterdir() if (p / "expected.json").is_file())
-FOLDERS.append(REPO.parent / "shared" / "scenarios" / "seed-stress-demo")
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=[f.name for f in FOLDERS])
@@ -50,7 +49,7 @@ def _scenario_files(folder: Path) -> dict[str, Any]:
     return {name: (folder / name).is_file() for name in ("config.yaml", "cluster.yaml", "usage.yaml")}
 
 
-@pytest.mark.parametrize("folder", FOLDERS[:-1], ids=[f.name for f in FOLDERS[:-1]])
+@pytest.mark.parametrize("folder", FOLDERS, ids=[f.name for f in FOLDERS])
 def test_each_scenario_folder_is_complete_and_explains_its_expectations(folder: Path) -> None:
     assert all(_scenario_files(folder).values())
     assert json.loads((folder / "expected.json").read_text()).get("why")
