@@ -378,8 +378,11 @@ def iter_objects(documents: Iterable[Any]) -> Iterable[Obj]:
             yield doc
 
 
-def build_snapshot(objects: Iterable[Obj]) -> ClusterSnapshot:
-    """Build a snapshot from Kubernetes objects; kinds the planner does not use are ignored."""
+def build_snapshot(objects: Iterable[Obj], problems: list[str] | None = None) -> ClusterSnapshot:
+    """Build a snapshot from Kubernetes objects; kinds the planner does not use are ignored.
+
+    With a ``problems`` list, each bad object adds its line there and is left out (so a file's mistakes
+    are all reported at once); without one the first bad object raises ``ObjectError``."""
     nodes: list[Node] = []
     pods: list[Pod] = []
     pdbs: list[PodDisruptionBudget] = []
@@ -387,16 +390,21 @@ def build_snapshot(objects: Iterable[Obj]) -> ClusterSnapshot:
     namespaces: list[Namespace] = []
     for obj in objects:
         kind = obj.get("kind")
-        if kind == "Node":
-            nodes.append(parse_node(obj))
-        elif kind == "Pod":
-            pods.append(parse_pod(obj))
-        elif kind == "PodDisruptionBudget":
-            pdbs.append(parse_pdb(obj))
-        elif kind in WORKLOAD_KINDS:
-            workloads.append(parse_workload(obj))
-        elif kind == "Namespace":
-            namespaces.append(parse_namespace(obj))
+        try:
+            if kind == "Node":
+                nodes.append(parse_node(obj))
+            elif kind == "Pod":
+                pods.append(parse_pod(obj))
+            elif kind == "PodDisruptionBudget":
+                pdbs.append(parse_pdb(obj))
+            elif kind in WORKLOAD_KINDS:
+                workloads.append(parse_workload(obj))
+            elif kind == "Namespace":
+                namespaces.append(parse_namespace(obj))
+        except ObjectError as exc:
+            if problems is None:
+                raise
+            problems.append(str(exc))
     return ClusterSnapshot(
         nodes=tuple(nodes),
         pods=tuple(pods),

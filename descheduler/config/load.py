@@ -29,6 +29,23 @@ from descheduler.config.models import (
 _TAGS = {"LowNodeLoadArgs", "MigrationControllerArgs", "Other"}
 
 
+def read_text_file(path: str | Path) -> str:
+    """A UTF-8 text file's content. ``OSError`` or ``ValueError`` with a message meant for the user as is
+    (a binary or otherwise encoded file says where the first bad byte is, never a traceback)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise OSError(f"cannot read file: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ValueError(
+            f"not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line} (offset {exc.start}); "
+            "save the file as UTF-8"
+        ) from None
+
+
 class ConfigError(ValueError):
     """Invalid configuration; ``str()`` is the full, human-readable list of problems."""
 
@@ -207,6 +224,49 @@ def _ignored_notices(
     return notices
 
 
+def _wrong_kind(doc: Mapping[str, Any], prefix: str) -> str | None:
+    """A Kubernetes object of another kind (say a Deployment) is named as such, not as an unknown field."""
+    kind = doc.get("kind")
+    if kind is None or kind == "DeschedulerConfiguration":
+        return None
+    where = f"{prefix}.kind" if prefix else "kind"
+    api = doc.get("apiVersion")
+    named = f"{kind!r}" + (f" ({api})" if api else "")
+    return (
+        f"{where}: this is a {named}, not a DeschedulerConfiguration; give the configuration itself or "
+        "the ConfigMap holding it"
+    )
+
+
+def _raw_plugin_names(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(path, name)`` of every enabled plugin, read from the raw document so that a plugin typo is
+    reported together with the other mistakes even when the document fails validation."""
+    found: list[tuple[str, str]] = []
+    profiles = doc.get("profiles")
+    for i, profile in enumerate(profiles if isinstance(profiles, list) else []):
+        plugins = profile.get("plugins") if isinstance(profile, Mapping) else None
+        for point in ("deschedule", "balance", "evict", "filter"):
+            plugin_set = plugins.get(point) if isinstance(plugins, Mapping) else None
+            enabled = plugin_set.get("enabled") if isinstance(plugin_set, Mapping) else None
+            for j, plugin in enumerate(enabled if isinstance(enabled, list) else []):
+                name = plugin.get("name") if isinstance(plugin, Mapping) else None
+                if isinstance(name, str):
+                    found.append((f"profiles[{i}].plugins.{point}.enabled[{j}].name", name))
+    return found
+
+
+def _plugin_typos(doc: Mapping[str, Any], prefix: str) -> list[str]:
+    problems = []
+    for path, name in _raw_plugin_names(doc):
+        if name in KNOWN_PLUGINS:
+            continue
+        close = difflib.get_close_matches(name, KNOWN_PLUGINS, n=1, cutoff=0.75)
+        if close:
+            where = f"{prefix}.{path}" if prefix else path
+            problems.append(f"{where}: unknown plugin {name!r}; did you mean {close[0]!r}?")
+    return problems
+
+
 def load_config_document(doc: Any, source: str = "<config>") -> EffectiveConfig:
     """Validate an already-parsed YAML document (a configuration or a ConfigMap holding one)."""
     prefix = ""
@@ -214,10 +274,14 @@ def load_config_document(doc: Any, source: str = "<config>") -> EffectiveConfig:
         doc, prefix = _unwrap_configmap(doc, source)
     if not isinstance(doc, Mapping):
         raise ConfigError(source, [f"{prefix or '(top level)'}: expected a DeschedulerConfiguration mapping"])
+    wrong_kind = _wrong_kind(doc, prefix)
+    if wrong_kind is not None:
+        raise ConfigError(source, [wrong_kind])
     try:
         config = DeschedulerConfiguration.model_validate(dict(doc))
     except ValidationError as exc:
-        raise ConfigError(source, _format_validation_error(exc, prefix)) from None
+        problems = _format_validation_error(exc, prefix) + _plugin_typos(doc, prefix)
+        raise ConfigError(source, problems) from None
     problems, notices = _plugin_problems(config)
     if problems:
         raise ConfigError(source, problems)
@@ -250,7 +314,7 @@ def load_config_text(text: str, source: str = "<config>") -> EffectiveConfig:
 def load_config(path: str | Path) -> EffectiveConfig:
     """Read and validate a configuration file."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(str(path), [f"cannot read file: {exc.strerror or exc}"]) from None
+        text = read_text_file(path)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(str(path), [str(exc)]) from None
     return load_config_text(text, str(path))

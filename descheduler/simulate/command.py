@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from descheduler.config.load import load_config
+from descheduler.config.load import ConfigError, load_config
 from descheduler.planner import validate
 from descheduler.simulate.inputs import InputError, load_cluster, load_usage
 from descheduler.simulate.render import render_json, render_text
@@ -25,7 +25,9 @@ CLUSTER  Kubernetes objects as `kubectl get ... -o yaml` prints them (Node, Pod,
          ReplicaSet, Deployment, StatefulSet, ReplicationController, Namespace; other kinds ignored)
 USAGE    YAML: nodes: {NODE: SAMPLE or [SAMPLE per cycle]}, pods: {NAMESPACE/NAME: SAMPLE};
          SAMPLE is {cpu: QUANTITY, memory: QUANTITY, age: DURATION?}; memory excludes page cache.
-         A node without an entry uses the sum of its pods' samples.
+         A node without an entry uses the sum of its pods' samples; a node with neither has no usage
+         and is skipped, as the live service skips it. Samples the live usage sources would not trust
+         (negative, NaN, more than 4x the node's allocatable) are refused the same way here.
 
 Between cycles an evicted pod is gone (its usage leaves its node); with --reschedule a simple
 least-loaded scheduler re-creates it on a node that fits."""
@@ -48,16 +50,26 @@ def _positive(value: str) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    effective = load_config(args.config)
-    validate(effective)
-    for notice in effective.notices:
-        print(f"notice: {notice}", file=sys.stderr)
+    """Every mistake in the three files is reported in one go (configuration first), then exit 2."""
+    errors: list[str] = []
+    effective = None
+    try:
+        effective = load_config(args.config)
+        validate(effective)
+    except ConfigError as exc:
+        errors.append(str(exc))
+    snapshot = series = None
     try:
         snapshot = load_cluster(args.cluster)
         series = load_usage(args.usage, snapshot)
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        errors += exc.problems
+    if errors or effective is None or snapshot is None or series is None:
+        for line in errors:
+            print(f"error: {line}", file=sys.stderr)
         return EXIT_INPUT
+    for notice in effective.notices:
+        print(f"notice: {notice}", file=sys.stderr)
     if effective.low_node_load is None:
         print(
             "notice: LowNodeLoad is not enabled in any profile's balance plugins: nothing will move",

@@ -17,11 +17,16 @@ import yaml
 
 from descheduler.cluster.parse import ObjectError, build_snapshot, iter_objects
 from descheduler.cluster.types import ClusterSnapshot
+from descheduler.config.load import read_text_file
 from descheduler.units import parse_duration, resource_amount
 
 
 class InputError(ValueError):
-    """A CLUSTER or USAGE file that cannot be used; the message is meant for the user as is."""
+    """CLUSTER or USAGE files that cannot be used; each of ``problems`` is one line meant for the user."""
+
+    def __init__(self, problems: str | list[str]) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(self.problems))
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +50,12 @@ class UsageSeries:
 
 def _read(path: str | Path, what: str) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return read_text_file(path)
     except OSError as exc:
-        raise InputError(f"{path}: cannot read {what} file: {exc.strerror or exc}") from None
+        message = str(exc).replace("cannot read file", f"cannot read {what} file")
+        raise InputError(f"{path}: {message}") from None
+    except ValueError as exc:
+        raise InputError(f"{path}: {exc}") from None
 
 
 def _yaml_error(path: str | Path, exc: yaml.YAMLError) -> InputError:
@@ -58,75 +66,95 @@ def _yaml_error(path: str | Path, exc: yaml.YAMLError) -> InputError:
 
 
 def load_cluster(path: str | Path) -> ClusterSnapshot:
-    """Kubernetes objects as ``kubectl get -o yaml`` prints them (multi-document and/or ``kind: List``)."""
+    """Kubernetes objects as ``kubectl get -o yaml`` prints them (multi-document and/or ``kind: List``).
+
+    Every bad object, duplicate and dangling reference is reported at once in one ``InputError``."""
     text = _read(path, "cluster")
     try:
         documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
         raise _yaml_error(path, exc) from None
-    try:
-        snapshot = build_snapshot(iter_objects(documents))
-    except ObjectError as exc:
-        raise InputError(f"{path}: {exc}") from None
-    _check_cluster(path, snapshot)
+    problems: list[str] = []
+    objects: list[Mapping[str, Any]] = []
+    for doc in documents:
+        try:
+            objects.extend(iter_objects([doc]))
+        except ObjectError as exc:
+            problems.append(str(exc))
+    snapshot = build_snapshot(objects, problems)
+    problems += _cluster_problems(snapshot)
+    if not snapshot.nodes and not problems:
+        kinds = sorted({str(o.get("kind")) for o in objects})
+        found = f"found {', '.join(kinds)}" if kinds else "the file is empty"
+        problems.append(f"no Node objects ({found}); give what `kubectl get nodes,pods,... -o yaml` prints")
+    if problems:
+        raise InputError([f"{path}: {p}" for p in problems])
     return snapshot
 
 
-def _check_cluster(path: str | Path, snapshot: ClusterSnapshot) -> None:
+def _cluster_problems(snapshot: ClusterSnapshot) -> list[str]:
+    problems: list[str] = []
     nodes: set[str] = set()
     for node in snapshot.nodes:
         if node.name in nodes:
-            raise InputError(f"{path}: Node {node.name} appears twice")
+            problems.append(f"Node {node.name} appears twice")
         nodes.add(node.name)
     pods: set[str] = set()
     for pod in snapshot.pods:
         if pod.key in pods:
-            raise InputError(f"{path}: Pod {pod.key} appears twice")
+            problems.append(f"Pod {pod.key} appears twice")
         pods.add(pod.key)
         if pod.node_name and pod.node_name not in nodes:
-            raise InputError(
-                f"{path}: Pod {pod.key}: spec.nodeName {pod.node_name!r} is not a Node in this file"
-            )
+            problems.append(f"Pod {pod.key}: spec.nodeName {pod.node_name!r} is not a Node in this file")
+    return problems
 
 
-def _sample(path: str | Path, where: str, value: Any) -> Sample:
+def _sample(where: str, value: Any, problems: list[str]) -> Sample | None:
+    """The sample's syntax only; whether its amounts can be trusted is decided when it is used, by the
+    same rule the live usage sources apply (``descheduler.usage.samples``)."""
     if not isinstance(value, Mapping):
-        raise InputError(f"{path}: {where}: a sample must be a mapping like {{cpu: 500m, memory: 1Gi}}")
+        problems.append(f"{where}: a sample must be a mapping like {{cpu: 500m, memory: 1Gi}}")
+        return None
     resources: dict[str, int] = {}
     age = 0.0
+    before = len(problems)
     for key, raw in value.items():
         name = str(key)
         if name == "age":
             try:
                 age = parse_duration(raw if isinstance(raw, str) else str(raw))
             except ValueError as exc:
-                raise InputError(f"{path}: {where}.age: {exc}") from None
+                problems.append(f"{where}.age: {exc}")
+                continue
             if age < 0:
-                raise InputError(f"{path}: {where}.age: must not be negative")
+                problems.append(f"{where}.age: must not be negative")
             continue
         try:
-            amount = resource_amount(name, raw)
+            resources[name] = resource_amount(name, raw)
         except ValueError as exc:
-            raise InputError(f"{path}: {where}.{name}: {exc}") from None
-        if amount < 0:
-            raise InputError(f"{path}: {where}.{name}: usage must not be negative, got {raw!r}")
-        resources[name] = amount
+            problems.append(f"{where}.{name}: {exc}")
     for required in ("cpu", "memory"):
-        if required not in resources:
-            raise InputError(f"{path}: {where}: {required} is required in a sample")
-    return Sample(resources, age)
+        if required not in value:
+            problems.append(f"{where}: {required} is required in a sample")
+    return Sample(resources, age) if len(problems) == before else None
 
 
-def _samples(path: str | Path, where: str, value: Any) -> tuple[Sample, ...]:
+def _samples(where: str, value: Any, problems: list[str]) -> tuple[Sample, ...]:
     if isinstance(value, list):
         if not value:
-            raise InputError(f"{path}: {where}: a list of samples must not be empty")
-        return tuple(_sample(path, f"{where}[{i}]", item) for i, item in enumerate(value))
-    return (_sample(path, where, value),)
+            problems.append(f"{where}: a list of samples must not be empty")
+            return ()
+        parsed = [_sample(f"{where}[{i}]", item, problems) for i, item in enumerate(value)]
+        return tuple(s for s in parsed if s is not None)
+    single = _sample(where, value, problems)
+    return (single,) if single is not None else ()
 
 
 def load_usage(path: str | Path, snapshot: ClusterSnapshot) -> UsageSeries:
-    """Parse USAGE and check that every node and pod it names exists in ``snapshot``."""
+    """Parse USAGE and check that every node and pod it names exists in ``snapshot``.
+
+    An empty file (or one without an entry for a node and its pods) is allowed: those nodes have no
+    usage, and are skipped as the live service skips nodes its usage source has no sample for."""
     text = _read(path, "usage")
     try:
         documents = [d for d in yaml.safe_load_all(text) if d is not None]
@@ -137,30 +165,34 @@ def load_usage(path: str | Path, snapshot: ClusterSnapshot) -> UsageSeries:
     doc = documents[0] if documents else {}
     if not isinstance(doc, Mapping):
         raise InputError(f"{path}: expected a mapping with the keys nodes and pods")
-    unknown = sorted(str(k) for k in doc if k not in ("nodes", "pods"))
-    if unknown:
-        raise InputError(f"{path}: unknown key {unknown[0]!r}; the keys are nodes and pods")
+    problems: list[str] = [
+        f"unknown key {str(k)!r}; the keys are nodes and pods" for k in doc if k not in ("nodes", "pods")
+    ]
     node_names = {n.name for n in snapshot.nodes}
     pod_keys = {p.key for p in snapshot.pods}
     nodes: dict[str, tuple[Sample, ...]] = {}
     raw_nodes = doc.get("nodes") or {}
     if not isinstance(raw_nodes, Mapping):
-        raise InputError(f"{path}: nodes must be a mapping of node name to sample")
+        problems.append("nodes must be a mapping of node name to sample")
+        raw_nodes = {}
     for name, value in raw_nodes.items():
         if str(name) not in node_names:
-            raise InputError(
-                f"{path}: nodes.{name}: there is no Node named {str(name)!r} in the cluster file"
-            )
-        nodes[str(name)] = _samples(path, f"nodes.{name}", value)
+            problems.append(f"nodes.{name}: there is no Node named {str(name)!r} in the cluster file")
+            continue
+        nodes[str(name)] = _samples(f"nodes.{name}", value, problems)
     pods: dict[str, tuple[Sample, ...]] = {}
     raw_pods = doc.get("pods") or {}
     if not isinstance(raw_pods, Mapping):
-        raise InputError(f"{path}: pods must be a mapping of NAMESPACE/NAME to sample")
+        problems.append("pods must be a mapping of NAMESPACE/NAME to sample")
+        raw_pods = {}
     for key, value in raw_pods.items():
         text_key = str(key)
         if text_key.count("/") != 1 or not all(text_key.split("/")):
-            raise InputError(f"{path}: pods.{key}: pod keys are written NAMESPACE/NAME")
-        if text_key not in pod_keys:
-            raise InputError(f"{path}: pods.{key}: there is no Pod {text_key} in the cluster file")
-        pods[text_key] = _samples(path, f"pods.{key}", value)
+            problems.append(f"pods.{key}: pod keys are written NAMESPACE/NAME")
+        elif text_key not in pod_keys:
+            problems.append(f"pods.{key}: there is no Pod {text_key} in the cluster file")
+        else:
+            pods[text_key] = _samples(f"pods.{key}", value, problems)
+    if problems:
+        raise InputError([f"{path}: {p}" for p in problems])
     return UsageSeries(nodes=nodes, pods=pods)

@@ -18,6 +18,7 @@ from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, U
 from descheduler.config.load import EffectiveConfig
 from descheduler.planner import Plan, PlannerState, commit, plan
 from descheduler.simulate.inputs import UsageSeries
+from descheduler.usage.samples import build_sample, join_reasons
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,38 +50,53 @@ def start_time(snapshot: ClusterSnapshot, interval: float) -> float:
 
 
 def usage_for_cycle(series: UsageSeries, world: _World, cycle: int, now: float) -> UsageSnapshot:
-    """The usage the planner sees in ``cycle``: file samples, adjusted for pods moved in earlier cycles."""
+    """The usage the planner sees in ``cycle``: file samples, adjusted for pods moved in earlier cycles.
+
+    Every sample passes the live sources' trust rule (``build_sample``: NaN, negative, absurd against
+    the node's allocatable): an untrusted node sample skips the node with the live reason text, an
+    untrusted pod sample is dropped. A node with neither its own sample nor a sample for any of its
+    pods has no usage: it is skipped, as the live service skips a node its usage source does not know."""
+    allocatable = {node.name: node.allocatable for node in world.snapshot.nodes}
     pods: dict[str, UsageSample] = {}
     for pod in world.snapshot.pods:
         samples = series.pods.get(pod.key)
-        if samples is not None:
+        if samples:
             sample = UsageSeries.at(samples, cycle)
-            pods[pod.key] = UsageSample(dict(sample.resources), now - sample.age)
+            checked = build_sample(
+                sample.resources, now - sample.age, allocatable=allocatable.get(pod.node_name, {}), now=now
+            )
+            if isinstance(checked, UsageSample):
+                pods[pod.key] = checked
     nodes: dict[str, UsageSample] = {}
+    errors: dict[str, str] = {}
     by_node: dict[str, list[Pod]] = {}
     for pod in world.snapshot.pods:
         if pod.node_name and not pod.is_terminal:
             by_node.setdefault(pod.node_name, []).append(pod)
     for node in world.snapshot.nodes:
         samples = series.nodes.get(node.name)
-        if samples is not None:
+        resources: dict[str, int]
+        if samples:
             sample = UsageSeries.at(samples, cycle)
             resources = dict(sample.resources)
             for name, delta in world.adjustments.get(node.name, {}).items():
                 resources[name] = max(0, resources.get(name, 0) + delta)
-            nodes[node.name] = UsageSample(resources, now - sample.age)
-            continue
-        total: dict[str, int] = {"cpu": 0, "memory": 0}
-        oldest = now
-        for pod in by_node.get(node.name, []):
-            pod_sample = pods.get(pod.key)
-            if pod_sample is None:
+            timestamp = now - sample.age
+        else:
+            measured = [pods[p.key] for p in by_node.get(node.name, []) if p.key in pods]
+            if not measured:
                 continue
-            oldest = min(oldest, pod_sample.timestamp)
-            for name, amount in pod_sample.resources.items():
-                total[name] = total.get(name, 0) + amount
-        nodes[node.name] = UsageSample(total, oldest)
-    return UsageSnapshot(nodes=nodes, pods=pods)
+            resources = {"cpu": 0, "memory": 0}
+            for pod_sample in measured:
+                for name, amount in pod_sample.resources.items():
+                    resources[name] = resources.get(name, 0) + amount
+            timestamp = min(s.timestamp for s in measured)
+        checked = build_sample(resources, timestamp, allocatable=node.allocatable, now=now)
+        if isinstance(checked, UsageSample):
+            nodes[node.name] = checked
+        else:
+            errors[node.name] = join_reasons(checked)
+    return UsageSnapshot(nodes=nodes, pods=pods, node_errors=errors)
 
 
 def _adjust(world: _World, node: str, usage: Mapping[str, int], sign: int) -> None:

@@ -42,11 +42,11 @@ def test_cycles_run_one_interval_apart_from_one_interval_after_the_newest_pod() 
     assert start_time(world.snapshot(), 120.0) == NOW - 300 + 120
 
 
-def test_a_node_without_a_sample_uses_the_sum_of_its_pods_samples() -> None:
+def test_a_node_without_a_sample_uses_the_sum_of_its_pods_samples_and_one_with_neither_has_no_usage() -> None:
     world = hot_cluster()
     usage = usage_for_cycle(series({}, PODS), _world(world), 1, NOW)
     assert usage.nodes["hot"].resources == {"cpu": 5000, "memory": 2 * 1024**3}
-    assert usage.nodes["cool"].resources == {"cpu": 0, "memory": 0}
+    assert "cool" not in usage.nodes  # skipped as "no-usage", as the live service skips it
 
 
 def _world(world: World) -> object:
@@ -67,7 +67,7 @@ def test_an_evicted_pod_is_gone_and_its_usage_leaves_its_node_in_later_cycles() 
 
 def test_usage_lists_give_one_sample_per_cycle_and_the_last_repeats() -> None:
     world = hot_cluster()
-    usage = series({"hot": [cpu("9"), cpu("4"), cpu("9")], "cool": [cpu("1")]}, PODS)
+    usage = series({"hot": [cpu("9"), cpu("4"), cpu("9")], "cool": [cpu("1")], "cool-2": [cpu("1")]}, PODS)
     results = run(settings(consecutive=2), world.snapshot(), usage, cycles=4)
     assert [next(r.anomaly_count for r in c.plan.node_reports if r.node == "hot") for c in results] == [
         1,
