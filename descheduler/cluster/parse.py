@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from descheduler.cluster.requests import pod_requests
 from descheduler.cluster.types import (
     ClusterSnapshot,
     LabelSelector,
@@ -196,22 +197,11 @@ def parse_node(obj: Obj) -> Node:
     )
 
 
-def _pod_requests(obj: Obj, spec: Mapping[str, Any]) -> dict[str, int]:
-    """Effective requests as the scheduler sees them: max(sum(containers), max(initContainers)) + overhead."""
-    total: dict[str, int] = {}
-    for i, container in enumerate(_list(obj, spec, "containers", "spec.containers")):
-        res = container.get("resources") if isinstance(container, Mapping) else None
-        requests = _resources(obj, (res or {}).get("requests"), f"spec.containers[{i}].resources.requests")
-        for name, amount in requests.items():
-            total[name] = total.get(name, 0) + amount
-    for i, container in enumerate(_list(obj, spec, "initContainers", "spec.initContainers")):
-        res = container.get("resources") if isinstance(container, Mapping) else None
-        path = f"spec.initContainers[{i}].resources.requests"
-        for name, amount in _resources(obj, (res or {}).get("requests"), path).items():
-            total[name] = max(total.get(name, 0), amount)
-    for name, amount in _resources(obj, spec.get("overhead"), "spec.overhead").items():
-        total[name] = total.get(name, 0) + amount
-    return total
+def _pod_requests(obj: Obj, spec: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, int]:
+    """Effective requests as the scheduler adds them up (``requests.pod_requests``)."""
+    _list(obj, spec, "containers", "spec.containers")
+    _list(obj, spec, "initContainers", "spec.initContainers")
+    return pod_requests(spec, status, lambda value, path: _resources(obj, value, path))
 
 
 def _required_node_terms(obj: Obj, spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
@@ -280,7 +270,7 @@ def parse_pod(obj: Obj) -> Pod:
         priority=priority,
         priority_class_name=str(spec.get("priorityClassName") or ""),
         qos_class=str(status.get("qosClass") or _derive_qos(obj, spec)),
-        requests=_pod_requests(obj, spec),
+        requests=_pod_requests(obj, spec, status),
         owner=_owner(obj, meta),
         node_selector=_str_map(obj, spec.get("nodeSelector"), "spec.nodeSelector"),
         required_node_terms=_required_node_terms(obj, spec),

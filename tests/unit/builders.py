@@ -225,11 +225,13 @@ class World:
         resource_claims: bool = False,
         usage_age: float = 0.0,
         affinity_in: tuple[str, Iterable[str]] | None = None,
+        spec_extra: Mapping[str, Any] | None = None,
     ) -> World:
         """A running pod on node ``on``. ``owner`` names a Deployment (its ReplicaSet owns the pod)
         unless ``owner_kind`` says otherwise (``StatefulSet``, ``DaemonSet``, ``Job``...).
         Pods are created one minute apart in declaration order unless ``created`` is given.
-        ``affinity_in=(key, values)`` adds a required node affinity term ``key In values``."""
+        ``affinity_in=(key, values)`` adds a required node affinity term ``key In values``.
+        ``spec_extra`` adds or replaces pod spec fields (``initContainers``, ``overhead``, ``resources``)."""
         self._clock += 1
         meta: Obj = {
             "name": name,
@@ -271,6 +273,7 @@ class World:
                     "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
                 }
             }
+        spec.update(spec_extra or {})
         if resource_claims:
             spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
         status: Obj = {
