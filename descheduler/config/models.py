@@ -12,14 +12,19 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from descheduler.config.base import StrictModel
-from descheduler.config.types import Duration, FloatOrString, IntOrPercent, NonNegativeInt, Percent
+from descheduler.config.types import (
+    Duration,
+    FloatOrString,
+    NonNegativeInt,
+    ReplicasIntOrPercent,
+    ResourceThresholds,
+    ResourceWeights,
+)
 from descheduler.usage.settings import MetricsProviders
 
 LOW_NODE_LOAD = "LowNodeLoad"
 MIGRATION_CONTROLLER = "MigrationController"
 KNOWN_PLUGINS = (LOW_NODE_LOAD, MIGRATION_CONTROLLER)
-
-ResourceThresholds = dict[str, Percent]
 
 
 class LabelSelectorRequirementConfig(StrictModel):
@@ -89,7 +94,7 @@ class NodePool(StrictModel):
     high_thresholds: ResourceThresholds | None = Field(default=None, alias="highThresholds")
     prod_low_thresholds: ResourceThresholds | None = Field(default=None, alias="prodLowThresholds")
     prod_high_thresholds: ResourceThresholds | None = Field(default=None, alias="prodHighThresholds")
-    resource_weights: dict[str, NonNegativeInt] | None = Field(default=None, alias="resourceWeights")
+    resource_weights: ResourceWeights | None = Field(default=None, alias="resourceWeights")
     anomaly_condition: LoadAnomalyCondition | None = Field(default=None, alias="anomalyCondition")
 
 
@@ -111,7 +116,7 @@ class LowNodeLoadArgs(StrictModel):
     high_thresholds: ResourceThresholds = Field(default_factory=dict, alias="highThresholds")
     prod_low_thresholds: ResourceThresholds = Field(default_factory=dict, alias="prodLowThresholds")
     prod_high_thresholds: ResourceThresholds = Field(default_factory=dict, alias="prodHighThresholds")
-    resource_weights: dict[str, NonNegativeInt] = Field(
+    resource_weights: ResourceWeights = Field(
         default_factory=lambda: {"cpu": 1, "memory": 1}, alias="resourceWeights"
     )
     anomaly_condition: LoadAnomalyCondition = Field(
@@ -153,7 +158,7 @@ class PriorityThreshold(StrictModel):
 
 class ObjectLimiter(StrictModel):
     duration: Duration = 300.0
-    max_migrating: IntOrPercent | None = Field(default=None, alias="maxMigrating")
+    max_migrating: ReplicasIntOrPercent | None = Field(default=None, alias="maxMigrating")
 
 
 class ArbitrationArgs(StrictModel):
@@ -189,8 +194,12 @@ class MigrationControllerArgs(StrictModel):
     max_migrating_globally: NonNegativeInt | None = Field(default=None, alias="maxMigratingGlobally")
     max_migrating_per_node: NonNegativeInt | None = Field(default=2, alias="maxMigratingPerNode")
     max_migrating_per_namespace: NonNegativeInt | None = Field(default=None, alias="maxMigratingPerNamespace")
-    max_migrating_per_workload: IntOrPercent | None = Field(default=None, alias="maxMigratingPerWorkload")
-    max_unavailable_per_workload: IntOrPercent | None = Field(default=None, alias="maxUnavailablePerWorkload")
+    max_migrating_per_workload: ReplicasIntOrPercent | None = Field(
+        default=None, alias="maxMigratingPerWorkload"
+    )
+    max_unavailable_per_workload: ReplicasIntOrPercent | None = Field(
+        default=None, alias="maxUnavailablePerWorkload"
+    )
     skip_check_expected_replicas: bool = Field(default=False, alias="skipCheckExpectedReplicas")
     object_limiters: dict[str, ObjectLimiter] = Field(
         default_factory=lambda: {"workload": ObjectLimiter()}, alias="objectLimiters"

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import difflib
+import re
+from typing import Annotated, TypeVar
 
-from pydantic import BeforeValidator, Field, PlainSerializer
+from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer
 
 from descheduler.units import format_duration, parse_duration, parse_int_or_percent
+
+_V = TypeVar("_V")
 
 
 def _duration(value: object) -> float:
@@ -66,4 +70,66 @@ FloatOrString = Annotated[float, BeforeValidator(_float_or_string)]
 IntOrPercent = Annotated[int | str, BeforeValidator(parse_int_or_percent)]
 """A non-negative integer or ``"N%"``, as Kubernetes' ``intstr.IntOrString``."""
 
+
+def _share_of_replicas(value: int | str) -> int | str:
+    if isinstance(value, str) and int(value.rstrip("%")) > 100:
+        raise ValueError(f"a share of a workload's replicas cannot exceed 100%, got {value!r}")
+    return value
+
+
+ReplicasIntOrPercent = Annotated[
+    int | str, BeforeValidator(parse_int_or_percent), AfterValidator(_share_of_replicas)
+]
+"""A per-workload limit: an integer or a percentage of the expected replicas, at most ``"100%"``."""
+
 NonNegativeInt = Annotated[int, Field(ge=0)]
+
+
+KNOWN_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DOMAIN = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
+_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def resource_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a node resource of thresholds or weights, or None if it can.
+
+    Accepted: the resources Kubernetes and the metrics sources know (``cpu``, ``memory``, ``pods``,
+    ``ephemeral-storage``) and extended resources written ``domain/name`` as Kubernetes qualifies them
+    (Koordinator's ``kubernetes.io/batch-cpu`` included). A typo silently counting as 0 would make a
+    threshold that never triggers, so anything else is an error with the nearest known name.
+    """
+    if name in KNOWN_RESOURCES:
+        return None
+    domain, slash, short = name.partition("/")
+    if slash:
+        if (
+            _DOMAIN.match(domain)
+            and len(domain) <= 253
+            and _NAME.match(short)
+            and len(short) <= 63
+            and not name.startswith("requests.")
+        ):
+            return None
+        return (
+            f"{name!r} is not a valid extended resource name (domain/name, e.g. 'nvidia.com/gpu': "
+            "a lowercase DNS domain, then at most 63 letters, digits, '-', '_' or '.')"
+        )
+    close = difflib.get_close_matches(name.lower(), KNOWN_RESOURCES, n=1, cutoff=0.75)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    known = ", ".join(KNOWN_RESOURCES)
+    return f"unknown resource {name!r}{hint} (known: {known}; extended resources are written domain/name)"
+
+
+def _resource_names(value: dict[str, _V]) -> dict[str, _V]:
+    problems = [p for p in (resource_name_problem(name) for name in value) if p is not None]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return value
+
+
+ResourceThresholds = Annotated[dict[str, Percent], AfterValidator(_resource_names)]
+"""Percent per resource name; names are checked (``resource_name_problem``)."""
+
+ResourceWeights = Annotated[dict[str, NonNegativeInt], AfterValidator(_resource_names)]
+"""Weight per resource name; names are checked like those of thresholds."""

@@ -165,6 +165,12 @@ class PodFilter:
                 f"{workload.describe()} expects 1 replica: evicting it is an outage; "
                 "see skipCheckExpectedReplicas",
             )
+        if replicas == 0:
+            return Rejection(
+                reasons.REPLICAS_UNPROTECTED,
+                f"{workload.describe()} expects 0 replicas (scaling to zero): its pods are going away, "
+                "so none is moved; see skipCheckExpectedReplicas",
+            )
         max_migrating = workload_max(replicas, s.max_migrating_per_workload)
         max_unavailable = workload_max(replicas, s.max_unavailable_per_workload)
         if replicas in (max_migrating, max_unavailable):

@@ -7,9 +7,9 @@ Counting rules (documented in the README's configuration reference):
 - ``maxMigrating{PerNode,PerNamespace,Globally}`` count migrations in flight (a recorded eviction whose
   pod still exists, e.g. terminating) plus this cycle's; unset or 0 is no limit (as Koordinator).
 - ``maxMigratingPerWorkload`` and ``maxUnavailablePerWorkload`` are an int or a percent of the expected
-  replicas (rounded up, capped at the replicas); 0 is no limit; unset uses Koordinator's table
-  (more than 10 replicas: 10%, 4 to 10: 2, fewer: 1). Unavailable pods are the workload's pods that are
-  not running and ready, plus those migrating.
+  replicas (scaled down, at least 1, capped at the replicas, as Koordinator); 0 is no limit; unset uses
+  Koordinator's table (more than 10 replicas: 10% rounded down, 4 to 10: 2, fewer: 1). Unavailable pods
+  are the workload's pods that are not running and ready, plus those migrating.
 - ``objectLimiters.workload`` allows at most ``maxMigrating`` (default: as maxMigratingPerWorkload)
   evictions per workload within ``duration`` (a sliding window over recorded migrations).
 - A PodDisruptionBudget allows ``status.disruptionsAllowed`` evictions of its pods in a cycle; a pod
@@ -18,7 +18,6 @@ Counting rules (documented in the README's configuration reference):
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -35,28 +34,35 @@ NODE = "node"
 GLOBAL = "global"
 
 
+def default_workload_max(replicas: int) -> int:
+    """Koordinator's table for an unset per-workload limit: more than 10 replicas 10% (rounded down,
+    at least 1), 4 to 10 replicas 2, fewer 1."""
+    if replicas > 10:
+        return max(1, replicas * 10 // 100)
+    if replicas >= 4:
+        return 2
+    return 1
+
+
 def workload_max(replicas: int | None, value: int | str | None) -> int | None:
     """A per-workload limit for ``replicas`` expected replicas; None means no limit.
 
-    Unknown replicas (a pod whose controller is not in the snapshot, moved only by the evict
-    annotation) get the most careful limit: 1.
+    0 (or ``"0%"``) is no limit; unset is Koordinator's table; a percentage is scaled down (Kubernetes'
+    ``GetScaledValueFromIntOrPercent`` without rounding up) with a minimum of 1. The result never exceeds
+    the replicas, so a workload scaled to 0 allows none. Unknown replicas (a pod whose controller is not
+    in the snapshot, moved only by the evict annotation) get the most careful limit: 1 (or the int given).
     """
     if value in (0, "0%"):
         return None
     if replicas is None:
         return value if isinstance(value, int) else 1
     if value is None:
-        if replicas > 10:
-            result = math.ceil(replicas * 10 / 100)
-        elif replicas >= 4:
-            result = 2
-        else:
-            result = 1
+        result = default_workload_max(replicas)
     elif isinstance(value, int):
         result = value
     else:
-        result = math.ceil(replicas * int(value.rstrip("%")) / 100)
-    return min(result, replicas) if replicas > 0 else result
+        result = max(1, replicas * int(value.rstrip("%")) // 100)
+    return min(result, replicas)
 
 
 @dataclass(frozen=True, slots=True)

@@ -157,6 +157,33 @@ def test_durations_are_read_as_go_writes_them(text: str, seconds: float) -> None
             "args.anomalyCondition.consecutiveAbnormalities",
         ),
         (config_with(maxNoOfPodsToEvictPerNode=-1), "maxNoOfPodsToEvictPerNode"),
+        (
+            config_with(lnl={"highThresholds": {"cpuu": 50}}),
+            "args.highThresholds: unknown resource 'cpuu'; did you mean 'cpu'?",
+        ),
+        (
+            config_with(lnl={"lowThresholds": {"Memory": 10}}),
+            "args.lowThresholds: unknown resource 'Memory'; did you mean 'memory'?",
+        ),
+        (
+            config_with(lnl={"prodHighThresholds": {"pod": 10}}),
+            "unknown resource 'pod'; did you mean 'pods'?",
+        ),
+        (
+            config_with(lnl={"resourceWeights": {"cpu": 1, "mem": 2}}),
+            "args.resourceWeights: unknown resource 'mem'",
+        ),
+        (
+            config_with(lnl={"nodePools": [{"name": "gpu", "highThresholds": {"GPU.com/card": 50}}]}),
+            "nodePools[0].highThresholds: 'GPU.com/card' is not a valid extended resource name",
+        ),
+        (config_with(lnl={"highThresholds": {"gpu": 50}}), "unknown resource 'gpu' (known: cpu"),
+        (
+            config_with(mc={"maxMigratingPerWorkload": "150%"}),
+            "args.maxMigratingPerWorkload: a share of a workload's replicas cannot exceed 100%, got '150%'",
+        ),
+        (config_with(mc={"maxUnavailablePerWorkload": "101%"}), "cannot exceed 100%"),
+        (config_with(mc={"objectLimiters": {"workload": {"maxMigrating": "200%"}}}), "cannot exceed 100%"),
     ],
 )
 def test_a_mistake_is_reported_with_its_full_path(doc: dict[str, Any], expected: str) -> None:
@@ -180,6 +207,21 @@ def test_args_of_the_wrong_kind_for_a_plugin_are_rejected() -> None:
 def test_evict_qps_may_be_a_string_or_a_number() -> None:
     assert load_config_document(config_with(mc={"evictQPS": "2.5"})).migration.evict_qps == 2.5
     assert load_config_document(config_with(mc={"evictQPS": 3})).migration.evict_qps == 3.0
+
+
+@pytest.mark.parametrize(
+    "name", ["cpu", "memory", "pods", "ephemeral-storage", "nvidia.com/gpu", "kubernetes.io/batch-cpu"]
+)
+def test_known_and_extended_resource_names_are_accepted_in_thresholds_and_weights(name: str) -> None:
+    lnl = load_config_document(
+        config_with(lnl={"highThresholds": {name: 80}, "resourceWeights": {name: 2}})
+    ).low_node_load
+    assert lnl is not None and lnl.high_thresholds[name] == 80 and lnl.resource_weights[name] == 2
+
+
+def test_a_per_workload_limit_of_exactly_100_percent_is_accepted() -> None:
+    mc = load_config_document(config_with(mc={"maxMigratingPerWorkload": "100%"})).migration
+    assert mc.max_migrating_per_workload == "100%"
 
 
 def test_int_or_percent_accepts_both_forms() -> None:

@@ -163,6 +163,8 @@ def test_pod_selectors_let_through_pods_matching_any_of_them(labels: dict[str, s
         (3, {"maxUnavailablePerWorkload": 3}, reasons.REPLICAS_UNPROTECTED),
         (4, {"maxMigratingPerWorkload": "100%"}, reasons.REPLICAS_UNPROTECTED),
         (4, {"maxMigratingPerWorkload": "100%", "skipCheckExpectedReplicas": True}, "evicted"),
+        (0, {}, reasons.REPLICAS_UNPROTECTED),  # scaling to zero: its pods are going away anyway
+        (0, {"skipCheckExpectedReplicas": True}, reasons.OBJECT_LIMITER),  # every limit is 0 replicas
     ],
 )
 def test_workloads_that_one_eviction_could_take_down_are_protected(

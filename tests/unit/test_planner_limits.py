@@ -137,21 +137,44 @@ def test_the_default_max_migrating_per_node_is_two() -> None:
 
 
 @pytest.mark.parametrize(
+    ("replicas", "expected"),
+    [
+        (0, 0),
+        (1, 1),
+        (3, 1),
+        (4, 2),
+        (10, 2),
+        (11, 1),
+        (19, 1),
+        (20, 2),
+        (21, 2),
+        (29, 2),
+        (30, 3),
+        (100, 10),
+    ],
+)
+def test_unset_workload_limits_follow_koordinators_table(replicas: int, expected: int) -> None:
+    # more than 10 replicas: 10% rounded down (at least 1); 4 to 10: 2; fewer: 1; never above the replicas
+    assert workload_max(replicas, None) == expected
+
+
+@pytest.mark.parametrize(
     ("replicas", "value", "expected"),
     [
-        (20, None, 2),  # more than 10 replicas: 10%, rounded up
-        (11, None, 2),
-        (10, None, 2),
-        (4, None, 2),
-        (3, None, 1),
-        (1, None, 1),
+        (10, "25%", 2),  # 2.5 scaled down
+        (12, "25%", 3),
+        (3, "10%", 1),  # 0.3 scaled down to 0, raised to the minimum of 1
+        (1, "50%", 1),
+        (20, "100%", 20),
         (20, 5, 5),
-        (20, "25%", 5),
-        (3, "10%", 1),  # rounded up
         (3, 5, 3),  # capped at the replicas
-        (20, 0, None),  # 0: no limit
+        (0, 5, 0),
+        (0, "50%", 0),
+        (20, 0, None),  # 0: no limit (the ACK table)
         (20, "0%", None),
         (None, "50%", 1),  # unknown replicas: the careful limit
+        (None, 3, 3),
+        (None, None, 1),
     ],
 )
 def test_workload_limits_follow_koordinators_table_and_int_or_percent(
@@ -179,6 +202,33 @@ def test_max_migrating_per_workload_caps_one_workloads_evictions(
     assert len(result.evictions) == expected
     if expected < 8:
         assert set(skip_codes(result).values()) == {reasons.MIGRATING_PER_WORKLOAD}
+
+
+@pytest.mark.parametrize(
+    ("replicas", "expected"),
+    [(1, 0), (3, 1), (4, 2), (10, 2), (11, 1), (19, 1), (20, 2), (21, 2)],
+)
+def test_by_default_a_workload_loses_at_most_koordinators_table_per_cycle(
+    replicas: int, expected: int
+) -> None:
+    # 1 replica is never moved (replicas-1); the other pods stay with migrating-per-workload
+    world = crowded(pods=min(replicas, 8), replicas=replicas)
+    result = world.plan(settings(migration={"objectLimiters": {}}))
+    assert len(result.evictions) == expected
+
+
+@pytest.mark.parametrize(
+    ("replicas", "percent", "expected"),
+    [(10, "25%", 2), (12, "25%", 3), (20, "12%", 2), (8, "10%", 1)],
+)
+def test_a_percent_limit_is_scaled_down_with_a_minimum_of_one(
+    replicas: int, percent: str, expected: int
+) -> None:
+    world = crowded(pods=8, replicas=replicas)
+    options = {**NO_WORKLOAD_LIMITS, "maxMigratingPerWorkload": percent}
+    result = world.plan(settings(migration=options))
+    assert len(result.evictions) == expected
+    assert set(skip_codes(result).values()) == {reasons.MIGRATING_PER_WORKLOAD}
 
 
 def test_max_migrating_per_workload_counts_the_workloads_pods_in_flight() -> None:
