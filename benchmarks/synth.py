@@ -63,6 +63,9 @@ class SynthSpec:
     """Share of (general-pool) nodes made hot: CPU 80-92 % of allocatable, a third also memory-hot."""
     gpu_fraction: float = 0.04
     seed: int = 1
+    low_fraction: float = 0.0
+    """Share of all nodes (general pool, not hot) made low: CPU 15-40 %, memory 20-50 % of allocatable.
+    0 leaves every non-hot node on the default distribution (about 15 % of them end up low)."""
     node_cpu_m: int = 32_000
     node_memory: int = 128 * GiB
 
@@ -75,6 +78,7 @@ class SynthNode:
     cpu_m: int
     memory: int
     hot: bool = False
+    low: bool = False
 
 
 @dataclass(slots=True)
@@ -222,8 +226,10 @@ def _make_workloads(
     return out
 
 
-def _target(rng: random.Random, hot: bool) -> tuple[float, float]:
+def _target(rng: random.Random, hot: bool, low: bool = False) -> tuple[float, float]:
     """Target (cpu, memory) utilisation of a node as a fraction of allocatable."""
+    if low:
+        return rng.uniform(0.15, 0.40), rng.uniform(0.20, 0.50)
     if hot:
         cpu = rng.uniform(0.80, 0.92)
         memory = (
@@ -235,7 +241,7 @@ def _target(rng: random.Random, hot: bool) -> tuple[float, float]:
 
 def _shape_usage(rng: random.Random, node: SynthNode, pods: list[SynthPod]) -> None:
     """Set pod usage so the node lands near its target (pods on a hot node are busier than elsewhere)."""
-    cpu_target, memory_target = _target(rng, node.hot)
+    cpu_target, memory_target = _target(rng, node.hot, node.low)
     base_cpu = {p.uid: 0.0 for p in pods}
     base_memory = {p.uid: 0.0 for p in pods}
     fixed_cpu = SYSTEM_CPU_M
@@ -279,6 +285,10 @@ def generate(spec: SynthSpec) -> SynthCluster:
     hot_count = min(len(general), max(1, round(spec.nodes * spec.hot_fraction)))
     for node in rng.sample(general, hot_count):
         node.hot = True
+    if spec.low_fraction > 0:  # drawn only when asked, so the default cluster stays the same
+        calm = [n for n in general if not n.hot]
+        for node in rng.sample(calm, min(len(calm), round(spec.nodes * spec.low_fraction))):
+            node.low = True
     namespaces = [f"team-{i:03d}" for i in range(max(4, spec.nodes // 25))]
     daemonsets = {"kube-system/kube-proxy": ids.uid(), "monitoring/node-exporter": ids.uid()}
     per_node = max(0, spec.pods_per_node - len(daemonsets))

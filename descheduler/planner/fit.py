@@ -7,11 +7,26 @@ the pod's usage must stay at or below its high threshold on every resource (and,
 below its prod high threshold). This is what keeps an eviction from creating the next hotspot.
 Among the nodes that fit, the coolest (weighted usage) is chosen and the pod's usage reserved there;
 reservations live on the node's ``NodeView`` so both passes of a cycle see them.
+
+Why the search stays near-linear in the cluster's size whatever its shape (a hotspot cycle can have tens
+of thousands of candidates and thousands of low nodes; checking every pair is quadratic):
+
+- Pods alike in what the scheduling checks read (node selector, required affinity, and tolerations when
+  some low node is tainted) form a *group*; which low nodes a group may run on is decided once.
+- Per group, an upper bound of what any of its nodes has left (unrequested allocatable per resource,
+  pod slots, room below high per resource) rejects a pod that exceeds it without a scan. Reservations
+  only shrink what nodes have left, so a bound stays valid for the rest of the cycle; a failed scan,
+  which visits every node of the group anyway, makes it exact again.
+- Every check is monotone in what the pod asks for, so a pod asking at least as much as one that fitted
+  nowhere (on every request, usage and prod usage) fits nowhere either: a small cache of such failures
+  per group answers without a scan.
+- ``no_slots`` tells the planner when no low node has a pod slot left, so it stops at once.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Hashable, Mapping, Sequence
 
 from descheduler.cluster.selectors import pod_node_affinity_matches, untolerated_taint
@@ -24,6 +39,38 @@ TAINT = "have an untolerated taint"
 REQUESTS = "lack allocatable for its requests"
 LOAD = "would go over their high threshold"
 PROD_LOAD = "would go over their prod high threshold"
+
+MAX_FAILURES = 16
+"""Failed demands remembered per group: enough for the few pod shapes that miss, cheap to compare."""
+
+Dim = tuple[str, str]
+"""One thing a pod asks of a node: ("request", cpu), ("slot", ""), ("usage", memory), ("prod", cpu)."""
+
+_SLOT: Dim = ("slot", "")
+
+
+class _Lane:
+    """For pods of one group asking for the same requests and slot: the nodes that still have some of
+    each, coolest first, an upper bound of what those nodes have left, and demands that fitted nowhere."""
+
+    __slots__ = ("bound", "failures", "order")
+
+    def __init__(self, order: list[tuple[float, str]]) -> None:
+        self.order = order
+        self.bound: dict[Dim, float] = {}
+        """Per dimension, at least the most any node of ``order`` has left (filled on first use)."""
+        self.failures: list[tuple[dict[Dim, int], str]] = []
+
+
+class _Group:
+    """Pods that the scheduling checks treat alike, and the low nodes they may run on."""
+
+    __slots__ = ("eligible", "lanes", "static_failures")
+
+    def __init__(self, eligible: set[str], static_failures: dict[str, int]) -> None:
+        self.eligible = eligible
+        self.static_failures = static_failures
+        self.lanes: dict[tuple[Dim, ...], _Lane] = {}
 
 
 class DestinationSet:
@@ -43,7 +90,12 @@ class DestinationSet:
         for view in views:
             for name, room in self._levels(view).headroom().items():
                 self.upper[name] = max(self.upper.get(name, room), room)
-        self._no_fit: dict[Hashable, str] = {}
+        # Tolerations matter only if some destination has a taint that repels pods.
+        self._tainted = node_fit and any(
+            t.effect in ("NoSchedule", "NoExecute") for v in views for t in v.node.taints
+        )
+        self._groups: dict[Hashable, _Group] = {}
+        self._with_slots = sum(1 for v in views if self._slots_left(v) > 0) if node_fit else len(views)
 
     def __len__(self) -> int:
         return len(self.views)
@@ -64,15 +116,34 @@ class DestinationSet:
                 total[name] = total.get(name, 0) + room
         return total
 
+    def no_slots(self) -> bool:
+        """True when no destination has a pod slot left (only with nodeFit): nothing can move any more."""
+        return self.node_fit and self._with_slots == 0
+
+    @staticmethod
+    def _slots_left(view: NodeView) -> float:
+        allocatable = view.node.allocatable
+        if "pods" not in allocatable:
+            return math.inf
+        return allocatable["pods"] - len(view.pods) - view.reserved_pods
+
     def _reject(
-        self, view: NodeView, pod: Pod, usage: Mapping[str, int], prod_usage: Mapping[str, int] | None
+        self,
+        view: NodeView,
+        pod: Pod,
+        usage: Mapping[str, int],
+        prod_usage: Mapping[str, int] | None,
+        scheduling_checked: bool = False,
     ) -> str:
+        """Why ``view`` cannot take the pod now ("" if it can). ``scheduling_checked``: affinity and
+        taints are known to pass (the pod's group may run there)."""
         node = view.node
         if self.node_fit:
-            if not pod_node_affinity_matches(pod, node):
-                return AFFINITY
-            if untolerated_taint(pod, node) is not None:
-                return TAINT
+            if not scheduling_checked:
+                if not pod_node_affinity_matches(pod, node):
+                    return AFFINITY
+                if untolerated_taint(pod, node) is not None:
+                    return TAINT
             requested = view.requested_now()
             allocatable = node.allocatable
             for name, amount in pod.requests.items():
@@ -91,6 +162,114 @@ class DestinationSet:
                     return PROD_LOAD
         return ""
 
+    # --- groups, bounds and remembered failures -------------------------------------------------------
+
+    def _group(self, pod: Pod) -> _Group:
+        if not self.node_fit:
+            key: Hashable = None
+        else:
+            key = (
+                tuple(sorted(pod.node_selector.items())) if pod.node_selector else (),
+                pod.required_node_terms,
+                pod.tolerations if self._tainted else (),
+            )
+        group = self._groups.get(key)
+        if group is None:
+            eligible: set[str] = set()
+            failures: dict[str, int] = {}
+            for name, view in self.views.items():
+                problem = ""
+                if self.node_fit:
+                    if not pod_node_affinity_matches(pod, view.node):
+                        problem = AFFINITY
+                    elif untolerated_taint(pod, view.node) is not None:
+                        problem = TAINT
+                if problem:
+                    failures[problem] = failures.get(problem, 0) + 1
+                else:
+                    eligible.add(name)
+            group = self._groups[key] = _Group(eligible, failures)
+        return group
+
+    def _demand(
+        self, pod: Pod, usage: Mapping[str, int], prod_usage: Mapping[str, int] | None
+    ) -> dict[Dim, int]:
+        """What the pod asks of a node, per dimension; every check rejects more as any of these grows."""
+        demand: dict[Dim, int] = {}
+        if self.node_fit:
+            for name, amount in pod.requests.items():
+                if amount > 0:
+                    demand["request", name] = amount
+            demand[_SLOT] = 1
+        for name, amount in usage.items():
+            demand["usage", name] = amount
+        if prod_usage is not None:
+            for name, amount in prod_usage.items():
+                demand["prod", name] = amount
+        return demand
+
+    def _left(self, view: NodeView, dim: Dim) -> float:
+        """What ``view`` has left in ``dim`` (infinite where the check does not apply to it)."""
+        kind, name = dim
+        if kind == "request":
+            return view.node.allocatable.get(name, 0) - view.requested_now().get(name, 0)
+        if kind == "slot":
+            return self._slots_left(view)
+        levels = view.levels if kind == "usage" else view.prod
+        if levels is None or name not in levels.usage:
+            return math.inf
+        return levels.high[name] - levels.usage[name]
+
+    def _bound(self, lane: _Lane, dim: Dim) -> float:
+        found = lane.bound.get(dim)
+        if found is None:
+            views = self.views
+            found = max((self._left(views[n], dim) for _, n in lane.order), default=-math.inf)
+            lane.bound[dim] = found
+        return found
+
+    def _refresh(self, lane: _Lane, dims: Sequence[Dim]) -> None:
+        """Make the lane's bounds exact for ``dims`` (after a scan found no node: they only shrank)."""
+        for dim in dims:
+            lane.bound.pop(dim, None)
+            self._bound(lane, dim)
+
+    def _beyond_bound(self, group: _Group, lane: _Lane, demand: Mapping[Dim, int]) -> str:
+        qualifier = "low node it may run on" if group.static_failures else "low node"
+        for dim, amount in demand.items():
+            if amount <= self._bound(lane, dim):
+                continue
+            kind, name = dim
+            if kind == "request":
+                return (
+                    f"its {name} request ({format_amount(name, amount)}) is more than any {qualifier} "
+                    "has unrequested"
+                )
+            if kind == "slot":
+                return f"no {qualifier} has a free pod slot"
+            what = "prod usage" if kind == "prod" else "usage"
+            where = "its prod high threshold" if kind == "prod" else "its high threshold"
+            return (
+                f"its {name} {what} ({format_amount(name, amount)}) is more than any {qualifier} has left "
+                f"below {where}"
+            )
+        return ""
+
+    @staticmethod
+    def _remember(lane: _Lane, demand: dict[Dim, int], message: str) -> None:
+        """Keep only the least demanding failures: one asking at least as much as another adds nothing."""
+        kept = [(d, m) for d, m in lane.failures if not _covers(d, demand)]
+        kept.append((demand, message))
+        lane.failures = kept[-MAX_FAILURES:]
+
+    # --- the search -----------------------------------------------------------------------------------
+
+    def _message(self, failures: Mapping[str, int]) -> str:
+        detail = ", ".join(
+            f"{count} {what}" for what, count in sorted(failures.items(), key=lambda i: (-i[1], i[0]))
+        )
+        return f"no low node fits ({len(self.views)} checked): {detail}"
+
     def find(
         self, pod: Pod, usage: Mapping[str, int], prod_usage: Mapping[str, int] | None
     ) -> tuple[NodeView | None, str]:
@@ -104,30 +283,43 @@ class DestinationSet:
                     f"its {name} usage ({format_amount(name, amount)}) is more than any low node has left "
                     "below its high threshold"
                 )
-        key = (
-            tuple(sorted(pod.node_selector.items())),
-            pod.required_node_terms,
-            pod.tolerations,
-            tuple(sorted(pod.requests.items())),
-            tuple(sorted(usage.items())),
-            tuple(sorted(prod_usage.items())) if prod_usage is not None else None,
-        )
-        cached = self._no_fit.get(key)
-        if cached is not None:
-            return None, cached
-        failures: dict[str, int] = {}
-        for _, name in self.order:
+        group = self._group(pod)
+        if not group.eligible:
+            return None, self._message(group.static_failures)
+        demand = self._demand(pod, usage, prod_usage)
+        needs = tuple(sorted(d for d in demand if d[0] in ("request", "slot")))
+        lane = group.lanes.get(needs)
+        if lane is None:
+            lane = group.lanes[needs] = _Lane(
+                [
+                    (score, name)
+                    for score, name in self.order
+                    if name in group.eligible and self._has_room(self.views[name], needs)
+                ]
+            )
+        failures = dict(group.static_failures)
+        full = len(group.eligible) - len(lane.order)
+        if full:
+            failures[REQUESTS] = failures.get(REQUESTS, 0) + full
+        if not lane.order:
+            return None, self._message(failures)
+        beyond = self._beyond_bound(group, lane, demand)
+        if beyond:
+            return None, beyond
+        for failed, message in lane.failures:
+            if _covers(demand, failed):
+                return None, message
+        for _, name in lane.order:
             view = self.views[name]
-            problem = self._reject(view, pod, usage, prod_usage)
+            problem = self._reject(view, pod, usage, prod_usage, True)
             if not problem:
                 return view, ""
             failures[problem] = failures.get(problem, 0) + 1
-        detail = ", ".join(
-            f"{count} {what}" for what, count in sorted(failures.items(), key=lambda i: (-i[1], i[0]))
-        )
-        message = f"no low node fits ({len(self.views)} checked): {detail}"
-        # Reservations only make destinations fuller, so the same pod shape fails for the rest of the cycle.
-        self._no_fit[key] = message
+        message = self._message(failures)
+        # Reservations only make destinations fuller: a pod asking at least this much fails for the rest of
+        # the cycle, and what the lane's nodes have left is now known exactly.
+        self._remember(lane, demand, message)
+        self._refresh(lane, list(demand))
         return None, message
 
     def reserve(
@@ -135,6 +327,7 @@ class DestinationSet:
     ) -> None:
         """Count the pod's usage, requests and slot on ``view`` for the rest of the cycle."""
         old = (self._score(view), view.name)
+        had_slot = self._slots_left(view) > 0
         for name, amount in usage.items():
             if name in view.levels.usage:
                 view.levels.usage[name] += amount
@@ -147,7 +340,29 @@ class DestinationSet:
             requested[name] = requested.get(name, 0) + amount
         view.reserved_pods += 1
         if view.name in self.views:
-            index = bisect.bisect_left(self.order, old)
-            if index < len(self.order) and self.order[index] == old:
-                del self.order[index]
-            bisect.insort(self.order, (self._score(view), view.name))
+            if self.node_fit and had_slot and self._slots_left(view) <= 0:
+                self._with_slots -= 1
+            new = (self._score(view), view.name)
+            _move(self.order, old, new)
+            for group in self._groups.values():
+                if view.name not in group.eligible:
+                    continue
+                for needs, lane in group.lanes.items():
+                    _move(lane.order, old, new if self._has_room(view, needs) else None)
+
+    def _has_room(self, view: NodeView, needs: Sequence[Dim]) -> bool:
+        return all(self._left(view, dim) > 0 for dim in needs)
+
+
+def _move(order: list[tuple[float, str]], old: tuple[float, str], new: tuple[float, str] | None) -> None:
+    """Re-place one node in a coolest-first order (``new`` None: drop it)."""
+    index = bisect.bisect_left(order, old)
+    if index < len(order) and order[index] == old:
+        del order[index]
+    if new is not None:
+        bisect.insort(order, new)
+
+
+def _covers(demand: Mapping[Dim, int], failed: Mapping[Dim, int]) -> bool:
+    """Whether ``demand`` asks at least as much as ``failed`` on every dimension ``failed`` asked for."""
+    return all(demand.get(dim, 0) >= amount for dim, amount in failed.items())

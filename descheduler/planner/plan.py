@@ -311,6 +311,12 @@ class _Cycle:
                     f"threshold for {', '.join(used_up)}",
                 )
                 return
+            if destinations.no_slots():
+                source.stop(
+                    reasons.STOP_HEADROOM_USED,
+                    f"the {'prod-' if prod else ''}low nodes have no pod slot left",
+                )
+                return
             workload = self.index.workload_of(pod)
             hit = self.limits.check(pod, source.name, workload) or self.pdbs.check(pod)
             if hit is not None:

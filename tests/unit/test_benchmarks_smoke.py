@@ -19,6 +19,7 @@ from benchmarks.balance_quality import min_cover, min_cover_in_order
 from benchmarks.closedloop import World
 from benchmarks.common import parse_summary, summary_line
 from benchmarks.fakeprom import classify
+from benchmarks.planning_shapes import build
 from descheduler.usage.settings import DEFAULT_QUERIES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,8 +72,17 @@ def _run(*args: str) -> dict[str, tuple[float, str]]:
                 "made_hot": "",
             },
         ),
+        (
+            ("benchmarks.planning_shapes", "--sizes", "20,40", "--runs", "1"),
+            {
+                "default_20": "s",
+                "hot20_low50_40": "s",
+                "hot20_low50_full_40": "s",
+                "hot20_low50_full_exponent": "x",
+            },
+        ),
     ],
-    ids=["cycle_cost", "control_plane_load", "balance_quality"],
+    ids=["cycle_cost", "control_plane_load", "balance_quality", "planning_shapes"],
 )
 def test_each_benchmark_script_runs_small_and_ends_with_a_parsable_summary(
     command: tuple[str, ...], expected: dict[str, str]
@@ -119,6 +129,25 @@ def test_the_synthetic_cluster_has_the_promised_shape_and_is_reproducible() -> N
     kinds = {o["kind"] for o in first.objects()}
     expected = {"Node", "Pod", "Deployment", "ReplicaSet", "StatefulSet", "PodDisruptionBudget", "Namespace"}
     assert expected <= kinds
+
+
+def test_low_nodes_are_under_the_low_thresholds_and_full_ones_have_no_unrequested_cpu_or_memory() -> None:
+    snapshot, usage = build(100, 30, "hot20-low50-full", 4)
+    cluster = synth.generate(synth.SynthSpec(nodes=100, hot_fraction=0.2, low_fraction=0.5, seed=4))
+    low = {n.name for n in cluster.nodes if n.low}
+    assert len(low) == 50 and not any(n.low and n.hot for n in cluster.nodes)
+    requested: dict[str, dict[str, int]] = {}
+    for pod in snapshot.pods:
+        for name, amount in pod.requests.items():
+            requested.setdefault(pod.node_name, {}).setdefault(name, 0)
+            requested[pod.node_name][name] += amount
+    for node in snapshot.nodes:
+        if node.name not in low:
+            continue
+        for resource in ("cpu", "memory"):
+            percent = 100 * usage.nodes[node.name].resources[resource] / node.allocatable[resource]
+            assert percent <= synth.LOW_THRESHOLDS[resource]
+            assert requested[node.name][resource] >= node.allocatable[resource]
 
 
 def test_a_nodes_usage_is_its_pods_usage_plus_the_system_overhead() -> None:

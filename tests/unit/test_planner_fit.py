@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
+import random
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
+from descheduler.cluster.types import Pod
 from descheduler.planner import reasons
+from descheduler.planner.classify import NodeView
+from descheduler.planner.fit import DestinationSet
 from tests.unit.builders import World, cpu, evicted, report, settings, skip_codes
 
 
@@ -121,12 +127,163 @@ def test_a_cordoned_node_is_never_a_destination() -> None:
 
 
 def test_a_pod_that_fits_nowhere_is_skipped_with_what_failed_where() -> None:
-    world = one_pod({"node_selector": {"disk": "ssd"}, "usage": cpu("2.5")})
+    world = one_pod({"node_selector": {"disk": "ssd"}, "usage": cpu("2.5"), "requests": {"cpu": "2"}})
     world.node("cool-ssd-busy", labels={"disk": "ssd"}, usage=cpu("3"))
+    world.node("cool-ssd-full", labels={"disk": "ssd"}, usage=cpu("1"))
+    world.pod("resident", on="cool-ssd-full", requests={"cpu": "9"})
     result = world.plan(settings(low={"cpu": 30}))
     assert result.pod_skips[0].message == (
-        "no low node fits (2 checked): 1 fail nodeSelector/affinity, 1 would go over their high threshold"
+        "no low node fits (3 checked): 1 fail nodeSelector/affinity, 1 lack allocatable for its requests, "
+        "1 would go over their high threshold"
     )
+
+
+@pytest.mark.parametrize(
+    ("pod", "message"),
+    [
+        (
+            {"requests": {"cpu": "3"}},
+            "its cpu request (3) is more than any low node has unrequested",
+        ),
+        (
+            {"node_selector": {"disk": "ssd"}, "usage": cpu("2.5")},
+            "its cpu usage (2500m) is more than any low node it may run on has left below its high threshold",
+        ),
+        (
+            {"node_selector": {"disk": "ssd"}, "requests": {"cpu": "1500m"}},
+            "its cpu request (1500m) is more than any low node it may run on has unrequested",
+        ),
+    ],
+)
+def test_a_pod_asking_more_than_any_low_node_has_left_is_skipped_saying_what_and_without_a_scan(
+    pod: dict[str, Any], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = one_pod(pod)  # "cool": 10 cores, 1 used, 8 of them requested below
+    world.pod("resident", on="cool", requests={"cpu": "8"})
+    world.node("cool-ssd", labels={"disk": "ssd"}, usage=cpu("3"))  # 2 cores of room
+    world.pod("resident-ssd", on="cool-ssd", requests={"cpu": "9"})
+    checks = count_checks(monkeypatch)
+    result = world.plan(settings(low={"cpu": 30}))
+    assert [s.message for s in result.pod_skips] == [message]
+    assert checks == [0]
+
+
+def count_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count per-node destination checks from now on (one per pod and node examined)."""
+    counter = [0]
+    original = DestinationSet._reject
+
+    def counted(self: DestinationSet, *args: Any) -> str:
+        counter[0] += 1
+        return original(self, *args)
+
+    monkeypatch.setattr(DestinationSet, "_reject", counted)
+    return counter
+
+
+def test_a_pod_asking_at_least_as_much_as_one_that_fitted_nowhere_is_not_searched_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # "a" has cpu room but no memory room, "b" the other way round: a 2-core, 2Gi pod fits on neither,
+    # although neither bound alone rules it out.
+    world = World().node("hot", usage=cpu("9"))
+    world.node("a", usage=cpu("1", memory="19Gi")).node("b", usage=cpu("4", memory="4Gi"))
+    world.deployment("web", replicas=10)
+    for name, cores in (("p1", "2"), ("p2", "2"), ("p3", "2.5"), ("p4", "1")):
+        world.pod(name, on="hot", owner="web", usage=cpu(cores, memory="2Gi"))
+    checks = count_checks(monkeypatch)
+    result = world.plan(
+        settings(
+            low={"cpu": 45, "memory": 50},
+            high={"cpu": 50, "memory": 50},
+            migration={"maxUnavailablePerWorkload": 0, "maxMigratingPerWorkload": 0},
+        )
+    )
+    assert evicted(result) == ["default/p4"]  # 1 core fits "b"
+    assert sorted(skip_codes(result)) == ["default/p1", "default/p2", "default/p3"]
+    # Largest first: p3 is searched on both nodes (2 checks), then p1, which asks less cpu (2 checks); p2
+    # asks as much as p1 and is answered from the cache (0); p4 fits the first node tried (1).
+    assert checks == [5]
+
+
+def test_a_hotspot_stops_once_no_low_node_has_a_pod_slot_left() -> None:
+    world = World().node("hot", usage=cpu("9")).node("cool", usage=cpu("1"), pods=2)
+    world.pod("resident", on="cool")
+    world.deployment("web", replicas=10)
+    for name in ("a", "b", "c"):
+        world.pod(name, on="hot", owner="web", usage=cpu("1"))
+    result = world.plan(settings(migration={"maxUnavailablePerWorkload": 0, "maxMigratingPerWorkload": 0}))
+    assert len(result.evictions) == 1
+    assert report(result, "hot").stop_code == reasons.STOP_HEADROOM_USED
+    assert report(result, "hot").stop_message == "the low nodes have no pod slot left"
+
+
+class Exhaustive(DestinationSet):
+    """The reference search: every low node, coolest first, no bound and no cache."""
+
+    def find(
+        self, pod: Pod, usage: Mapping[str, int], prod_usage: Mapping[str, int] | None
+    ) -> tuple[NodeView | None, str]:
+        for _, name in self.order:
+            if not self._reject(self.views[name], pod, usage, prod_usage):
+                return self.views[name], ""
+        return None, "no low node fits"
+
+
+def random_world(seed: int) -> World:
+    """Hot and low nodes with labels, taints and request pressure; pods with selectors and tolerations."""
+    rng = random.Random(seed)
+    world = World()
+    taint = {"key": "gpu", "value": "yes", "effect": "NoSchedule"}
+    toleration = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
+    for i in range(rng.randint(6, 12)):
+        hot = i < 3
+        labels = {"disk": "ssd"} if rng.random() < 0.4 else {}
+        world.node(
+            f"n{i}",
+            usage=cpu(
+                f"{rng.uniform(7, 9.5) if hot else rng.uniform(0.2, 1.9):.2f}", f"{rng.randint(2, 30)}Gi"
+            ),
+            labels=labels,
+            taints=[taint] if rng.random() < 0.2 else [],
+            pods=rng.choice((3, 6, 110)),
+        )
+        if not hot and rng.random() < 0.5:
+            world.pod(f"resident-{i}", on=f"n{i}", requests={"cpu": f"{rng.randint(4, 10)}", "memory": "1Gi"})
+    world.deployment("web", replicas=100)
+    for i in range(3):
+        for j in range(rng.randint(3, 8)):
+            world.pod(
+                f"p{i}-{j}",
+                on=f"n{i}",
+                owner="web",
+                usage=cpu(f"{rng.uniform(0.1, 3):.2f}", f"{rng.randint(1, 8)}Gi"),
+                requests={
+                    "cpu": f"{rng.choice((0, 500, 1000, 2000, 4000))}m",
+                    "memory": f"{rng.randint(1, 4)}Gi",
+                },
+                node_selector={"disk": "ssd"} if rng.random() < 0.3 else None,
+                tolerations=[toleration] if rng.random() < 0.3 else (),
+            )
+    return world
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_bounds_and_caches_never_change_which_pods_move_or_where(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = random_world(seed)
+    config = settings(
+        low={"cpu": 20, "memory": 80},
+        high={"cpu": 50, "memory": 90},
+        migration={"maxUnavailablePerWorkload": 0, "maxMigratingPerWorkload": 0},
+    )
+    fast = world.plan(config)
+    monkeypatch.setattr(importlib.import_module("descheduler.planner.plan"), "DestinationSet", Exhaustive)
+    reference = world.plan(config)
+    assert [(e.pod.key, e.destination) for e in fast.evictions] == [
+        (e.pod.key, e.destination) for e in reference.evictions
+    ]
 
 
 def test_a_pod_larger_than_any_low_nodes_room_is_skipped_without_a_scan() -> None:

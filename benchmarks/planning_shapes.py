@@ -1,0 +1,196 @@
+"""Does planning stay linear in every cluster shape? Planning time per shape and size, and its growth.
+
+Run from the repository root::
+
+    python -m benchmarks.planning_shapes                          # 500, 1,000, 2,000 and 5,000 nodes
+    python -m benchmarks.planning_shapes --sizes 500,1000 --runs 3  # quicker
+
+The default synthetic cluster (5 % hot) is the easy case: few candidates, and the coolest low node
+usually takes each one. The hard cases have many candidates and many low nodes that refuse them:
+
+- ``default``: ``synth`` as is (5 % hot nodes, about 15 % low).
+- ``hot20-low50``: 20 % of the nodes hot, 50 % low with room for requests.
+- ``hot20-low50-full``: the same, but every low node's requests fill its allocatable (a reserved pod in
+  ``kube-system`` takes what the node's own pods leave), so no pod fits anywhere by requests although the
+  low nodes have usage room: every candidate is rejected by every low node unless the search is bounded.
+
+The cluster is parsed in this process (no API server: planning is pure). Each size and shape is planned
+``--runs`` times on the same snapshot and usage (median). A separate, untimed run counts the per-node
+destination checks (``DestinationSet._reject`` calls) to show the search's work directly. The last line
+is the usual ``SUMMARY``; the growth exponent is fitted between the smallest and the largest size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from benchmarks import synth
+from benchmarks.common import median, quiet_logs, summary_line, verdict
+from descheduler.cluster.parse import build_snapshot
+from descheduler.cluster.types import ClusterSnapshot, Pod, UsageSnapshot
+from descheduler.planner import PlannerState, plan
+from descheduler.planner.fit import DestinationSet
+
+PLAN_TARGET_S = 0.5
+"""Target at 5,000 nodes in every shape (issue 15); 1.2 s at 10,000."""
+
+SHAPES: dict[str, tuple[float, float, bool]] = {
+    "default": (0.05, 0.0, False),
+    "hot20-low50": (0.20, 0.50, False),
+    "hot20-low50-full": (0.20, 0.50, True),
+}
+"""name -> (hot fraction, low fraction, low nodes' requests full)."""
+
+
+def fill_requests(snapshot: ClusterSnapshot, nodes: set[str]) -> ClusterSnapshot:
+    """Add one unmovable pod per node in ``nodes`` whose requests take the node's remaining allocatable."""
+    requested: dict[str, dict[str, int]] = {}
+    for pod in snapshot.pods:
+        entry = requested.setdefault(pod.node_name, {})
+        for name, amount in pod.requests.items():
+            entry[name] = entry.get(name, 0) + amount
+    fillers = []
+    for node in snapshot.nodes:
+        if node.name not in nodes:
+            continue
+        used = requested.get(node.name, {})
+        left = {name: max(0, node.allocatable.get(name, 0) - used.get(name, 0)) for name in ("cpu", "memory")}
+        fillers.append(
+            Pod(
+                namespace="kube-system",
+                name=f"reserved-{node.name}",
+                uid=f"reserved-{node.name}",
+                node_name=node.name,
+                requests=left,
+                qos_class="Burstable",
+            )
+        )
+    return ClusterSnapshot(
+        nodes=snapshot.nodes,
+        pods=snapshot.pods + tuple(fillers),
+        pdbs=snapshot.pdbs,
+        workloads=snapshot.workloads,
+        namespaces=snapshot.namespaces,
+    )
+
+
+@contextmanager
+def counting_checks() -> Iterator[list[int]]:
+    """Count ``DestinationSet._reject`` calls (one per pod x node examined) while the block runs."""
+    original = DestinationSet._reject
+    counter = [0]
+
+    def counted(self: DestinationSet, *args: Any) -> str:
+        counter[0] += 1
+        return original(self, *args)
+
+    DestinationSet._reject = counted  # type: ignore[method-assign]
+    try:
+        yield counter
+    finally:
+        DestinationSet._reject = original  # type: ignore[method-assign]
+
+
+def build(nodes: int, pods_per_node: int, shape: str, seed: int) -> tuple[ClusterSnapshot, UsageSnapshot]:
+    hot, low, full = SHAPES[shape]
+    spec = synth.SynthSpec(
+        nodes=nodes, pods_per_node=pods_per_node, hot_fraction=hot, low_fraction=low, seed=seed
+    )
+    cluster = synth.generate(spec)
+    snapshot = build_snapshot(cluster.objects())
+    if full:
+        snapshot = fill_requests(snapshot, {n.name for n in cluster.nodes if n.low})
+    usage = synth.usage_snapshot(cluster.node_usage(), cluster.pod_usage(), synth.NOW)
+    return snapshot, usage
+
+
+def measure(nodes: int, pods_per_node: int, shape: str, seed: int, runs: int) -> dict[str, Any]:
+    snapshot, usage = build(nodes, pods_per_node, shape, seed)
+    config = synth.effective_config()
+    times = []
+    result = None
+    for _ in range(runs):
+        gc.collect()
+        started = time.process_time()
+        result = plan(snapshot, usage, config, PlannerState(), synth.NOW)
+        times.append(time.process_time() - started)
+    assert result is not None
+    with counting_checks() as checks:
+        plan(snapshot, usage, config, PlannerState(), synth.NOW)
+    classes: dict[str, int] = {}
+    for report in result.node_reports:
+        classes[report.node_class] = classes.get(report.node_class, 0) + 1
+    no_destination = sum(1 for s in result.pod_skips if s.code == "no-destination")
+    return {
+        "nodes": nodes,
+        "pods": len(snapshot.pods),
+        "shape": shape,
+        "plan": median(times),
+        "plan_max": max(times),
+        "evictions": len(result.evictions),
+        "no_destination": no_destination,
+        "checks": checks[0],
+        "classes": classes,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Planning time per cluster shape and size.")
+    parser.add_argument("--sizes", default="500,1000,2000,5000", help="comma-separated node counts")
+    parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated shapes")
+    parser.add_argument("--pods-per-node", type=int, default=30)
+    parser.add_argument("--runs", type=int, default=3, help="timed plans per size and shape (median)")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    quiet_logs()
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    shapes = [s for s in args.shapes.split(",") if s.strip()]
+    unknown = sorted(set(shapes) - SHAPES.keys())
+    if unknown:
+        parser.error(f"unknown shape(s) {unknown}; known: {sorted(SHAPES)}")
+    print(
+        f"planning_shapes: sizes {sizes}, shapes {shapes}, {args.pods_per_node} pods/node, "
+        f"{args.runs} runs each (process CPU, median); load average {os.getloadavg()[0]:.2f}"
+    )
+    figures: dict[str, str] = {}
+    largest = max(sizes)
+    met = True
+    for shape in shapes:
+        rows = []
+        print(f"\n== {shape} ==")
+        print(
+            f"  {'nodes':>6} {'pods':>7} {'plan s':>8} {'evictions':>9} {'no-dest':>8} "
+            f"{'checks':>10}  classes"
+        )
+        for nodes in sizes:
+            row = measure(nodes, args.pods_per_node, shape, args.seed, args.runs)
+            rows.append(row)
+            print(
+                f"  {nodes:>6} {row['pods']:>7} {row['plan']:>8.3f} {row['evictions']:>9} "
+                f"{row['no_destination']:>8} {row['checks']:>10}  {row['classes']}",
+                flush=True,
+            )
+            figures[f"{shape.replace('-', '_')}_{nodes}"] = f"{row['plan']:.3f}s"
+        if len(rows) >= 2 and rows[0]["plan"] > 0:
+            first, last = rows[0], rows[-1]
+            exponent = math.log(last["plan"] / first["plan"]) / math.log(last["nodes"] / first["nodes"])
+            print(f"  growth exponent {first['nodes']} -> {last['nodes']} nodes: {exponent:.2f} (linear: 1)")
+            figures[f"{shape.replace('-', '_')}_exponent"] = f"{exponent:.2f}x"
+        if largest >= 5000:
+            ok = rows[-1]["plan"] < PLAN_TARGET_S
+            met = met and ok
+            print(f"  planning < {PLAN_TARGET_S} s at {largest} nodes: {verdict(ok)}")
+    if largest >= 5000:
+        print(f"\nevery shape under {PLAN_TARGET_S} s at {largest} nodes: {verdict(met)}")
+    print(summary_line(figures))
+
+
+if __name__ == "__main__":
+    main()
