@@ -10,6 +10,7 @@ Every request is counted, so a benchmark can check the queries per cycle against
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -31,13 +32,33 @@ def classify(query: str) -> str:
     return "podCpu" if "container_cpu_usage_seconds_total" in query else "podMemory"
 
 
+_NODE_MATCHER = re.compile(r'node=~"((?:[^"\\]|\\.)*)"')
+
+
+def _matched_nodes(query: str) -> set[str] | None:
+    """The node names of a ``node=~"a|b"`` matcher (escapes undone), or None without one."""
+    match = _NODE_MATCHER.search(query)
+    if match is None:
+        return None
+    regex = re.sub(r"\\(.)", r"\1", match.group(1))  # the PromQL string escapes
+    return {re.sub(r"\\(.)", r"\1", name) for name in regex.split("|")}  # the regex escapes
+
+
 class FakePrometheus:
     """Serve ``nodes()`` and ``pods()`` (usage in millicores and bytes) as Prometheus vectors."""
 
-    def __init__(self, nodes: Callable[[], Usage], pods: Callable[[], Usage]) -> None:
+    def __init__(
+        self,
+        nodes: Callable[[], Usage],
+        pods: Callable[[], Usage],
+        pod_nodes: Callable[[], dict[str, str]] | None = None,
+    ) -> None:
         self.nodes = nodes
         self.pods = pods
+        self.pod_nodes = pod_nodes
+        """Pod key -> node: lets pod queries honour a ``node=~"a|b"`` matcher as Prometheus would."""
         self.queries: Counter[str] = Counter()
+        self.series_returned = 0
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -66,7 +87,11 @@ class FakePrometheus:
                 )
                 result.append({"metric": {"instance": f"{node}:9100"}, "value": [at, repr(float(value))]})
         else:
+            wanted = _matched_nodes(query)
+            placed = self.pod_nodes() if wanted is not None and self.pod_nodes is not None else None
             for key, usage in self.pods().items():
+                if placed is not None and wanted is not None and placed.get(key) not in wanted:
+                    continue
                 namespace, pod = key.split("/", 1)
                 value = (
                     at
@@ -76,6 +101,8 @@ class FakePrometheus:
                 result.append(
                     {"metric": {"namespace": namespace, "pod": pod}, "value": [at, repr(float(value))]}
                 )
+        with self._lock:
+            self.series_returned += len(result)
         return {"status": "success", "data": {"resultType": "vector", "result": result}}
 
     def start(self) -> FakePrometheus:

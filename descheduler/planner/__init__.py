@@ -5,7 +5,7 @@ the two share the work). The live service, ``once --dry-run`` and ``simulate`` a
 """
 
 from descheduler.planner.model import NodeReport, Plan, PlannedEviction, PodSkip, ResourceReport
-from descheduler.planner.plan import plan
+from descheduler.planner.plan import plan, pod_usage_nodes
 from descheduler.planner.settings import validate
 from descheduler.planner.state import AnomalyCount, Migration, PlannerState, commit, forget
 
@@ -21,5 +21,6 @@ __all__ = [
     "commit",
     "forget",
     "plan",
+    "pod_usage_nodes",
     "validate",
 ]

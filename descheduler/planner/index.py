@@ -34,6 +34,19 @@ class WorkloadRef:
 class ClusterIndex:
     """Pods by node and by uid, workloads by uid and name, and lazily the pods of each workload."""
 
+    _last: tuple[ClusterSnapshot, ClusterIndex] | None = None
+
+    @classmethod
+    def of(cls, snapshot: ClusterSnapshot) -> ClusterIndex:
+        """The index of ``snapshot``, reused while the same snapshot object is planned again (a cycle
+        classifies nodes for the usage fetch and then plans on one snapshot). Indexes hold no cycle state."""
+        last = cls._last
+        if last is not None and last[0] is snapshot:
+            return last[1]
+        index = cls(snapshot)
+        cls._last = (snapshot, index)
+        return index
+
     def __init__(self, snapshot: ClusterSnapshot) -> None:
         self.snapshot = snapshot
         self.nodes: dict[str, Node] = {n.name: n for n in snapshot.nodes}

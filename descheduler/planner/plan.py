@@ -46,6 +46,26 @@ def plan(
     return _Cycle(snapshot, usage, compile_settings(config), state, now).run()
 
 
+def pod_usage_nodes(
+    snapshot: ClusterSnapshot, usage: UsageSnapshot, config: EffectiveConfig, state: PlannerState, now: float
+) -> frozenset[str] | None:
+    """The nodes whose pods' usage ``plan`` may read this cycle, judged from node usage alone.
+
+    That is the nodes over a high threshold (hotspots are among them; low and normal nodes only receive
+    pods, by node usage). None means every node: with ``prodHighThresholds`` a node's prod usage is the
+    sum of its prod pods' usage, so every node needs pod usage. Nothing when LowNodeLoad is off or
+    paused. ``usage.pods`` is not read. Callers may add nodes (e.g. whose pods changed recently).
+    """
+    settings = compile_settings(config)
+    if not settings.enabled or settings.paused:
+        return frozenset()
+    if any(pool.prod_resources for pool in settings.pools):
+        return None
+    cycle = _Cycle(snapshot, usage, settings, state, now)
+    cycle._collect_nodes()
+    return frozenset(view.name for views in cycle.views.values() for view in views if view.over)
+
+
 class _Cycle:
     def __init__(
         self,
@@ -60,7 +80,7 @@ class _Cycle:
         self.settings = settings
         self.state = state
         self.now = now
-        self.index = ClusterIndex(snapshot)
+        self.index = ClusterIndex.of(snapshot)
         self.notes: list[str] = []
         self.evictions: list[PlannedEviction] = []
         self.skips: list[PodSkip] = []

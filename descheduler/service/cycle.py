@@ -14,15 +14,15 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
 
-from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSnapshot
+from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
-from descheduler.planner import Plan, PlannerState, commit, forget, plan
+from descheduler.planner import Plan, PlannerState, commit, forget, plan, pod_usage_nodes
 from descheduler.service.unknown import DEFAULT_SETTLE_SECONDS, Resolution, Unconfirmed, resolve
 
 log = structlog.get_logger("descheduler.cycle")
@@ -33,7 +33,11 @@ class SnapshotSource(Protocol):
 
 
 class UsageSource(Protocol):
-    def fetch(self, nodes: Sequence[Node], pods: Sequence[Pod]) -> UsageSnapshot: ...
+    def fetch_nodes(self, nodes: Sequence[Node]) -> UsageSnapshot: ...
+
+    def fetch_pods(
+        self, wanted: Collection[str] | None, nodes: Sequence[Node], pods: Sequence[Pod]
+    ) -> Mapping[str, UsageSample]: ...
 
 
 class Outcome(Protocol):
@@ -195,7 +199,14 @@ class CycleRunner:
         try:
             snapshot = self.cluster.snapshot()
             resolved = self._settle_unknown(snapshot.pods, now)
-            usage = self._distrust(self.usage.fetch(snapshot.nodes, snapshot.pods))
+            # Two steps: node usage first; then pod usage only for the nodes the plan may move pods from.
+            usage = self._distrust(self.usage.fetch_nodes(snapshot.nodes))
+            wanted = pod_usage_nodes(snapshot, usage, self.config, self.state, now)
+            usage = UsageSnapshot(
+                nodes=usage.nodes,
+                pods=self.usage.fetch_pods(wanted, snapshot.nodes, snapshot.pods),
+                node_errors=usage.node_errors,
+            )
             decided = plan(snapshot, usage, self.config, self.state, now)
             records: list[EvictionRecord] = []
             evicted: list[str] = []

@@ -15,7 +15,7 @@ The HTTP client lives in ``descheduler.kube.metrics_api``; this module only need
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -129,9 +129,18 @@ class MetricsServerSource:
     def __init__(self, api: MetricsApi, *, clock: Callable[[], float] = time.time) -> None:
         self._api = api
         self._clock = clock
+        self._now: float | None = None
 
     def fetch(self, nodes: Sequence[Node], pods: Sequence[Pod]) -> UsageSnapshot:
-        now = self._clock()
+        usage = self.fetch_nodes(nodes)
+        if not usage.nodes:  # no node can be judged: pod usage would serve nothing
+            return usage
+        return UsageSnapshot(
+            nodes=usage.nodes, pods=self.fetch_pods(None, nodes, pods), node_errors=usage.node_errors
+        )
+
+    def fetch_nodes(self, nodes: Sequence[Node]) -> UsageSnapshot:
+        now = self._now = self._clock()
         try:
             raw = self._api.list_node_metrics()
         except Exception as error:  # the client's errors are not ours to know; the cycle must go on
@@ -150,8 +159,17 @@ class MetricsServerSource:
                 node_samples[node.name] = sample
             else:
                 node_errors[node.name] = sample
-        pod_samples = self._pod_samples(nodes, pods, now)
-        return UsageSnapshot(nodes=node_samples, pods=pod_samples, node_errors=node_errors)
+        return UsageSnapshot(nodes=node_samples, node_errors=node_errors)
+
+    def fetch_pods(
+        self, wanted: Collection[str] | None, nodes: Sequence[Node], pods: Sequence[Pod]
+    ) -> dict[str, UsageSample]:
+        """Pods on the ``wanted`` nodes (None: all). metrics-server cannot filter by node: one list call."""
+        if wanted is not None:
+            chosen = set(wanted)
+            pods = [p for p in pods if p.node_name in chosen]
+        now = self._now if self._now is not None else self._clock()
+        return self._pod_samples(nodes, pods, now)
 
     def _pod_samples(self, nodes: Sequence[Node], pods: Sequence[Pod], now: float) -> dict[str, UsageSample]:
         """Pods without a trustworthy sample are left out: the planner treats their usage as unknown."""

@@ -1,9 +1,13 @@
 """Node and pod usage from Prometheus: node-exporter for nodes, cAdvisor for pods.
 
-A cycle sends the same six instant queries whatever the cluster size (usage and newest-sample time, for
-nodes and for pods), all evaluated at one instant so the numbers agree with each other. Every problem
-ends up as a per-node reason in ``UsageSnapshot.node_errors``; nothing here raises for bad data or an
-unavailable server, because one bad cycle must skip nodes, not stop the descheduler.
+A cycle fetches in two steps: the three node queries (usage and newest-sample time) for every node, then
+the three pod queries only for the nodes whose pods the planner may move (``fetch_pods`` takes their
+names), matched on the pod series' node label, with the names split over at most ``MAX_POD_BATCHES``
+queries each. So the queries per cycle are bounded whatever the cluster size (3 + 3 x MAX_POD_BATCHES at
+most), and Prometheus evaluates, and we decode, only the series that matter: on a large cluster the pod
+series are almost all of the work. All queries of a cycle are evaluated at one instant so the numbers agree.
+Every problem ends up as a per-node reason in ``UsageSnapshot.node_errors``; nothing here raises for bad
+data or an unavailable server, because one bad cycle must skip nodes, not stop the descheduler.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import json
 import re
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -31,7 +35,13 @@ from descheduler.usage.settings import PrometheusSettings, Relabel
 __all__ = ["QUERY_NAMES", "PrometheusSource", "relabel_function"]
 
 QUERY_NAMES = ("nodeCpu", "nodeMemory", "nodeSampleTime", "podCpu", "podMemory", "podSampleTime")
-"""Sent in this order every cycle; ``queries_sent`` grows by ``len(QUERY_NAMES)`` per cycle."""
+"""In this order: the node queries every cycle, the pod queries once per batch of nodes needing pod usage."""
+
+MAX_POD_BATCHES = 4
+"""Node names are split over at most this many queries per pod query, whatever their number."""
+
+ALL_PODS_SHARE = 0.5
+"""Above this share of the cluster's nodes, one unfiltered query is cheaper than long matchers."""
 
 _NODE_QUERIES = {"cpu": "nodeCpu", "memory": "nodeMemory", "time": "nodeSampleTime"}
 _POD_QUERIES = {"cpu": "podCpu", "memory": "podMemory", "time": "podSampleTime"}
@@ -41,6 +51,30 @@ Vector = dict[str, list[float]]
 """Query result: object key (node name or ``namespace/pod``) to the values of every series mapped to it."""
 
 _REFERENCE = re.compile(r"\$(?:(\$)|\{(\w+)\}|(\w+))")
+_REGEX_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
+
+
+def node_matcher(label: str, names: Collection[str]) -> str:
+    """``, label=~"a|b"`` for a PromQL selector: names are regex-escaped (RE2), then string-escaped."""
+    alternatives = "|".join(_REGEX_SPECIAL.sub(r"\\\1", name) for name in sorted(names))
+    quoted = alternatives.replace("\\", "\\\\").replace('"', '\\"')
+    return f', {label}=~"{quoted}"'
+
+
+def batches(names: Collection[str], count: int) -> list[list[str]]:
+    """``names`` (sorted) split into at most ``count`` batches of near-equal size."""
+    ordered = sorted(names)
+    if not ordered:
+        return []
+    parts = min(count, len(ordered))
+    size, extra = divmod(len(ordered), parts)
+    out: list[list[str]] = []
+    start = 0
+    for i in range(parts):
+        end = start + size + (1 if i < extra else 0)
+        out.append(ordered[start:end])
+        start = end
+    return out
 
 
 def relabel_function(relabel: Relabel | None) -> Callable[[str], str]:
@@ -138,7 +172,14 @@ class PrometheusSource:
     def __init__(self, settings: PrometheusSettings, *, clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
         self.queries_sent = 0
-        """Instant queries sent since construction (benchmarks check it grows by a constant per cycle)."""
+        """Instant queries sent since construction (benchmarks check it stays bounded per cycle)."""
+        self.samples_touched = 0
+        """Samples Prometheus loaded to answer them (``stats=all``: ``totalQueryableSamples``), in total."""
+        self.cycle_queries = 0
+        self.cycle_samples = 0
+        """The same two counts for the current cycle (reset by ``fetch_nodes``)."""
+        self._now: float | None = None
+        self._transport_error: str | None = None
         self._clock = clock
         self._node_name = relabel_function(settings.node_relabel)
         window = f"{int(settings.window)}s"
@@ -166,12 +207,24 @@ class PrometheusSource:
         self._client.close()
 
     def fetch(self, nodes: Sequence[Node], pods: Sequence[Pod]) -> UsageSnapshot:
-        now = self._clock()
+        """Every node's usage and every pod's (both steps, all pods): for callers that need everything."""
+        usage = self.fetch_nodes(nodes)
+        return UsageSnapshot(
+            nodes=usage.nodes, pods=self.fetch_pods(None, nodes, pods), node_errors=usage.node_errors
+        )
+
+    def fetch_nodes(self, nodes: Sequence[Node]) -> UsageSnapshot:
+        """Step one of a cycle: node usage (no pods). Fixes the cycle's evaluation instant and credentials."""
+        self._now = now = self._clock()
+        self._transport_error = None
+        self.cycle_queries = 0
+        self.cycle_samples = 0
         try:
             self._apply_credentials()
         except _CredentialError as error:
+            self._transport_error = str(error)
             return UsageSnapshot(node_errors={node.name: str(error) for node in nodes})
-        results = self._run_queries(now)
+        results = {name: self._run_query(name, "", now) for name in _NODE_QUERIES.values()}
         node_samples: dict[str, UsageSample] = {}
         node_errors: dict[str, str] = {}
         for node in nodes:
@@ -180,15 +233,49 @@ class PrometheusSource:
                 node_samples[node.name] = sample
             else:
                 node_errors[node.name] = sample
+        return UsageSnapshot(nodes=node_samples, node_errors=node_errors)
+
+    def fetch_pods(
+        self, wanted: Collection[str] | None, nodes: Sequence[Node], pods: Sequence[Pod]
+    ) -> Mapping[str, UsageSample]:
+        """Step two: usage of the pods on the ``wanted`` nodes (None: every node), at step one's instant.
+
+        Pods without a trustworthy sample are left out. Samples are built when first read.
+        """
+        if self._now is None:
+            self.fetch_nodes(nodes)
+        now = self._now
+        assert now is not None
+        if wanted is not None:
+            wanted = set(wanted)
+            pods = [p for p in pods if p.node_name in wanted]
+        if not pods:
+            return {}
+        if self._transport_error is not None:
+            return {}
+        with_pods = {p.node_name for p in pods} if wanted is not None else set()
+        total = len(nodes)
+        if wanted is None or (total and len(with_pods) > ALL_PODS_SHARE * total):
+            matchers = [""]
+        else:
+            matchers = [
+                node_matcher(self.settings.pod_node_label, names)
+                for names in batches(with_pods, MAX_POD_BATCHES)
+            ]
+        results: dict[str, Vector | str] = {}
+        for name in _POD_QUERIES.values():
+            merged: Vector = {}
+            for matcher in matchers:
+                part = self._run_query(name, matcher, now)
+                if isinstance(part, str):
+                    results[name] = part
+                    break
+                for key, values in part.items():
+                    merged.setdefault(key, []).extend(values)
+            else:
+                results[name] = merged
         allocatable = {node.name: node.allocatable for node in nodes}
-        pod_samples: dict[str, UsageSample] = {}
-        for pod in pods:
-            sample = self._sample(
-                results, _POD_QUERIES, pod.key, "pod", allocatable.get(pod.node_name, {}), now
-            )
-            if isinstance(sample, UsageSample):
-                pod_samples[pod.key] = sample
-        return UsageSnapshot(nodes=node_samples, pods=pod_samples, node_errors=node_errors)
+        return _PodSamples(self, results, {p.key: allocatable.get(p.node_name, {}) for p in pods}, now)
 
     def _apply_credentials(self) -> None:
         """Re-read secret files every cycle so a rotated token or password is picked up without a restart."""
@@ -210,42 +297,63 @@ class PrometheusSource:
                 warnings.simplefilter("ignore", InsecureRequestWarning)
             yield
 
-    def _run_queries(self, now: float) -> dict[str, Vector | str]:
-        """Each query's vector, or why it failed; the first transport failure ends the cycle's queries."""
-        results: dict[str, Vector | str] = {}
-        transport_error: str | None = None
-        for name in QUERY_NAMES:
-            if transport_error is not None:
-                results[name] = transport_error
-                continue
-            self.queries_sent += 1
-            try:
-                with self._quiet_insecure():
-                    raw = self._client.custom_query(self.queries[name], params={"time": f"{now:.3f}"})
-                results[name] = self._parse_vector(raw, node_level=name.startswith("node"))
-            except PrometheusApiClientException as error:
-                status, message = _api_error(error)
-                if status in (401, 403):  # credentials, not this query: every other query would fail alike
-                    transport_error = results[name] = f"prometheus rejected the credentials: {message}"
-                else:
-                    results[name] = f"{name} query failed: {message}"
-            except requests.exceptions.JSONDecodeError as error:
-                results[name] = f"{name} query got a response that is not JSON: {_root_cause(error)}"
-            except requests.exceptions.SSLError as error:
-                transport_error = results[name] = f"prometheus TLS error: {_root_cause(error)}"
-            except requests.exceptions.Timeout:
-                transport_error = results[name] = (
-                    f"prometheus timed out after {format_duration(self.settings.timeout)}"
-                )
-            except requests.exceptions.ConnectionError as error:
-                transport_error = results[name] = f"prometheus unreachable: {_root_cause(error)}"
-            except requests.exceptions.RequestException as error:
-                transport_error = results[name] = f"prometheus request failed: {_root_cause(error)}"
-            except OSError as error:  # requests checks the TLS file paths itself and raises a bare OSError
-                transport_error = results[name] = f"prometheus TLS files: {_short(str(error))}"
-            except (ValueError, TypeError, KeyError) as error:
-                results[name] = f"{name} query got a malformed response: {_short(str(error))}"
-        return results
+    def _post(self, query: str, now: float) -> Any:
+        """One instant query, POSTed (node matchers can be long) with ``stats=all`` to count samples."""
+        client = self._client
+        response = client._session.post(
+            f"{client.url}/api/v1/query",
+            data={"query": query, "time": f"{now:.3f}", "stats": "all"},
+            headers=client.headers,
+            auth=client.auth,
+            verify=client._session.verify,
+            cert=client._session.cert,
+            timeout=self.settings.timeout,
+        )
+        if response.status_code != 200:
+            raise PrometheusApiClientException(
+                f"HTTP Status Code {response.status_code} ({response.content!r})"
+            )
+        data = response.json()["data"]
+        stats = data.get("stats") if isinstance(data, dict) else None
+        samples = (stats or {}).get("samples") or {}
+        touched = samples.get("totalQueryableSamples")
+        if isinstance(touched, int):
+            self.cycle_samples += touched
+            self.samples_touched += touched
+        return data["result"]
+
+    def _run_query(self, name: str, matcher: str, now: float) -> Vector | str:
+        """The query's vector, or why it failed; a transport failure fails the rest of the cycle's queries."""
+        if self._transport_error is not None:
+            return self._transport_error
+        self.queries_sent += 1
+        self.cycle_queries += 1
+        error: str | None = None
+        try:
+            with self._quiet_insecure():
+                raw = self._post(self.queries[name].replace("${podNodeMatcher}", matcher), now)
+            return self._parse_vector(raw, node_level=name.startswith("node"))
+        except PrometheusApiClientException as failure:
+            status, message = _api_error(failure)
+            if status not in (401, 403):
+                return f"{name} query failed: {message}"
+            error = f"prometheus rejected the credentials: {message}"  # every other query would fail alike
+        except requests.exceptions.JSONDecodeError as failure:
+            return f"{name} query got a response that is not JSON: {_root_cause(failure)}"
+        except requests.exceptions.SSLError as failure:
+            error = f"prometheus TLS error: {_root_cause(failure)}"
+        except requests.exceptions.Timeout:
+            error = f"prometheus timed out after {format_duration(self.settings.timeout)}"
+        except requests.exceptions.ConnectionError as failure:
+            error = f"prometheus unreachable: {_root_cause(failure)}"
+        except requests.exceptions.RequestException as failure:
+            error = f"prometheus request failed: {_root_cause(failure)}"
+        except OSError as failure:  # requests checks the TLS file paths itself and raises a bare OSError
+            error = f"prometheus TLS files: {_short(str(failure))}"
+        except (ValueError, TypeError, KeyError) as failure:
+            return f"{name} query got a malformed response: {_short(str(failure))}"
+        self._transport_error = error
+        return error
 
     def _parse_vector(self, raw: Any, *, node_level: bool) -> Vector:
         if not isinstance(raw, list):
@@ -302,3 +410,44 @@ class PrometheusSource:
         amounts = {"cpu": values["cpu"] * 1000, "memory": values["memory"]}
         sample = build_sample(amounts, values["time"], allocatable=allocatable, now=now)
         return sample if isinstance(sample, UsageSample) else join_reasons(sample)
+
+
+class _PodSamples(Mapping[str, UsageSample]):
+    """Pod samples built on first read: a cycle reads the few candidates' samples, not every pod's."""
+
+    def __init__(
+        self,
+        source: PrometheusSource,
+        results: Mapping[str, Vector | str],
+        allocatable: Mapping[str, Mapping[str, int]],
+        now: float,
+    ) -> None:
+        self._source = source
+        self._results = results
+        self._allocatable = allocatable
+        self._now = now
+        self._built: dict[str, UsageSample | None] = {}
+
+    def _build(self, key: str) -> UsageSample | None:
+        if key in self._built:
+            return self._built[key]
+        sample: UsageSample | str | None = None
+        if key in self._allocatable:
+            sample = self._source._sample(
+                self._results, _POD_QUERIES, key, "pod", self._allocatable[key], self._now
+            )
+        built = sample if isinstance(sample, UsageSample) else None
+        self._built[key] = built
+        return built
+
+    def __getitem__(self, key: str) -> UsageSample:
+        sample = self._build(key)
+        if sample is None:
+            raise KeyError(key)
+        return sample
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([key for key in self._allocatable if self._build(key) is not None])
+
+    def __len__(self) -> int:
+        return sum(1 for key in self._allocatable if self._build(key) is not None)

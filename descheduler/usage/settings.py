@@ -19,7 +19,7 @@ DEFAULT_PROMETHEUS_URL = "http://prometheus-k8s.monitoring.svc:9090"
 """The ``prometheus-k8s`` service that kube-prometheus creates in the ``monitoring`` namespace."""
 
 _BUSY_CPU = 'mode!~"idle|iowait|steal"'
-_WORKLOAD_CONTAINERS = 'container!="", container!="POD"'
+_WORKLOAD_CONTAINERS = 'container!="", container!="POD"${podNodeMatcher}'
 
 DEFAULT_QUERIES: dict[str, str] = {
     "nodeCpu": "sum by (${nodeLabel}) (rate(node_cpu_seconds_total{" + _BUSY_CPU + "}[${window}]))",
@@ -43,6 +43,10 @@ DEFAULT_QUERIES: dict[str, str] = {
     + "}))",
 }
 """PromQL sent each cycle. ``${window}`` and ``${nodeLabel}`` are filled in from the settings.
+
+``${podNodeMatcher}`` (pod queries only) becomes ``, node=~"a|b"`` (the ``podNodeLabel`` setting) so
+Prometheus only evaluates the series of the nodes whose pods the cycle needs, or nothing when it needs all
+of them. A pod query without it still works: every pod is fetched and the rest left out here.
 
 CPU is busy time (every mode but idle, iowait and steal: iowait is idle time, steal went to another
 guest) in cores; memory is ``MemTotal - MemAvailable``, which leaves reclaimable page cache out. Pod
@@ -146,6 +150,9 @@ class PrometheusSettings(StrictModel):
     """Usage is averaged over this window (Koordinator's NodeMetric default is 5m too)."""
     node_label: str = Field(default="instance", alias="nodeLabel")
     node_relabel: Relabel | None = Field(default=DEFAULT_NODE_RELABEL, alias="nodeRelabel")
+    pod_node_label: str = Field(default="node", alias="podNodeLabel")
+    """The label of the pod (cAdvisor) series holding the node name, as kube-prometheus' kubelet job sets it;
+    pod queries match on it to fetch only the pods of the nodes that need them."""
     queries: PrometheusQueries = Field(default_factory=PrometheusQueries)
 
     @field_validator("url")
@@ -154,6 +161,13 @@ class PrometheusSettings(StrictModel):
         if not re.match(r"^https?://[^/\s]+", value):
             raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
         return value.rstrip("/")
+
+    @field_validator("pod_node_label")
+    @classmethod
+    def _pod_node_label_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", value):
+            raise ValueError(f"must be a Prometheus label name, got {value!r}")
+        return value
 
     @field_validator("timeout")
     @classmethod

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Protocol
 
-from descheduler.cluster.types import Node, Pod, UsageSnapshot
+from descheduler.cluster.types import Node, Pod, UsageSample, UsageSnapshot
 from descheduler.usage.metrics_server import MetricsApi, MetricsServerSource
 from descheduler.usage.prometheus import PrometheusSource
 from descheduler.usage.settings import MetricsProvider, default_providers
@@ -19,9 +19,19 @@ class UsageSource(Protocol):
 
     Never raises for data problems or an unavailable backend: nodes without trustworthy usage are listed
     in ``UsageSnapshot.node_errors`` with the reason, so the planner skips them and carries on.
+
+    A cycle fetches in two steps: ``fetch_nodes`` for every node, then ``fetch_pods`` for the pods of the
+    nodes that need pod usage (``planner.pod_usage_nodes``: the nodes over a high threshold, plus any a
+    caller adds, such as nodes whose pods changed inside the usage window). ``fetch`` does both for all.
     """
 
     def fetch(self, nodes: Sequence[Node], pods: Sequence[Pod]) -> UsageSnapshot: ...
+
+    def fetch_nodes(self, nodes: Sequence[Node]) -> UsageSnapshot: ...
+
+    def fetch_pods(
+        self, wanted: Collection[str] | None, nodes: Sequence[Node], pods: Sequence[Pod]
+    ) -> Mapping[str, UsageSample]: ...
 
 
 def build_source(

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from descheduler.cluster.types import Node
+from descheduler.cluster.types import Node, Pod
 from descheduler.usage.prometheus import PrometheusSource
 from descheduler.usage.settings import PrometheusSettings
 from tests.integration.prom_fixtures import LocalHttpServer, canned_server, free_port
@@ -15,6 +15,7 @@ from tests.integration.prom_fixtures import LocalHttpServer, canned_server, free
 pytestmark = pytest.mark.integration
 
 NODES = [Node(name=f"node-{i}", labels={}, allocatable={"cpu": 4000, "memory": 2**34}) for i in range(3)]
+PODS = [Pod(namespace="default", name="web-1", uid="web-1", node_name="node-0")]
 
 
 def _source(url: str, timeout: str = "1s") -> PrometheusSource:
@@ -76,7 +77,7 @@ def test_answers_that_are_not_usable_query_results_skip_the_nodes_with_the_cause
     server = canned_server(status, body, content_type=content_type)
     source = _source(server.url)
     try:
-        snapshot = source.fetch(NODES, [])
+        snapshot = source.fetch(NODES, PODS)  # a pod, so the pod queries are due too
     finally:
         source.close()
         server.close()

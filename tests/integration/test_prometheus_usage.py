@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from descheduler.cluster.types import Node, Pod, UsageSnapshot
-from descheduler.usage.prometheus import QUERY_NAMES, PrometheusSource
+from descheduler.usage.prometheus import MAX_POD_BATCHES, QUERY_NAMES, PrometheusSource
 from descheduler.usage.settings import PrometheusSettings
 from tests.integration.prom_fixtures import (
     Container,
@@ -228,6 +228,40 @@ def test_a_cycle_sends_the_same_number_of_queries_whatever_the_cluster_size(
         source.close()
     assert after_one == len(QUERY_NAMES)
     assert source.queries_sent == 3 * len(QUERY_NAMES)
+
+
+def test_pod_usage_is_fetched_only_for_the_wanted_nodes_so_prometheus_touches_fewer_samples(
+    prometheus: PrometheusServer,
+) -> None:
+    source = PrometheusSource(PrometheusSettings(url=prometheus.url), clock=lambda: T)
+    try:
+        source.fetch_nodes(NODES)
+        nodes_only = source.cycle_samples
+        one = dict(source.fetch_pods({"node-a"}, NODES, PODS))
+        with_one = source.cycle_samples
+        source.fetch_nodes(NODES)
+        every = dict(source.fetch_pods(None, NODES, PODS))
+        with_every = source.cycle_samples
+    finally:
+        source.close()
+    assert set(one) == {"default/web-1"}
+    assert set(every) == {"default/web-1", "default/batch-1"}
+    assert one["default/web-1"] == every["default/web-1"]
+    assert 0 < nodes_only < with_one < with_every
+
+
+def test_pod_queries_stay_bounded_however_many_nodes_need_pod_usage(prometheus: PrometheusServer) -> None:
+    nodes = [_node(f"node-{i:04d}") for i in range(1000)]
+    pods = [
+        Pod(namespace="default", name=f"p-{i}", uid=f"p-{i}", node_name=f"node-{i:04d}") for i in range(400)
+    ]
+    source = PrometheusSource(PrometheusSettings(url=prometheus.url), clock=lambda: T)
+    try:
+        source.fetch_nodes(nodes)
+        source.fetch_pods({p.node_name for p in pods}, nodes, pods)
+    finally:
+        source.close()
+    assert source.cycle_queries == 3 + 3 * MAX_POD_BATCHES
 
 
 def test_data_older_than_the_window_gives_no_sample_for_any_node(prometheus: PrometheusServer) -> None:

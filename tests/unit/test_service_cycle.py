@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,18 +44,24 @@ class SeedUsage:
         raw = yaml.safe_load((SEED / "usage.yaml").read_text())
         self.raw = raw
         self.broken = broken
+        self.pod_requests: list[list[str] | None] = []
+        """The nodes each cycle asked pod usage for."""
 
-    def fetch(self, nodes: Sequence[Node], pods: Sequence[Pod]) -> UsageSnapshot:
+    def fetch_nodes(self, nodes: Sequence[Node]) -> UsageSnapshot:
         if self.broken:
             return UsageSnapshot(node_errors={n.name: "prometheus unreachable" for n in nodes})
+        return UsageSnapshot(nodes={name: sample(v) for name, v in self.raw["nodes"].items()})
 
-        def sample(values: dict[str, str]) -> UsageSample:
-            return UsageSample({k: resource_amount(k, v) for k, v in values.items()}, NOW)
+    def fetch_pods(
+        self, wanted: Collection[str] | None, nodes: Sequence[Node], pods: Sequence[Pod]
+    ) -> dict[str, UsageSample]:
+        self.pod_requests.append(None if wanted is None else sorted(wanted))
+        on = {p.key for p in pods if wanted is None or p.node_name in wanted}
+        return {key: sample(v) for key, v in self.raw["pods"].items() if key in on}
 
-        return UsageSnapshot(
-            nodes={name: sample(v) for name, v in self.raw["nodes"].items()},
-            pods={key: sample(v) for key, v in self.raw["pods"].items()},
-        )
+
+def sample(values: dict[str, str]) -> UsageSample:
+    return UsageSample({k: resource_amount(k, v) for k, v in values.items()}, NOW)
 
 
 @dataclass
@@ -97,6 +103,21 @@ def test_a_hotspot_is_relieved_by_evicting_the_pod_that_covers_its_excess() -> N
     assert record is not None
     assert evictor.calls == ["default/stress-demo-588f9646cf-s7k2p"]
     assert [e.result for e in record.evictions] == ["evicted"]
+
+
+def test_pod_usage_is_fetched_only_for_the_nodes_over_a_high_threshold() -> None:
+    usage = SeedUsage()
+    record = runner(FakeEvictor(), usage=usage).run_cycle()
+    assert record is not None
+    over = sorted(r.node for r in record.plan.node_reports if r.node_class in ("over", "hotspot"))
+    assert over == ["cn-beijing.10.0.0.53"]
+    assert usage.pod_requests == [over]
+
+
+def test_pod_usage_is_not_fetched_at_all_while_paused() -> None:
+    usage = SeedUsage()
+    runner(FakeEvictor(), usage=usage, config=seed_config(paused=True)).run_cycle()
+    assert usage.pod_requests == [[]]
 
 
 def test_a_failed_eviction_does_not_reset_the_anomaly_so_the_next_cycle_tries_again() -> None:

@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from descheduler.cluster.types import Node
-from descheduler.usage.prometheus import QUERY_NAMES, PrometheusSource, relabel_function
+from descheduler.usage.prometheus import (
+    QUERY_NAMES,
+    PrometheusSource,
+    batches,
+    node_matcher,
+    relabel_function,
+)
 from descheduler.usage.settings import DEFAULT_NODE_RELABEL, PrometheusSettings, Relabel
 
 
@@ -37,8 +43,36 @@ def test_queries_get_the_window_and_node_label_filled_in() -> None:
     assert tuple(source.queries) == QUERY_NAMES
     assert "[600s]" in source.queries["nodeCpu"] and "[600s]" in source.queries["podMemory"]
     assert source.queries["nodeMemory"].count("sum by (node)") == 2
-    assert all("${" not in query for query in source.queries.values())
+    assert all("${" not in query for name, query in source.queries.items() if name.startswith("node"))
+    # pod queries keep one placeholder, filled per batch with the nodes whose pods are wanted
+    assert all(
+        query.count("${") == query.count("${podNodeMatcher}") == 1
+        for name, query in source.queries.items()
+        if name.startswith("pod")
+    )
     source.close()
+
+
+@pytest.mark.parametrize(
+    ("names", "matcher"),
+    [
+        (["node-b", "node-a"], ', node=~"node-a|node-b"'),
+        (["ip-10-0-0-7.ec2.internal"], ', node=~"ip-10-0-0-7\\\\.ec2\\\\.internal"'),  # "." is literal
+        (['a"b'], ', node=~"a\\"b"'),  # a quote ends no string
+    ],
+)
+def test_a_node_matcher_names_exactly_the_wanted_nodes(names: list[str], matcher: str) -> None:
+    assert node_matcher("node", names) == matcher
+
+
+@pytest.mark.parametrize(
+    ("count", "sizes"),
+    [(1, [4]), (2, [2, 2]), (4, [1, 1, 1, 1]), (3, [2, 1, 1]), (100, [1, 1, 1, 1])],
+)
+def test_node_names_are_split_into_at_most_the_given_number_of_batches(count: int, sizes: list[int]) -> None:
+    split = batches(["d", "c", "b", "a"], count)
+    assert [len(b) for b in split] == sizes
+    assert [name for batch in split for name in batch] == ["a", "b", "c", "d"]
 
 
 def test_an_overridden_query_keeps_its_own_text_with_placeholders_filled() -> None:
