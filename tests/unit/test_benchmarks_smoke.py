@@ -78,7 +78,6 @@ def _run(*args: str) -> dict[str, tuple[float, str]]:
                 "default_20": "s",
                 "hot20_low50_40": "s",
                 "hot20_low50_full_40": "s",
-                "hot20_low50_full_exponent": "x",
             },
         ),
     ],

@@ -53,8 +53,11 @@ class Cluster:
 class Usage:
     world: World
 
-    def fetch(self, nodes: Any, pods: Any) -> Any:
+    def fetch_nodes(self, nodes: Any) -> Any:
         return self.world.usage(NOW)
+
+    def fetch_pods(self, wanted: Any, nodes: Any, pods: Any) -> Any:
+        return self.world.usage(NOW).pods
 
 
 @dataclass
