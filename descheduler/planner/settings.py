@@ -43,6 +43,7 @@ class PoolSettings:
     prod_low: Mapping[str, float]
     prod_high: Mapping[str, float]
     weights: Mapping[str, int]
+    """1 for every threshold resource unless ``resourceWeights`` says otherwise (``default_weights``)."""
     consecutive_abnormalities: int
     configured: tuple[str, ...] = ()
     """Resources with both thresholds set: in deviation mode only these can make a node low or over."""
@@ -203,6 +204,20 @@ def _pool_thresholds(
     return out_low, out_high
 
 
+def default_weights(
+    resources: Sequence[str], prod_resources: Sequence[str], explicit: Mapping[str, int]
+) -> dict[str, int]:
+    """Weight 1 for cpu, memory and every resource named in the pool's thresholds, unless
+    ``resourceWeights`` gives it one (0 included: that resource then plays no part in the ordering).
+
+    Koordinator defaults the same way, so a ``pods`` or extended-resource threshold weighs as much as cpu
+    when it orders hotspots, destinations and pods.
+    """
+    weights = dict.fromkeys((*resources, *prod_resources), 1)
+    weights.update(explicit)
+    return weights
+
+
 def _build_pool(args: LowNodeLoadArgs, pool: NodePool | None, index: int) -> PoolSettings:
     where = f"LowNodeLoadArgs.nodePools[{index}]." if pool is not None else "LowNodeLoadArgs."
 
@@ -216,7 +231,7 @@ def _build_pool(args: LowNodeLoadArgs, pool: NodePool | None, index: int) -> Poo
     deviation = args.use_deviation_thresholds
     if pool is not None and pool.use_deviation_thresholds is not None:
         deviation = pool.use_deviation_thresholds
-    weights = (
+    explicit = (
         dict(pool.resource_weights)
         if pool and pool.resource_weights is not None
         else dict(args.resource_weights)
@@ -234,6 +249,7 @@ def _build_pool(args: LowNodeLoadArgs, pool: NodePool | None, index: int) -> Poo
         prod_lows, prod_highs = _pool_thresholds(
             prod_low, prod_high, prod_resources, deviation, where, ("prodLowThresholds", "prodHighThresholds")
         )
+    weights = default_weights(resources, prod_resources, explicit)
     name = "default" if pool is None else pool.name or f"nodePools[{index}]"
     selector = None
     if pool is not None and pool.node_selector is not None:

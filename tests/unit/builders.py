@@ -129,9 +129,11 @@ class World:
         ready: bool = True,
         raw_allocatable: Mapping[str, str] | None = None,
         usage_age: float = 0.0,
+        extended: Mapping[str, str] | None = None,
     ) -> World:
-        """A node; ``usage`` (a sample) is what the metrics say, None means "sum of its pods"."""
-        allocatable = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+        """A node; ``usage`` (a sample) is what the metrics say, None means "sum of its pods".
+        ``extended`` adds allocatable resources (``{"example.com/gpu": "4"}``)."""
+        allocatable = {"cpu": cpu, "memory": memory, "pods": str(pods), **(extended or {})}
         meta: Obj = {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}}
         if raw_allocatable is not None:
             import json

@@ -46,9 +46,7 @@ def write(folder: Path, name: str, content: str | bytes) -> str:
     return str(path)
 
 
-def simulate(
-    folder: Path, capsys: pytest.CaptureFixture[str], **files: str | bytes
-) -> tuple[int, str, str]:
+def simulate(folder: Path, capsys: pytest.CaptureFixture[str], **files: str | bytes) -> tuple[int, str, str]:
     given = {"config": CONFIG, "cluster": CLUSTER, "usage": USAGE, **files}
     args = ["simulate", "--output", "json"]
     for role, content in given.items():

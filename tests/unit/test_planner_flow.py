@@ -26,7 +26,12 @@ def two_hotspots() -> World:
 
 @pytest.mark.parametrize(
     ("weights", "first"),
-    [({"cpu": 1, "memory": 1}, "mem-hot"), ({"cpu": 3, "memory": 1}, "cpu-hot"), ({"cpu": 1}, "cpu-hot")],
+    [
+        ({"cpu": 1, "memory": 1}, "mem-hot"),
+        ({"cpu": 3, "memory": 1}, "cpu-hot"),
+        ({"cpu": 1}, "mem-hot"),  # memory is in the thresholds: it keeps its default weight 1
+        ({"cpu": 1, "memory": 0}, "cpu-hot"),  # an explicit 0 leaves memory out
+    ],
 )
 def test_hotspots_are_handled_hottest_first_by_weighted_usage(weights: dict[str, int], first: str) -> None:
     config = settings(
