@@ -337,6 +337,21 @@ class _Cycle:
                     f"the {'prod-' if prod else ''}low nodes have no pod slot left",
                 )
                 return
+            prod_vector = self._prod_vector(pool, pod, vector)
+            over = levels.over_resources()
+            freed = prod_vector if prod and prod_vector is not None else vector
+            if not any(freed.get(name, 0) > 0 for name in over):
+                # Moving it would spend a disruption and a limit slot and leave the node exactly as hot.
+                what = "prod usage" if prod else "usage"
+                self._skip(
+                    pod,
+                    source.name,
+                    reasons.FREES_NOTHING,
+                    f"its {what} of {', '.join(over)} is 0: evicting it frees nothing of what "
+                    f"{source.name} is over on",
+                    prod,
+                )
+                continue
             workload = self.index.workload_of(pod)
             hit = self.limits.check(pod, source.name, workload) or self.pdbs.check(pod)
             if hit is not None:
@@ -344,7 +359,6 @@ class _Cycle:
                 if self._limit_stops(source, hit):
                     return
                 continue
-            prod_vector = self._prod_vector(pool, pod, vector)
             destination, why = destinations.find(pod, vector, prod_vector)
             if destination is None:
                 self._skip(pod, source.name, reasons.NO_DESTINATION, why, prod)

@@ -40,6 +40,8 @@ NO_POD_USAGE = "no-pod-usage"
 NOT_PROD = "not-prod"
 
 # --- why a pod that could move stays: limits, budgets, destinations ----------------------------------
+FREES_NOTHING = "frees-nothing"
+"""Its usage is 0 on every resource the node is over on: moving it would not cool the node at all."""
 LIMIT_PER_NODE = "limit-per-node"
 LIMIT_PER_NAMESPACE = "limit-per-namespace"
 LIMIT_TOTAL = "limit-total"

@@ -1,10 +1,12 @@
-"""Properties over random clusters and configurations: no limit, filter or PDB is ever exceeded, and no
-destination ever ends above its high threshold. The checks restate the rules independently of the
-planner's code, from the plan's own reports and the inputs."""
+"""Properties over random clusters and configurations: no limit, filter or PDB is ever exceeded, no
+destination ever ends above its high threshold, and no pod is evicted that frees nothing of what its node
+is over on. The checks restate the rules independently of the planner's code, from the plan's own
+reports and the inputs."""
 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from dataclasses import replace
 from typing import Any
@@ -57,7 +59,10 @@ def scenarios(
             "on": draw(st.sampled_from([node_names[0], node_names[0], *node_names])),
             "namespace": ns,
             "owner": owner,
-            "usage": {"cpu": f"{draw(st.integers(0, 3000))}m", "memory": f"{draw(st.integers(0, 2048))}Mi"},
+            "usage": {  # idle pods (0 cpu or 0 memory) are common: they must never go for nothing
+                "cpu": f"{draw(st.one_of(st.just(0), st.integers(0, 3000)))}m",
+                "memory": f"{draw(st.one_of(st.just(0), st.integers(0, 2048)))}Mi",
+            },
             "requests": {"cpu": f"{draw(st.integers(0, 4000))}m"},
             "terminating": draw(st.integers(0, 9)) == 0,
             "ready": draw(st.integers(0, 5)) > 0,
@@ -119,12 +124,12 @@ def workload_cap(value: int | str | None, replicas: int | None) -> float:
         replicas is None
     ):  # unknown replicas (moved by the evict annotation): one at a time unless an int says more
         return value if isinstance(value, int) else 1
-    if value is None:
-        cap = math.ceil(replicas / 10) if replicas > 10 else (2 if replicas >= 4 else 1)
+    if value is None:  # Koordinator's table: 10% of more than 10 replicas rounded down, 4-10: 2, else 1
+        cap = max(1, math.floor(replicas / 10)) if replicas > 10 else (2 if replicas >= 4 else 1)
     elif isinstance(value, int):
         cap = value
-    else:
-        cap = math.ceil(replicas * int(value.rstrip("%")) / 100)
+    else:  # a percent is scaled down, never below 1
+        cap = max(1, math.floor(replicas * int(value.rstrip("%")) / 100))
     return min(cap, replicas)
 
 
@@ -173,6 +178,9 @@ def check_plan(
         assert pod.namespace not in excluded
         if "podSelectors" in args:
             assert pod.labels.get("tier") == "front"
+        # it frees something of what its node is over on (the resources its reason names)
+        over = re.findall(r"node (?:prod )?(\S+) usage\(", e.reason)
+        assert over and any(e.usage.get(name, 0) > 0 for name in over), (e.pod.key, e.reason, e.usage)
         # source and destination
         source, dest = reports[e.node], reports[e.destination]
         assert source.node_class == "hotspot"
