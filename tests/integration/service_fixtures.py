@@ -113,6 +113,11 @@ class SimulatedNodes:
         with self._lock:
             return self._busy(name)
 
+    def cpu_percent(self, name: str) -> float:
+        """The node's CPU use now, in percent of its cores."""
+        with self._lock:
+            return 100.0 * self._busy(name) / self._nodes[name].cpus
+
     def _busy(self, name: str) -> float:
         node = self._nodes[name]
         return min(node.cpus, node.base_cores + sum(p.cores for p in self._pods.values() if p.node == name))

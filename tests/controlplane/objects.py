@@ -1,0 +1,102 @@
+"""Builders for the real API objects the control-plane tests create (plain dicts, sent with kubectl).
+
+Every test gets its own namespace and its own nodes, labelled with ``GROUP_LABEL=<namespace>``; its pods
+select those nodes, so tests sharing one control plane never schedule onto each other's nodes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+GROUP_LABEL = "descheduler.test/group"
+
+Obj = dict[str, Any]
+
+
+def node(
+    name: str,
+    group: str,
+    *,
+    cpu: str = "4",
+    memory: str = "16Gi",
+    pods: str = "110",
+    unschedulable: bool = False,
+) -> Obj:
+    """A node kwok will run (it manages every node): Ready once kwok has seen it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "type": "kwok", GROUP_LABEL: group},
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+        },
+        "spec": {"unschedulable": unschedulable},
+        "status": {
+            "capacity": {"cpu": cpu, "memory": memory, "pods": pods},
+            "allocatable": {"cpu": cpu, "memory": memory, "pods": pods},
+        },
+    }
+
+
+def pod_template(
+    app: str, group: str, *, cpu: str = "250m", memory: str = "256Mi", node_name: str | None = None
+) -> Obj:
+    spec: Obj = {
+        "nodeSelector": {GROUP_LABEL: group},
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": "app",
+                "image": "registry.invalid/app:1",
+                "resources": {"requests": {"cpu": cpu, "memory": memory}},
+            }
+        ],
+    }
+    if node_name is not None:
+        spec["nodeName"] = node_name
+    return {
+        "metadata": {"labels": {"app": app}},
+        "spec": spec,
+    }
+
+
+def deployment(name: str, group: str, *, replicas: int, node_name: str | None = None, **template: Any) -> Obj:
+    """A Deployment whose pods run on the group's nodes (or, with ``node_name``, bound to one node)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": pod_template(name, group, node_name=node_name, **template),
+        },
+    }
+
+
+def pdb(
+    name: str, app: str, *, min_available: int | str | None = None, max_unavailable: int | str | None = None
+) -> Obj:
+    spec: Obj = {"selector": {"matchLabels": {"app": app}}}
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    if max_unavailable is not None:
+        spec["maxUnavailable"] = max_unavailable
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def bare_pod(name: str, group: str, node_name: str, **template: Any) -> Obj:
+    """A pod with no controller, bound to ``node_name`` directly (the scheduler is not involved)."""
+    body = pod_template(name, group, node_name=node_name, **template)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, **body["metadata"]},
+        "spec": body["spec"],
+    }

@@ -1,0 +1,87 @@
+"""Fixtures for tests against a real control plane: one per test session, a namespace and a node group
+per test. The control plane's binaries are built (or taken from the cache) on first use."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Generator, Iterator
+
+import pytest
+
+from descheduler.kube.api import KubeApi
+from descheduler.kube.connection import connect
+from tests.controlplane import objects
+from tests.controlplane.build import BuildError
+from tests.controlplane.cluster import ControlPlane, ControlPlaneError
+
+_PLANE: list[ControlPlane] = []
+STARTUP: dict[str, float] = {}
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on 127.0.0.1."""
+    started = time.monotonic()
+    try:
+        plane = ControlPlane.start(tmp_path_factory.mktemp("controlplane"))
+    except (BuildError, ControlPlaneError) as exc:
+        pytest.fail(f"the real control plane could not start: {exc}", pytrace=False)
+    STARTUP["total_seconds"] = time.monotonic() - started
+    STARTUP.update({f"{k}_seconds": v for k, v in plane.startup_seconds.items()})
+    _PLANE.append(plane)
+    try:
+        yield plane
+    finally:
+        STARTUP.update({f"{k}_rss_mib": v for k, v in plane.rss_mib().items()})
+        plane.stop()
+        _PLANE.clear()
+
+
+@pytest.fixture
+def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace (named after the test) with its default ServiceAccount; deleted afterwards,
+    with every node of the test's group."""
+    name = (
+        re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-")
+        + f"-{time.monotonic_ns() % 100000}"
+    )
+    control_plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}])
+    control_plane.wait_for(
+        f"ServiceAccount default in {name}",
+        lambda: control_plane.kubectl("get", "sa", "default", "-n", name, check=False).returncode == 0,
+    )
+    try:
+        yield name
+    finally:
+        control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+        control_plane.kubectl(
+            "delete", "nodes", "-l", f"{objects.GROUP_LABEL}={name}", "--wait=false", check=False
+        )
+
+
+@pytest.fixture
+def admin_api(control_plane: ControlPlane) -> Iterator[KubeApi]:
+    """Our client as the cluster admin."""
+    api = connect(str(control_plane.kubeconfig), qps=1000, burst=1000)
+    try:
+        yield api
+    finally:
+        api.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failing test's report carries the tail of every component's log."""
+    report = yield
+    if report.failed and _PLANE:
+        report.sections.append(("control plane logs", _PLANE[0].logs()))
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if STARTUP:
+        figures = " ".join(f"{k}={v:.1f}" for k, v in sorted(STARTUP.items()))
+        terminalreporter.write_line(f"control plane: {figures}")

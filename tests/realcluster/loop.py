@@ -1,0 +1,141 @@
+"""The closed loop on the real control plane: a hot kwok node, Deployments with PDBs, usage that follows
+where the pods really run, ``descheduler run`` as a subprocess, the ReplicaSet controller recreating
+evicted pods and kube-scheduler placing them.
+
+``hot_cluster`` builds the cluster: the hot node is created first and alone schedulable, so every pod of
+the ``busy`` Deployment lands there (the skew), then the cool nodes are uncordoned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from descheduler.kube.api import KubeApi
+from tests.controlplane import objects
+from tests.controlplane.cluster import ControlPlane
+from tests.integration.service_fixtures import LEASE, Ports, UsageBackend, service_config
+from tests.realcluster.usage import ClusterUsage
+
+BUSY_REPLICAS = 6
+BUSY_CORES = 0.6
+"""Six pods of 0.6 cores plus 0.3 of system load: 3.9 of 4 cores (97.5%) on the hot node."""
+HIGH_CPU = 70.0
+CONFIRM_CYCLES = 7
+"""Cycles over the high threshold before a node is a hotspot. The usage is a 5 s rate and cycles are 1 s
+apart, so after an eviction the node's figure still holds the evicted pod for up to 6 s (window plus one
+scrape). Confirming over 7 cycles lets that drain before the node can be judged again; with fewer, the
+loop on the real control plane evicted 3 pods where 2 cure the node (the defect of issue 13)."""
+
+
+@dataclass
+class HotCluster:
+    namespace: str
+    hot: str
+    cool: list[str]
+    usage: ClusterUsage
+    initial_pods: dict[str, str]
+    """Pod name -> uid of the busy pods before the descheduler started."""
+
+    @property
+    def nodes(self) -> list[str]:
+        return [self.hot, *self.cool]
+
+
+def build_hot_cluster(plane: ControlPlane, api: KubeApi, namespace: str) -> HotCluster:
+    hot, cool = f"{namespace}-hot", [f"{namespace}-cool-{i}" for i in range(3)]
+    plane.add_nodes(namespace, [hot])
+    plane.add_nodes(namespace, cool, unschedulable=True)
+    plane.apply(
+        [
+            objects.deployment("busy", namespace, replicas=BUSY_REPLICAS, cpu="250m"),
+            objects.pdb("busy", "busy", max_unavailable=1),
+        ],
+        namespace=namespace,
+    )
+    pods = plane.wait_for(
+        "every busy pod Running on the hot node",
+        lambda: (
+            p
+            if len(p := plane.running_pods(namespace, "app=busy")) == BUSY_REPLICAS
+            and all(x["spec"]["nodeName"] == hot for x in p)
+            else None
+        ),
+        timeout_s=60,
+    )
+    for name in cool:
+        plane.kubectl("uncordon", name)
+    usage = ClusterUsage(api, namespace, dict.fromkeys([hot, *cool], 4), {"busy": BUSY_CORES})
+    return HotCluster(
+        namespace, hot, cool, usage, {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
+    )
+
+
+def loop_config(
+    prometheus_url: str,
+    ports: Ports,
+    namespace: str,
+    *,
+    dry_run: bool,
+    lease_name: str = LEASE,
+    consecutive_abnormalities: int = CONFIRM_CYCLES,
+) -> dict[str, Any]:
+    """The service configuration of the integration tests, limited to the test's node group."""
+    doc = service_config(
+        consecutive_abnormalities=consecutive_abnormalities,
+        prometheus_url=prometheus_url,
+        ports=ports,
+        dry_run=dry_run,
+        node_selector={"matchLabels": {objects.GROUP_LABEL: namespace}},
+        lease_name=lease_name,
+    )
+    args = doc["profiles"][0]["pluginConfig"][0]["args"]
+    args["evictableNamespaces"] = {"include": [namespace]}
+    return doc
+
+
+@dataclass
+class BudgetWatch:
+    """Samples a PDB's status from the server every 100 ms; a violation is fewer healthy pods than desired."""
+
+    api: KubeApi
+    namespace: str
+    name: str
+    samples: int = 0
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    min_healthy: int | None = None
+
+    def check(self) -> None:
+        status = self.api.get(
+            f"/apis/policy/v1/namespaces/{self.namespace}/poddisruptionbudgets/{self.name}"
+        )["status"]
+        self.samples += 1
+        healthy, desired = int(status.get("currentHealthy", 0)), int(status.get("desiredHealthy", 0))
+        self.min_healthy = healthy if self.min_healthy is None else min(self.min_healthy, healthy)
+        if healthy < desired:
+            self.violations.append(status)
+
+
+@contextlib.contextmanager
+def watching_budget(api: KubeApi, namespace: str, name: str) -> Iterator[BudgetWatch]:
+    watch = BudgetWatch(api, namespace, name)
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(0.1):
+            watch.check()
+
+    thread = threading.Thread(target=run, name="pdb-watch", daemon=True)
+    thread.start()
+    try:
+        yield watch
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def install_usage(backend: UsageBackend, cluster: HotCluster) -> None:
+    backend.install(cluster.usage.model, full_window=True, timeout=30)
