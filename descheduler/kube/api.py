@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import suppress
@@ -34,6 +35,44 @@ QueryValue = str | int | float | bool | None
 # Connection failures are retried (the request never reached the server); read failures and statuses
 # are not: a POST that timed out may have been applied, and the callers decide what a status means.
 _RETRIES = urllib3.Retry(total=2, connect=2, read=False, redirect=False, status=0, raise_on_status=False)
+
+
+def _innermost(error: BaseException | None) -> BaseException | None:
+    """The root cause urllib3 wrapped (its messages nest the OS error several levels deep)."""
+    seen = 0
+    while error is not None and seen < 10:
+        inner = error.__cause__ or error.__context__
+        if inner is None:
+            return error
+        error, seen = inner, seen + 1
+    return error
+
+
+def transport_error(
+    what: str, reason: BaseException | None, seconds: float
+) -> ApiTimeoutError | ApiConnectionError:
+    """Name the failure as an operator needs it: connection refused, DNS, TLS, timeout or a broken
+    connection. Order matters: urllib3's ``NewConnectionError`` (and its ``NameResolutionError``)
+    subclass ``ConnectTimeoutError``, so a refused connection must be recognised before a timeout."""
+    exc = urllib3.exceptions
+    root = _innermost(reason)
+    if isinstance(reason, exc.NameResolutionError) or isinstance(root, socket.gaierror):
+        return ApiConnectionError(f"{what}: DNS lookup failed: {root or reason}", sent=False, cause="dns")
+    if isinstance(reason, exc.SSLError) or isinstance(root, ssl.SSLError):
+        return ApiConnectionError(f"{what}: TLS failure: {root or reason}", sent=False, cause="tls")
+    if isinstance(reason, exc.NewConnectionError) or isinstance(root, ConnectionRefusedError):
+        if isinstance(root, ConnectionRefusedError):
+            detail = "connection refused (nothing listens on that address and port)"
+        else:
+            detail = f"cannot connect: {root or reason}"
+        return ApiConnectionError(f"{what}: {detail}", sent=False, cause="refused")
+    if isinstance(reason, exc.ConnectTimeoutError):
+        return ApiTimeoutError(
+            f"{what}: timed out connecting after {seconds:.1f}s", sent=False, cause="timeout"
+        )
+    if isinstance(reason, exc.TimeoutError | socket.timeout):
+        return ApiTimeoutError(f"{what}: no answer within {seconds:.1f}s", cause="timeout")
+    return ApiConnectionError(f"{what}: connection broken: {root or reason}", cause="broken")
 
 
 @dataclass(frozen=True)
@@ -246,15 +285,10 @@ class KubeApi:
                 redirect=False,
             )
         except urllib3.exceptions.MaxRetryError as exc:
-            # Only connection failures are retried (read=False), so these never reached the server.
-            sent = not isinstance(exc.reason, urllib3.exceptions.ConnectTimeoutError | OSError)
-            if isinstance(exc.reason, urllib3.exceptions.TimeoutError):
-                raise ApiTimeoutError(f"{method} {path}: timed out after {seconds:.1f}s", sent=sent) from exc
-            raise ApiConnectionError(f"{method} {path}: {exc.reason}", sent=sent) from exc
-        except urllib3.exceptions.TimeoutError as exc:
-            raise ApiTimeoutError(f"{method} {path}: timed out after {seconds:.1f}s") from exc
+            # Only connection failures are retried (read=False): such a reason never reached the server.
+            raise transport_error(f"{method} {path}", exc.reason, seconds) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise ApiConnectionError(f"{method} {path}: {exc}") from exc
+            raise transport_error(f"{method} {path}", exc, seconds) from exc
         return Response(raw.status, dict(raw.headers), raw.data or b"")
 
     def request(
@@ -307,11 +341,9 @@ class KubeApi:
                 redirect=False,
             )
         except urllib3.exceptions.MaxRetryError as exc:
-            if isinstance(exc.reason, urllib3.exceptions.TimeoutError):
-                raise ApiTimeoutError(f"watch {path}: timed out connecting") from exc
-            raise ApiConnectionError(f"watch {path}: {exc.reason}") from exc
+            raise transport_error(f"watch {path}", exc.reason, self._connect_timeout) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise ApiConnectionError(f"watch {path}: {exc}") from exc
+            raise transport_error(f"watch {path}", exc, self._connect_timeout) from exc
         if raw.status != 200:
             try:
                 data = raw.read() or b""

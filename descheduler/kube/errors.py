@@ -48,9 +48,11 @@ class _TransportError(KubeError):
     """A request without an answer. ``sent`` is False only when it provably never reached the server
     (no connection could be made); otherwise the server may have acted on it."""
 
-    def __init__(self, message: str, *, sent: bool = True) -> None:
+    def __init__(self, message: str, *, sent: bool = True, cause: str = "") -> None:
         super().__init__(message)
         self.sent = sent
+        self.cause = cause
+        """``refused``, ``dns``, ``tls``, ``timeout`` or ``broken`` (empty when not classified)."""
 
 
 class ApiTimeoutError(_TransportError):

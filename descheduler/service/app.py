@@ -31,6 +31,14 @@ from descheduler.service.observability import Metrics, configure_logging
 log = structlog.get_logger("descheduler.service")
 
 SYNC_TIMEOUT_SECONDS = 300.0
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+"""The cycle could not run: API server unreachable, cache not synced, Lease held elsewhere, port taken."""
+EXIT_CONFIG = 2
+"""Bad configuration (or input) file: nothing was started."""
+EXIT_NO_USAGE = 3
+"""``once`` ran its cycle but no node had a usable usage sample (metrics source down): nothing was judged."""
 ONCE_LEASE_WAIT_FACTOR = 1.5
 """``once`` waits this many lease durations for the Lease before giving up (a live replica holds it)."""
 
@@ -118,6 +126,7 @@ class Service:
             )
         else:
             self._leading.set()
+            self.metrics.leader.set(1)  # without leader election this replica acts: it is the leader
         self.runner = CycleRunner(
             config=effective,
             cluster=self.cache,
@@ -223,6 +232,7 @@ class Service:
         if self.elector is None or self.effective.dry_run:
             self.elector = None
             self._leading.set()
+            self.metrics.leader.set(1)
             return True
         self.elector.start()
         wait = self.effective.config.leader_election.lease_duration * ONCE_LEASE_WAIT_FACTOR
@@ -257,29 +267,57 @@ def _build_service(
         return None
 
 
+def _unreachable(service: Service) -> bool:
+    """Say, in one line, why the API server cannot be reached (after a bounded retry), if it cannot."""
+    from descheduler.kube.connection import REACH_BUDGET_SECONDS, unreachable_reason
+
+    reason = unreachable_reason(service.api)
+    if reason is None:
+        return False
+    log.error(
+        "apiserver_unreachable", server=service.api.host, error=reason, gave_up_after=REACH_BUDGET_SECONDS
+    )
+    print(f"error: cannot reach the API server at {service.api.host}: {reason}", file=sys.stderr)
+    return True
+
+
+def _dry_run_override(args: argparse.Namespace) -> bool | None:
+    """``--dry-run`` forces dry-run whatever the configuration says; without it the configuration rules."""
+    return True if args.dry_run else None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     effective = load_config(args.config)
     validate_planner_settings(effective)
-    configure_logging(args.log_format)
+    configure_logging(args.log_format, args.log_level)
     for notice in effective.notices:
         log.info("config_notice", notice=notice)
-    service = _build_service(effective, args.kubeconfig)
+    service = _build_service(effective, args.kubeconfig, dry_run=_dry_run_override(args))
     if service is None:
-        return 1
+        return EXIT_FAILED
+    if _unreachable(service):
+        service.shutdown()
+        return EXIT_FAILED
     signal.signal(signal.SIGTERM, service.request_stop)
     signal.signal(signal.SIGINT, service.request_stop)
-    log.info("starting", dry_run=effective.dry_run, interval=effective.config.descheduling_interval)
+    log.info(
+        "starting",
+        dry_run=service.effective.dry_run,
+        dry_run_from="--dry-run flag" if args.dry_run else "configuration",
+        interval=effective.config.descheduling_interval,
+        leader_election=service.elector is not None,
+    )
     try:
         started = service.start_edges()
     except OSError as exc:  # a health or metrics port already taken: say which, no traceback
         log.error("startup_failed", error=str(exc))
         print(f"error: cannot serve health/metrics endpoints: {exc}", file=sys.stderr)
         service.shutdown()
-        return 1
+        return EXIT_FAILED
     if not started:
         log.error("cache_sync_failed" if not service.stop_requested.is_set() else "stopped_before_sync")
         service.shutdown()
-        return 0 if service.stop_requested.is_set() else 1
+        return EXIT_OK if service.stop_requested.is_set() else EXIT_FAILED
     scheduler = BackgroundScheduler(daemon=True)
     scheduler.add_job(
         service.cycle_if_leader,
@@ -313,13 +351,14 @@ def _fewest_abnormalities(effective: EffectiveConfig) -> int:
 
 
 def cmd_once(args: argparse.Namespace) -> int:
+    """One cycle. Exit codes: 0 done, 1 could not run, 2 bad configuration, 3 no node had usable usage."""
     effective = load_config(args.config)
     validate_planner_settings(effective)
-    configure_logging(args.log_format)
+    configure_logging(args.log_format, args.log_level)
     # A one-off run keeps no state to protect: objectLimiters only hold within it (documented).
-    service = _build_service(effective, args.kubeconfig, dry_run=True if args.dry_run else None, quiet=False)
+    service = _build_service(effective, args.kubeconfig, dry_run=_dry_run_override(args), quiet=False)
     if service is None:
-        return 1
+        return EXIT_FAILED
     n = _fewest_abnormalities(service.effective)
     if n > 1:
         log.warning(
@@ -329,10 +368,12 @@ def cmd_once(args: argparse.Namespace) -> int:
             "no node becomes a hotspot, so nothing is (or would be) evicted",
         )
     try:
+        if _unreachable(service):
+            return EXIT_FAILED
         service.cache.start()
         if not service.cache.wait_synced(SYNC_TIMEOUT_SECONDS):
             print("error: the cluster cache did not sync in time", file=sys.stderr)
-            return 1
+            return EXIT_FAILED
         if not service.lead_one_cycle():
             holder = service.elector.observed_holder if service.elector is not None else ""
             print(
@@ -340,19 +381,29 @@ def cmd_once(args: argparse.Namespace) -> int:
                 "not running a live cycle beside it (use --dry-run for an audit)",
                 file=sys.stderr,
             )
-            return 1
+            return EXIT_FAILED
         record = service.runner.run_cycle()
     finally:
         service.shutdown()  # releases the Lease and flushes the events of this cycle's evictions
     if record is None:
-        return 1
+        return EXIT_FAILED
     if args.output == "json":
         print(json.dumps(record.to_dict(), indent=2, sort_keys=False))
     else:
         from descheduler.service.audit import render_record_text
 
         print(render_record_text(record))
-    return 0
+    from descheduler.service.audit import usage_unavailable
+
+    missing = usage_unavailable(record)
+    if missing:
+        print(
+            f"error: no node had a usable usage sample, so nothing was judged (exit {EXIT_NO_USAGE}): "
+            + "; ".join(missing[:3]),
+            file=sys.stderr,
+        )
+        return EXIT_NO_USAGE
+    return EXIT_OK
 
 
 def add_service_parsers(sub: Any) -> None:
@@ -361,10 +412,21 @@ def add_service_parsers(sub: Any) -> None:
     common.add_argument(
         "--kubeconfig",
         default=None,
-        help="kubeconfig file (default: $KUBECONFIG, then the in-cluster service account)",
+        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the in-cluster service account)",
+    )
+    common.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="evict nothing whatever the configuration says: decide, log and audit only",
     )
     common.add_argument(
         "--log-format", choices=("json", "console"), default="json", help="log format (default json)"
+    )
+    common.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="info",
+        help="lowest level logged (default info)",
     )
 
     run = sub.add_parser(
@@ -372,8 +434,9 @@ def add_service_parsers(sub: Any) -> None:
         parents=[common],
         help="run the descheduler as a service, a cycle every deschedulingInterval",
         description="Run continuously: watch the cluster, read usage, and every deschedulingInterval cure "
-        "hotspots. Serves /healthz, /readyz and /metrics. SIGTERM stops it cleanly.",
-        epilog="example: descheduler run --config /etc/descheduler/config.yaml",
+        "hotspots. Serves /healthz, /readyz and /metrics. SIGTERM stops it cleanly. Exits 1 when the API "
+        "server cannot be reached within 20 s at start-up, 2 for a bad configuration.",
+        epilog="example: descheduler run --config /etc/descheduler/config.yaml --dry-run",
     )
     run.set_defaults(func=cmd_run)
 
@@ -382,10 +445,12 @@ def add_service_parsers(sub: Any) -> None:
         parents=[common],
         help="run a single cycle and exit (CronJob use, or a one-off dry-run audit)",
         description="Run one cycle against the live cluster and print its record. With --dry-run nothing is "
-        "evicted; each would-be eviction is checked with a server-side dry-run eviction.",
+        "evicted; each would-be eviction is checked with a server-side dry-run eviction. Exit codes: 0 the "
+        "cycle ran; 1 it could not run (API server unreachable within 20 s, cache not synced, Lease held "
+        "by a running replica); 2 bad configuration; 3 it ran but no node had a usable usage sample.",
         epilog="example: descheduler once --config config.yaml --dry-run --output text",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    once.add_argument("--dry-run", action="store_true", help="evict nothing, audit only")
     once.add_argument(
         "--output", choices=("json", "text"), default="text", help="record format (default text)"
     )

@@ -6,15 +6,31 @@ would have done.
 
 from __future__ import annotations
 
+from typing import Any
+
 import structlog
 
 from descheduler.config.load import EffectiveConfig
+from descheduler.planner import reasons
 from descheduler.service.cycle import CycleRecord
 from descheduler.service.observability import Metrics
 
 log = structlog.get_logger("descheduler.audit")
 
 STRATEGY = "LowNodeLoad"
+
+
+USAGE_SKIPS = (reasons.NODE_NO_USAGE, reasons.NODE_USAGE_ERROR, reasons.NODE_STALE_USAGE)
+
+
+def usage_unavailable(record: CycleRecord) -> list[str]:
+    """The distinct reasons, when no node had usable usage although some needed it; else empty.
+
+    Such a cycle judged nothing: a metrics source down looks like a quiet cluster unless it is said."""
+    reports = record.plan.node_reports
+    if any(r.node_class != "skipped" for r in reports):
+        return []
+    return list(dict.fromkeys(r.skip_message for r in reports if r.skip_code in USAGE_SKIPS))
 
 
 def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveConfig) -> None:
@@ -34,10 +50,46 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
     for skip in record.plan.pod_skips:
         metrics.pods_skipped.labels(skip.code).inc()
     metrics.usage_errors.set(len(record.usage_errors))
+    missing = usage_unavailable(record)
+    metrics.usage_unavailable.set(1 if missing else 0)
+    if missing:
+        log.warning(
+            "usage_unavailable",
+            cycle=record.cycle,
+            nodes=len(record.plan.node_reports),
+            reasons=missing[:3],
+            notice="no node had a usable usage sample: nothing was judged this cycle",
+        )
     if record.oldest_sample is not None:
         metrics.usage_age.set(max(0.0, record.started - record.oldest_sample))
     if record.dry_run:
-        log.info("audit", record=record.to_dict())
+        for event, fields in audit_lines(record):
+            log.info(event, **fields)
+
+
+def audit_lines(record: CycleRecord) -> list[tuple[str, dict[str, Any]]]:
+    """The cycle's audit as small log records: one ``audit_cycle`` header, then one ``audit_node`` per node,
+    ``audit_eviction`` per eviction and ``audit_skip`` per pod left alone, each carrying the cycle id.
+
+    One record for the whole cycle would be ~500 bytes per node; container runtimes split lines over
+    16 KiB, which breaks log shippers. Joined on ``cycle``, these lines are the whole record."""
+    body = record.to_dict()
+    nodes = body.pop("nodes", [])
+    evictions = body.pop("evictions", [])
+    skips = body.pop("skips", [])
+    cycle = record.cycle
+    header = {
+        "cycle": cycle,
+        **{k: v for k, v in body.items() if k != "cycle"},
+        "nodeCount": len(nodes),
+        "evictionCount": len(evictions),
+        "skipCount": len(skips),
+    }
+    lines: list[tuple[str, dict[str, Any]]] = [("audit_cycle", header)]
+    lines += [("audit_node", {"cycle": cycle, **node}) for node in nodes]
+    lines += [("audit_eviction", {"cycle": cycle, **eviction}) for eviction in evictions]
+    lines += [("audit_skip", {"cycle": cycle, **skip}) for skip in skips]
+    return lines
 
 
 def render_record_text(record: CycleRecord) -> str:

@@ -1,7 +1,8 @@
 """Logs (structlog) and Prometheus metrics: what the descheduler did and why, for operators.
 
-Metric names follow the Kubernetes descheduler where one exists (``descheduler_pods_evicted_total``) so
-existing dashboards keep working; label values are bounded (reason codes, never free text).
+Metric names follow the Kubernetes descheduler where one exists (``descheduler_pods_evicted_total``,
+``descheduler_loop_duration_seconds``, ``descheduler_build_info``, the ``process_*`` family) so existing
+dashboards keep working; ours only where it has none. Label values are bounded (codes, never free text).
 """
 
 from __future__ import annotations
@@ -12,7 +13,14 @@ from collections.abc import Iterable
 from typing import Any
 
 import structlog
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
 
 from descheduler import __version__
 from descheduler.planner.model import NodeReport
@@ -67,9 +75,11 @@ class Metrics:
         self.pods_skipped = Counter(
             "descheduler_pods_skipped", "Candidate pods not moved, by reason code.", ["reason"], registry=r
         )
+        ProcessCollector(registry=r)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
+        PlatformCollector(registry=r)  # python_info
         self.cycle_duration = Histogram(
-            "descheduler_cycle_duration_seconds",
-            "Duration of one descheduling cycle.",
+            "descheduler_loop_duration_seconds",
+            "Duration of one descheduling cycle (the Kubernetes descheduler's name for it).",
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
             registry=r,
         )
@@ -119,7 +129,16 @@ class Metrics:
             "Nodes with no trustworthy usage sample in the last cycle.",
             registry=r,
         )
-        self.leader = Gauge("descheduler_leader", "1 while this replica holds the leader lease.", registry=r)
+        self.usage_unavailable = Gauge(
+            "descheduler_usage_unavailable",
+            "1 when the last cycle had no usable usage sample for any node (the metrics source is down).",
+            registry=r,
+        )
+        self.leader = Gauge(
+            "descheduler_leader",
+            "1 while this replica acts: it holds the leader lease, or leader election is off.",
+            registry=r,
+        )
         self.dry_run = Gauge(
             "descheduler_dry_run", "1 when the descheduler runs in dry-run mode.", registry=r
         )

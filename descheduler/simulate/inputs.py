@@ -165,6 +165,10 @@ def load_usage(path: str | Path, snapshot: ClusterSnapshot) -> UsageSeries:
     doc = documents[0] if documents else {}
     if not isinstance(doc, Mapping):
         raise InputError(f"{path}: expected a mapping with the keys nodes and pods")
+    if "kind" in doc:
+        raise InputError(
+            f"{path}: this is a {str(doc['kind'])!r}, not a usage file (a mapping with nodes: and pods:)"
+        )
     problems: list[str] = [
         f"unknown key {str(k)!r}; the keys are nodes and pods" for k in doc if k not in ("nodes", "pods")
     ]

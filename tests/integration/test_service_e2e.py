@@ -271,10 +271,11 @@ class DryRun:
 
 
 def _audits_with(proc: Descheduler, result: str) -> list[dict[str, Any]]:
+    """The audit_eviction records of shop-hot with this result, one per cycle."""
     return [
-        a
-        for a in proc.events("audit")
-        if any(e["pod"] == "default/shop-hot" and e["result"] == result for e in a["record"]["evictions"])
+        e
+        for e in proc.events("audit_eviction")
+        if e["pod"] == "default/shop-hot" and e["result"] == result
     ]
 
 
@@ -352,20 +353,25 @@ def test_dry_run_evicts_nothing_and_asks_the_server_only_with_dry_run_all(dry: D
     assert dry.proc.exit_code == 0
 
 
-def test_every_dry_run_cycle_writes_one_audit_record_with_nodes_thresholds_and_classes(dry: DryRun) -> None:
+def test_every_dry_run_cycle_writes_small_audit_records_per_node_eviction_and_skip_keyed_by_cycle(
+    dry: DryRun,
+) -> None:
     summaries = dry.proc.events("cycle_summary")
-    audits = dry.proc.events("audit")
+    audits = dry.proc.events("audit_cycle")
     assert [a["cycle"] for a in audits] == [s["cycle"] for s in summaries] == list(range(1, len(audits) + 1))
-    assert all(a["record"]["dryRun"] is True and a["record"]["cycle"] == a["cycle"] for a in audits)
-    last = audits[-1]["record"]
-    nodes = {n["node"]: n for n in last["nodes"]}
+    assert all(a["dryRun"] is True and a["nodeCount"] == 3 for a in audits)
+    last_cycle = audits[-1]["cycle"]
+    nodes = {n["node"]: n for n in dry.proc.events("audit_node") if n["cycle"] == last_cycle}
+    skips = [s for s in dry.proc.events("audit_skip") if s["cycle"] == last_cycle]
+    assert len(skips) == audits[-1]["skipCount"]
+    assert max(len(line.encode()) for line in dry.proc.log_lines()) < 16 * 1024
     assert set(nodes) == {"dry-hot", "dry-cool-1", "dry-cool-2"}
     hot = nodes["dry-hot"]
     assert hot["class"] == "hotspot" and hot["anomalyCount"] >= 2
     cpu = next(r for r in hot["resources"] if r["resource"] == "cpu")
     assert (cpu["lowPercent"], cpu["highPercent"], cpu["over"]) == (40.0, 70.0, True)
     assert {n["class"] for name, n in nodes.items() if name != "dry-hot"} == {"low"}
-    skipped = {s["pod"]: s["code"] for s in last["skips"]}
+    skipped = {s["pod"]: s["code"] for s in skips}
     assert skipped["kube-system/agent-dry"] in ("filtered-daemonset", "filtered-namespace")
 
 
@@ -377,13 +383,14 @@ def test_the_audit_shows_the_server_side_check_passing_then_refused_by_the_disru
     assert passing and refused
     assert max(a["cycle"] for a in passing) < min(a["cycle"] for a in refused)
     assert min(a["cycle"] for a in refused) >= dry.refused_from_cycle
-    assert dry.proc.events("audit")[-1] in refused, "the refusal persists while the budget stays at 0"
-    (allowed,) = passing[0]["record"]["evictions"]
+    last = dry.proc.events("audit_eviction")[-1]
+    assert last in refused, "the refusal persists while the budget stays at 0"
+    allowed = passing[0]
     assert allowed["message"] == "server-side dry run (Eviction) allows it"
     assert allowed["destination"] in ("dry-cool-1", "dry-cool-2") and allowed["usage"]["cpu"] > 0
     assert allowed["workload"], "the audit names the workload the pod belongs to"
     assert REASON.fullmatch(allowed["reason"])
-    (blocked,) = refused[0]["record"]["evictions"]
+    blocked = refused[0]
     assert "disruption budget" in blocked["message"] and "shop-pdb" in blocked["message"]
     results = {
         labels["result"] for labels, _ in metric_samples(dry.metrics, "descheduler_pods_evicted_total")

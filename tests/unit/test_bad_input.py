@@ -126,6 +126,15 @@ def test_simulate_reports_the_mistakes_of_all_three_files_at_once(
     assert any("nodes.n9: there is no Node named 'n9'" in line for line in lines)
 
 
+def test_a_kubernetes_object_given_as_the_usage_file_is_named_by_its_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = simulate(tmp_path, capsys, usage=DEPLOYMENT)
+    assert code == 2
+    what = "this is a 'Deployment', not a usage file (a mapping with nodes: and pods:)"
+    assert error_lines(err) == [f"error: {tmp_path / 'usage.yaml'}: {what}"]
+
+
 def test_a_configuration_given_as_the_cluster_file_says_no_nodes_were_found(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -11,10 +11,15 @@ from descheduler.kube.errors import ConfigError
 from descheduler.kube.leader import LeaderElector
 
 
-def test_no_kubeconfig_and_no_service_account_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_kubeconfig_and_no_service_account_is_a_clear_error_listing_every_place_looked(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config there
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    with pytest.raises(ConfigError, match="pass --kubeconfig, set KUBECONFIG, or run in a pod"):
+    with pytest.raises(
+        ConfigError, match=r"--kubeconfig, set KUBECONFIG, write ~/.kube/config, or run in a pod"
+    ):
         connect(None, 10, 10)
 
 
