@@ -65,6 +65,15 @@ def workload_max(replicas: int | None, value: int | str | None) -> int | None:
     return min(result, replicas)
 
 
+def describe_workload_max(value: int | str | None, replicas: int | None, result: int) -> str:
+    """Where a per-workload number came from, for skip messages (``2 (25% of 10 replicas, rounded down)``)."""
+    if value is None:
+        return f"{result} (unset: Koordinator's table for {replicas} replicas)"
+    if isinstance(value, str) and replicas is not None:
+        return f"{result} ({value} of {replicas} replicas, rounded down, at least 1)"
+    return str(result)
+
+
 @dataclass(frozen=True, slots=True)
 class LimitHit:
     code: str
@@ -174,17 +183,21 @@ class LimitTracker:
             return LimitHit(
                 reasons.MIGRATING_PER_WORKLOAD,
                 f"{len(migrating)} pods of {workload.describe()} migrating, "
-                f"maxMigratingPerWorkload is {max_migrating}",
+                "maxMigratingPerWorkload is "
+                f"{describe_workload_max(s.max_migrating_per_workload, workload.replicas, max_migrating)}",
                 POD,
             )
         max_unavailable = workload_max(workload.replicas, s.max_unavailable_per_workload)
         if max_unavailable is not None:
             unavailable = migrating | self.index.unavailable_pods(workload.identity)
             if len(unavailable) >= max_unavailable:
+                allowed = describe_workload_max(
+                    s.max_unavailable_per_workload, workload.replicas, max_unavailable
+                )
                 return LimitHit(
                     reasons.UNAVAILABLE_PER_WORKLOAD,
                     f"{len(unavailable)} pods of {workload.describe()} unavailable or migrating, "
-                    f"maxUnavailablePerWorkload is {max_unavailable}",
+                    f"maxUnavailablePerWorkload is {allowed}",
                     POD,
                 )
         return None

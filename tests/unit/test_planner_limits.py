@@ -342,3 +342,22 @@ def test_limits_are_shared_across_node_pools() -> None:
     pools = [{"name": p, "nodeSelector": {"matchLabels": {"pool": p}}} for p in ("a", "b")]
     result = world.plan(settings(args={"nodePools": pools}, top={"maxNoOfPodsToEvictTotal": 1}))
     assert evicted(result) == ["default/p-a"]
+
+
+@pytest.mark.parametrize(
+    ("value", "replicas", "says"),
+    [
+        (None, 12, "maxMigratingPerWorkload is 1 (unset: Koordinator's table for 12 replicas)"),
+        ("25%", 10, "maxMigratingPerWorkload is 2 (25% of 10 replicas, rounded down, at least 1)"),
+        (3, 10, "maxMigratingPerWorkload is 3"),
+    ],
+)
+def test_a_workload_limit_skip_says_where_its_number_comes_from(
+    value: int | str | None, replicas: int, says: str
+) -> None:
+    options = {**NO_WORKLOAD_LIMITS, "maxMigratingPerWorkload": value}
+    if value is None:
+        del options["maxMigratingPerWorkload"]
+    result = crowded(pods=8, replicas=replicas).plan(settings(migration=options))
+    messages = {s.message for s in result.pod_skips if s.code == reasons.MIGRATING_PER_WORKLOAD}
+    assert messages and all(m.endswith(says) for m in messages)
