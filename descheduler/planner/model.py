@@ -108,6 +108,10 @@ class PlannedEviction:
     """The pod's measured usage of each resource the planner considered."""
     workload: str = ""
     """Identity of the pod's workload (recorded with the migration), empty for bare pods."""
+    workload_kind: str = ""
+    workload_name: str = ""
+    """The workload's top controller (a ReplicaSet resolves to its Deployment), empty for bare pods: a
+    bounded label for metrics, unlike pod names."""
     pool: str = ""
     prod: bool = False
     """True when decided by the prod pass (``prodHighThresholds``)."""
@@ -120,6 +124,8 @@ class PlannedEviction:
             "destination": self.destination,
             "usage": dict(self.usage),
             "workload": self.workload,
+            "workloadKind": self.workload_kind,
+            "workloadName": self.workload_name,
             "pool": self.pool,
             "pass": "prod" if self.prod else "load",
         }

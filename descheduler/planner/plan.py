@@ -374,6 +374,8 @@ class _Cycle:
                     reason=reason,
                     usage=dict(vector),
                     workload=workload.identity if workload is not None else "",
+                    workload_kind=workload.kind if workload is not None else "",
+                    workload_name=workload.name if workload is not None else "",
                     pool=pool.name,
                     prod=prod,
                 )

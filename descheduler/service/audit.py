@@ -42,7 +42,14 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
     for eviction in record.evictions:
         namespace = eviction.pod.split("/", 1)[0]
         metrics.pods_evicted.labels(
-            eviction.result, "overutilized", STRATEGY, profile, eviction.node, namespace
+            eviction.result,
+            "overutilized",
+            STRATEGY,
+            profile,
+            eviction.node,
+            namespace,
+            eviction.workload_kind,
+            eviction.workload_name,
         ).inc()
     for resolved in record.resolved:
         metrics.unknown_resolved.labels(resolved.result).inc()

@@ -63,6 +63,8 @@ class EvictionRecord:
     reason: str
     result: str
     message: str
+    workload_kind: str = ""
+    workload_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -322,6 +324,8 @@ class CycleRunner:
             reason=planned.reason,
             result=result,
             message=message,
+            workload_kind=planned.workload_kind,
+            workload_name=planned.workload_name,
         )
 
     def _summarise(self, record: CycleRecord) -> None:

@@ -57,8 +57,9 @@ class Metrics:
         r = self.registry
         self.pods_evicted = Counter(
             "descheduler_pods_evicted",
-            "Pods evicted (or, in dry-run, that would be), by result, reason, node and namespace.",
-            ["result", "reason", "strategy", "profile", "node", "namespace"],
+            "Pods evicted (or, in dry-run, that would be), by result, reason, node, namespace and workload "
+            "(kind and name of the top controller: bounded, unlike pod names).",
+            ["result", "reason", "strategy", "profile", "node", "namespace", "workload_kind", "workload"],
             registry=r,
         )
         self.unknown_resolved = Counter(
@@ -105,6 +106,12 @@ class Metrics:
         self.node_anomaly = Gauge(
             "descheduler_node_anomaly_count",
             "Consecutive cycles the node has been over its high threshold.",
+            ["node"],
+            registry=r,
+        )
+        self.node_abnormalities = Gauge(
+            "descheduler_node_consecutive_abnormalities",
+            "Consecutive over cycles that make the node a hotspot (its pool's consecutiveAbnormalities).",
             ["node"],
             registry=r,
         )
@@ -163,6 +170,8 @@ class Metrics:
             for klass in NODE_CLASSES:
                 self.node_class.labels(report.node, klass).set(1 if klass == report.node_class else 0)
             self.node_anomaly.labels(report.node).set(report.anomaly_count)
+            if report.consecutive_abnormalities:
+                self.node_abnormalities.labels(report.node).set(report.consecutive_abnormalities)
             for res in report.resources:
                 if res.base > 0:
                     self.node_usage.labels(report.node, res.resource).set(res.usage / res.base)
@@ -175,7 +184,14 @@ class Metrics:
             self.nodes_by_class.labels(klass).set(count)
 
     def _remove_node(self, name: str) -> None:
-        for gauge in (self.node_usage, self.node_threshold, self.node_class, self.node_anomaly):
+        gauges = (
+            self.node_usage,
+            self.node_threshold,
+            self.node_class,
+            self.node_anomaly,
+            self.node_abnormalities,
+        )
+        for gauge in gauges:
             for labels in list(gauge._metrics):  # prometheus_client keeps children keyed by label values
                 if labels and labels[0] == name:
                     gauge.remove(*labels)

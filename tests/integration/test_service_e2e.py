@@ -208,6 +208,8 @@ def test_metrics_count_the_eviction_and_classify_every_node(live: LiveRun) -> No
                 "profile": "load-aware",
                 "node": HOT_NODE,
                 "namespace": "default",
+                "workload_kind": "Deployment",
+                "workload": "web",
             },
             1.0,
         )
