@@ -54,6 +54,18 @@ def _target(expr: str, legend: str = "", ref: str = "A", instant: bool = False) 
     return Target(expr=expr, legendFormat=legend, refId=ref, datasource=DATASOURCE, instant=instant)
 
 
+def counted(selector: str, window: str) -> str:
+    """Increase of a counter over ``window``, counting series born inside it.
+
+    A labelled counter is born at 1 (its first eviction of a node or workload), and ``increase()``
+    only sees changes between samples, so that first eviction would never show. A series absent
+    ``window`` ago got all of its value inside the window: for those the current value is used, for
+    the others ``increase()``; the two sides never hold the same series.
+    """
+    old = f"{selector} offset {window}"
+    return f"((increase({selector}[{window}]) and {old}) or ({selector} unless {old}))"
+
+
 def _value_map(values: dict[int, tuple[str, str]]) -> list[dict[str, Any]]:
     options = {str(k): {"text": text, "color": color, "index": i} for i, (k, (text, color)) in
                enumerate(sorted(values.items()))}  # fmt: skip
@@ -141,7 +153,9 @@ def panels() -> list[GrafanaPanel]:
             dataSource=DATASOURCE,
             targets=[
                 _target(
-                    f"sum by (result) (increase({EVICTED}{{{JOB}}}[$__range]))", "{{result}}", instant=True
+                    f"sum by (result) {counted(f'{EVICTED}{{{JOB}}}', '$__range')}",
+                    "{{result}}",
+                    instant=True,
                 )
             ],
             reduceCalc="lastNotNull",
@@ -153,7 +167,10 @@ def panels() -> list[GrafanaPanel]:
             description="Seconds since the last cycle finished: should stay near deschedulingInterval.",
             dataSource=DATASOURCE,
             targets=[
-                _target(f"time() - max by (instance) (descheduler_last_cycle_timestamp_seconds{{{JOB}}})")
+                _target(
+                    f"time() - max by (instance) (descheduler_last_cycle_timestamp_seconds{{{JOB}}})",
+                    "{{instance}}",
+                )
             ],
             format="s",
             reduceCalc="lastNotNull",
@@ -252,7 +269,7 @@ def panels() -> list[GrafanaPanel]:
     y += 8
     out.append(RowPanel(title="Evictions and skips", gridPos=pos(24, 1)))
     y += 1
-    rate = "[$__rate_interval]"
+    rate = "$__rate_interval"
     out += [
         TimeSeries(
             title="Evictions by node",
@@ -261,7 +278,7 @@ def panels() -> list[GrafanaPanel]:
             dataSource=DATASOURCE,
             targets=[
                 _target(
-                    f"sum by (node, result) (increase({EVICTED}{{{JOB},{NODE}}}{rate}))",
+                    f"sum by (node, result) {counted(f'{EVICTED}{{{JOB},{NODE}}}', rate)}",
                     "{{node}} {{result}}",
                 )
             ],
@@ -273,7 +290,7 @@ def panels() -> list[GrafanaPanel]:
         TimeSeries(
             title="Evictions by namespace",
             dataSource=DATASOURCE,
-            targets=[_target(f"sum by (namespace) (increase({EVICTED}{{{JOB}}}{rate}))", "{{namespace}}")],
+            targets=[_target(f"sum by (namespace) {counted(f'{EVICTED}{{{JOB}}}', rate)}", "{{namespace}}")],
             drawStyle="bars",
             fillOpacity=80,
             stacking={"mode": "normal", "group": "A"},
@@ -289,7 +306,7 @@ def panels() -> list[GrafanaPanel]:
             targets=[
                 _target(
                     "sum by (namespace, workload_kind, workload, result) "
-                    f"(increase({EVICTED}{{{JOB}}}[$__range]))",
+                    f"{counted(f'{EVICTED}{{{JOB}}}', '$__range')}",
                     instant=True,
                 )
             ],
@@ -301,7 +318,7 @@ def panels() -> list[GrafanaPanel]:
             dataSource=DATASOURCE,
             targets=[
                 _target(
-                    f"sum by (reason, result) (increase({EVICTED}{{{JOB}}}{rate}))", "{{reason}} {{result}}"
+                    f"sum by (reason, result) {counted(f'{EVICTED}{{{JOB}}}', rate)}", "{{reason}} {{result}}"
                 )
             ],
             drawStyle="bars",
@@ -319,7 +336,8 @@ def panels() -> list[GrafanaPanel]:
             dataSource=DATASOURCE,
             targets=[
                 _target(
-                    f"sum by (reason) (increase(descheduler_pods_skipped_total{{{JOB}}}{rate}))", "{{reason}}"
+                    f"sum by (reason) {counted(f'descheduler_pods_skipped_total{{{JOB}}}', rate)}",
+                    "{{reason}}",
                 )
             ],
             drawStyle="bars",
@@ -340,8 +358,8 @@ def panels() -> list[GrafanaPanel]:
             title="Cycle duration",
             dataSource=DATASOURCE,
             targets=[
-                _target(f"histogram_quantile(0.5, sum by (le) (rate({buckets}{rate})))", "p50", "A"),
-                _target(f"histogram_quantile(0.99, sum by (le) (rate({buckets}{rate})))", "p99", "B"),
+                _target(f"histogram_quantile(0.5, sum by (le) (rate({buckets}[{rate}])))", "p50", "A"),
+                _target(f"histogram_quantile(0.99, sum by (le) (rate({buckets}[{rate}])))", "p99", "B"),
             ],
             unit="s",
             gridPos=pos(8, 8, 0),
@@ -351,7 +369,7 @@ def panels() -> list[GrafanaPanel]:
             dataSource=DATASOURCE,
             targets=[
                 _target(
-                    f"sum by (outcome) (increase(descheduler_cycles_total{{{JOB}}}{rate}))", "{{outcome}}"
+                    f"sum by (outcome) {counted(f'descheduler_cycles_total{{{JOB}}}', rate)}", "{{outcome}}"
                 )
             ],
             drawStyle="bars",

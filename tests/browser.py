@@ -104,7 +104,8 @@ class Page:
             )
         elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
             entry = params["entry"]
-            self.problems.log_errors.append(f"{entry.get('source')}: {entry.get('text')} {entry.get('url', '')}")
+            text = f"{entry.get('source')}: {entry.get('text')} {entry.get('url', '')}"
+            self.problems.log_errors.append(text)
 
     def call(self, method: str, timeout: float = 30.0, **params: Any) -> dict[str, Any]:
         with self._arrived:
