@@ -389,6 +389,13 @@ def cmd_once(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     if args.output == "json":
         print(json.dumps(record.to_dict(), indent=2, sort_keys=False))
+    elif args.output == "html":
+        from descheduler.report import render_html
+
+        mode = "dry-run audit" if record.dry_run else "live cycle"
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.started))
+        title = f"Cycle {record.cycle} at {stamp}" + (" (dry-run)" if record.dry_run else "")
+        sys.stdout.write(render_html([record.to_dict()], [title], f"descheduler once: {mode}"))
     else:
         from descheduler.service.audit import render_record_text
 
@@ -452,6 +459,9 @@ def add_service_parsers(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     once.add_argument(
-        "--output", choices=("json", "text"), default="text", help="record format (default text)"
+        "--output",
+        choices=("json", "text", "html"),
+        default="text",
+        help="record format (default text); html is one self-contained page: redirect it to a file",
     )
     once.set_defaults(func=cmd_once)

@@ -9,7 +9,7 @@ from typing import Any
 from descheduler.config.load import ConfigError, load_config
 from descheduler.planner import validate
 from descheduler.simulate.inputs import InputError, load_cluster, load_usage
-from descheduler.simulate.render import render_json, render_text
+from descheduler.simulate.render import render_html, render_json, render_text
 from descheduler.simulate.runner import run
 
 EXIT_OK = 0
@@ -76,7 +76,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     results = run(effective, snapshot, series, args.cycles, reschedule=args.reschedule)
-    output = render_json(results) if args.output == "json" else render_text(results)
+    renderers = {"json": render_json, "html": render_html, "text": render_text}
+    output = renderers[args.output](results)
     sys.stdout.write(output)
     return EXIT_OK
 
@@ -101,7 +102,10 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--cycles", type=_positive, default=1, metavar="N", help="number of cycles (default 1)"
     )
     parser.add_argument(
-        "--output", choices=("json", "text"), default="text", help="output format (default text)"
+        "--output",
+        choices=("json", "text", "html"),
+        default="text",
+        help="output format (default text); html is one self-contained page: redirect it to a file",
     )
     parser.add_argument(
         "--reschedule",

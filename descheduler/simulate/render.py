@@ -36,6 +36,15 @@ def render_json(results: Sequence[CycleResult]) -> str:
     return json.dumps({"cycles": [cycle_dict(r) for r in results]}, indent=2) + "\n"
 
 
+def render_html(results: Sequence[CycleResult]) -> str:
+    """The HTML report over the same per-cycle records as ``render_json``."""
+    from descheduler.report import render_html as page
+
+    records = [cycle_dict(r) for r in results]
+    titles = [f"Cycle {r.cycle} at {_time(r.now)}" for r in results]
+    return page(records, titles, "descheduler simulate")
+
+
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
     widths = [len(h) for h in headers]
     for row in rows:

@@ -1,0 +1,129 @@
+"""The HTML report: built from the planner's own records (``Plan.to_dict()``), it moves each evicted pod's
+usage from its source to its destination in the "after" bars, draws one arrow per eviction, groups the
+pods left alone by reason, and references nothing outside the file. (The page in a real browser:
+``tests/integration/test_report_browser.py``.)"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from descheduler.cli import main
+from descheduler.report import cycle_view, project, render_html
+from descheduler.report.html import MAX_ROWS
+from tests.unit.builders import World, cpu, settings
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "config" / "examples" / "hotspot"
+NO_WORKLOAD_LIMITS = {"objectLimiters": {}, "maxMigratingPerWorkload": 0, "maxUnavailablePerWorkload": 0}
+
+
+def one_hotspot() -> dict[str, Any]:
+    """hot: 9 of 10 cores; cool: 1 of 10; one 2-core pod of a 4-replica Deployment moves hot -> cool."""
+    world = World().node("hot", usage=cpu("9")).node("cool", usage=cpu("1"))
+    world.deployment("web", replicas=4).pod("web-1", on="hot", owner="web", usage=cpu("2"))
+    world.pod("agent", on="hot", owner="agent", usage=cpu("1"))
+    record: dict[str, Any] = world.plan(settings(low={"cpu": 20}, high={"cpu": 50})).to_dict()
+    return record
+
+
+def _percent(record: dict[str, Any], node: str, result: str | None = None) -> tuple[float, float]:
+    if result is not None:
+        for eviction in record["evictions"]:
+            eviction["result"] = result
+    (row,) = [r for r in cycle_view(record, "t").rows if r.name == node]
+    (bar,) = [b for b in row.bars if b.resource == "cpu"]
+    return bar.before, bar.after
+
+
+@pytest.mark.parametrize(
+    ("result", "hot", "cool"),
+    [
+        (None, (90.0, 70.0), (10.0, 30.0)),  # simulate: every planned eviction happens
+        ("would-evict", (90.0, 70.0), (10.0, 30.0)),  # dry-run, allowed by the server-side check
+        ("evicted", (90.0, 70.0), (10.0, 30.0)),
+        ("dry-run-refused", (90.0, 90.0), (10.0, 10.0)),  # a budget refused it: nothing moves
+        ("failed", (90.0, 90.0), (10.0, 10.0)),
+    ],
+)
+def test_the_after_bars_move_the_pods_usage_from_source_to_destination_only_when_it_would_move(
+    result: str | None, hot: tuple[float, float], cool: tuple[float, float]
+) -> None:
+    record = one_hotspot()
+    assert [(e["pod"], e["node"], e["destination"]) for e in record["evictions"]] == [
+        ("default/web-1", "hot", "cool")
+    ]
+    assert _percent(record, "hot", result) == pytest.approx(hot)
+    assert _percent(record, "cool", result) == pytest.approx(cool)
+
+
+def test_the_projection_keeps_absolute_usage_of_nodes_without_evictions() -> None:
+    record = one_hotspot()
+    record["nodes"].append({"node": "idle", "class": "low", "resources": [
+        {"resource": "cpu", "allocatable": 10000, "usage": 500, "usagePercent": 5.0, "lowPercent": 20,
+         "highPercent": 50}]})  # fmt: skip
+    assert project(record)["idle"] == {"cpu": 500.0}
+
+
+def test_pods_left_alone_are_grouped_by_reason_with_their_messages() -> None:
+    view = cycle_view(one_hotspot(), "t")
+    assert list(view.skips) == ["workload-unknown"]
+    (skip,) = view.skips["workload-unknown"]
+    assert skip["pod"] == "default/agent" and "agent" in skip["message"]
+
+
+def test_a_large_cluster_draws_only_the_nodes_that_matter() -> None:
+    record = one_hotspot()
+    (template,) = [n for n in record["nodes"] if n["node"] == "cool"]
+    record["nodes"] += [{**template, "node": f"other-{i}"} for i in range(MAX_ROWS)]
+    view = cycle_view(record, "t")
+    assert sorted(r.name for r in view.rows) == ["cool", "hot"]
+    assert view.hidden_nodes == MAX_ROWS
+
+
+def test_the_page_holds_everything_and_references_nothing_outside_it() -> None:
+    page = render_html([one_hotspot()], ["Cycle 1"], "report")
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page), "no external resource"
+    assert "@import" not in page and "url(http" not in page
+    arrows = re.findall(r'class="arrow[^"]*" data-pod="([^"]+)" data-from="([^"]+)" data-to="([^"]+)"', page)
+    assert arrows == [("default/web-1", "hot", "cool")]
+    assert sorted(re.findall(r'data-node="([^"]+)"', page)) == ["cool", "hot"]
+
+
+def test_names_are_escaped() -> None:
+    record = one_hotspot()
+    record["skips"][0]["message"] = "<script>alert(1)</script>"
+    page = render_html([record], ["<b>cycle</b>"], "report")
+    assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)" in page
+    assert "<b>cycle</b>" not in page
+
+
+def _simulate(tmp_path: Path, output: str, capsys: pytest.CaptureFixture[str]) -> str:
+    code = main([
+        "simulate", "--config", str(EXAMPLE / "config.yaml"), "--cluster", str(EXAMPLE / "cluster.yaml"),
+        "--usage", str(EXAMPLE / "usage.yaml"), "--cycles", "6", "--output", output,
+    ])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return captured.out
+
+
+def test_simulate_html_shows_exactly_the_evictions_and_nodes_of_simulate_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = json.loads(_simulate(tmp_path, "json", capsys))
+    page = _simulate(tmp_path, "html", capsys)
+    sections = re.split(r'<section class="cycle" ', page)[1:]
+    assert len(sections) == len(document["cycles"]) == 6
+    for section, cycle in zip(sections, document["cycles"], strict=True):
+        arrows = re.findall(r'data-pod="([^"]+)" data-from="([^"]+)" data-to="([^"]+)"', section)
+        assert arrows == [(e["pod"], e["node"], e["destination"]) for e in cycle["evictions"]]
+        assert re.findall(r'data-node="([^"]+)"', section) == [n["node"] for n in cycle["nodes"]]
+        codes = re.findall(r'<details class="skip" data-code="([^"]+)"', section)
+        assert sorted(codes) == sorted({s["code"] for s in cycle["skips"]})
+    assert sum(len(c["evictions"]) for c in document["cycles"]) == 4
