@@ -150,13 +150,15 @@ class Page:
             raise RuntimeError(f"evaluating {expression!r}: {reply['exceptionDetails']}")
         return reply["result"].get("value")
 
-    def screenshot(self, path: Path, *, full_page: bool = True) -> Path:
+    def screenshot(self, path: Path, *, full_page: bool = True, max_height: int | None = None) -> Path:
+        """PNG of the whole page (or the viewport), cut at ``max_height`` pixels when given."""
         params: dict[str, Any] = {"format": "png", "captureBeyondViewport": full_page}
         if full_page:
             size = self.evaluate(
                 "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
             )
-            params["clip"] = {"x": 0, "y": 0, "width": size[0], "height": size[1], "scale": 1}
+            height = min(size[1], max_height) if max_height else size[1]
+            params["clip"] = {"x": 0, "y": 0, "width": size[0], "height": height, "scale": 1}
         data = self.call("Page.captureScreenshot", timeout=60, **params)["data"]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))

@@ -232,7 +232,9 @@ def _bar_svg(bar: Bar, x: float, y: float, scale: float) -> str:
     return "".join(parts)
 
 
-def _chart_svg(view: CycleView) -> str:
+def _chart_svg(view: CycleView, number: int) -> str:
+    """Node rows with their bars, and the arrows in a gutter on the right (marker ids unique per cycle:
+    a hidden section must not hide the arrowheads of another)."""
     resources = _resources(view)
     scale = max([100.0] + [max(b.before, b.after) for r in view.rows for b in r.bars])
     arrows_x = NAME_W + RES_W * len(resources) + 10
@@ -242,14 +244,13 @@ def _chart_svg(view: CycleView) -> str:
     parts = [
         f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="{_e(view.title)}: node usage and evictions">',
-        '<defs><marker id="head" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
-        'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="head"/></marker></defs>',
+        f'<defs><marker id="head-{number}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+        'markerHeight="7" orient="auto-start-reverse">'
+        '<path d="M0,0 L10,5 L0,10 z" class="head"/></marker></defs>',
     ]
     for i, name in enumerate(resources):
         x = NAME_W + i * RES_W
-        parts.append(
-            f'<text class="col" x="{x}" y="16">{_e(name)}: % of allocatable, before / after</text>'
-        )
+        parts.append(f'<text class="col" x="{x}" y="16">{_e(name)}: % of allocatable, before / after</text>')
     parts.append(f'<text class="col" x="{arrows_x}" y="16">evictions: source → destination</text>')
     for i, row in enumerate(view.rows):
         y = TOP + i * ROW_H
@@ -272,7 +273,7 @@ def _chart_svg(view: CycleView) -> str:
             continue
         y1 = TOP + index[move.source] * ROW_H + 10
         y2 = TOP + index[move.destination] * ROW_H + 10
-        bulge = arrows_x + 30 + (k % 8) * 26
+        bulge = arrows_x + 44 + (k % 8) * 30
         start, end = arrows_x + 4, arrows_x + 8
         klass = "arrow" if move.applied else "arrow refused"
         parts.append(
@@ -280,7 +281,8 @@ def _chart_svg(view: CycleView) -> str:
             f'data-to="{_e(move.destination)}" data-number="{move.number}">'
             f"<title>#{move.number} {_e(move.pod)}: {_e(move.source)} → {_e(move.destination)}"
             f"{(' (' + _e(move.result) + ')') if move.result else ''}</title>"
-            f'<path d="M{start},{y1} C{bulge},{y1} {bulge},{y2} {end},{y2}" marker-end="url(#head)"/>'
+            f'<path d="M{start},{y1} C{bulge},{y1} {bulge},{y2} {end},{y2}" '
+            f'marker-end="url(#head-{number})"/>'
             f'<text x="{bulge - 8}" y="{(y1 + y2) / 2 + 4:.1f}">{move.number}</text></g>'
         )
     parts.append("</svg>")
@@ -309,7 +311,7 @@ def _section(view: CycleView, number: int) -> str:
             f'<p class="note">{view.hidden_nodes} other node(s) neither over nor involved in an eviction are '
             "not drawn.</p>"
         )
-    parts.append(f'<div class="scroll">{_chart_svg(view)}</div>')
+    parts.append(f'<div class="scroll">{_chart_svg(view, number)}</div>')
     if view.moves:
         has_result = any(m.result for m in view.moves)
         headers = ["#", "pod", "workload", "from", "to", "reason"] + (

@@ -95,6 +95,13 @@ def test_the_page_holds_everything_and_references_nothing_outside_it() -> None:
     assert sorted(re.findall(r'data-node="([^"]+)"', page)) == ["cool", "hot"]
 
 
+def test_each_cycle_has_its_own_arrowhead_so_hiding_one_cycle_keeps_the_others_arrowheads() -> None:
+    page = render_html([one_hotspot(), one_hotspot()], ["Cycle 1", "Cycle 2"], "report")
+    ids = re.findall(r'<marker id="([^"]+)"', page)
+    assert ids == ["head-1", "head-2"]
+    assert re.findall(r'marker-end="url\(#([^)]+)\)"', page) == ["head-1", "head-2"]
+
+
 def test_names_are_escaped() -> None:
     record = one_hotspot()
     record["skips"][0]["message"] = "<script>alert(1)</script>"
