@@ -352,17 +352,18 @@ def panels() -> list[GrafanaPanel]:
     y += 8
     out.append(RowPanel(title="Health", gridPos=pos(24, 1)))
     y += 1
-    buckets = f"descheduler_cycle_duration_seconds_bucket{{{JOB}}}"
+    buckets = f"descheduler_loop_duration_seconds_bucket{{{JOB}}}"
     out += [
         TimeSeries(
             title="Cycle duration",
+            description="descheduler_loop_duration_seconds (the Kubernetes descheduler's name): p50 and p99.",
             dataSource=DATASOURCE,
             targets=[
                 _target(f"histogram_quantile(0.5, sum by (le) (rate({buckets}[{rate}])))", "p50", "A"),
                 _target(f"histogram_quantile(0.99, sum by (le) (rate({buckets}[{rate}])))", "p99", "B"),
             ],
             unit="s",
-            gridPos=pos(8, 8, 0),
+            gridPos=pos(6, 8, 0),
         ),
         TimeSeries(
             title="Cycles by outcome",
@@ -375,12 +376,12 @@ def panels() -> list[GrafanaPanel]:
             drawStyle="bars",
             fillOpacity=80,
             stacking={"mode": "normal", "group": "A"},
-            gridPos=pos(8, 8, 8),
+            gridPos=pos(6, 8, 6),
         ),
         TimeSeries(
             title="Cache age and usage-sample age",
             description="Seconds since the watch cache last heard from the API server, and age of the oldest "
-            "usage sample of the last cycle; nodes with no usable sample are skipped.",
+            "usage sample of the last cycle (nodes whose sample is too old are skipped).",
             dataSource=DATASOURCE,
             targets=[
                 _target(
@@ -391,21 +392,24 @@ def panels() -> list[GrafanaPanel]:
                     "usage sample {{instance}}",
                     "B",
                 ),
-                _target(
-                    f"sum(descheduler_usage_nodes_without_sample{{{JOB}}})", "nodes without a sample", "C"
-                ),
             ],
             unit="s",
-            overrides=[
-                {
-                    "matcher": {"id": "byName", "options": "nodes without a sample"},
-                    "properties": [
-                        {"id": "unit", "value": "short"},
-                        {"id": "custom.axisPlacement", "value": "right"},
-                    ],
-                }
+            gridPos=pos(6, 8, 12),
+        ),
+        TimeSeries(
+            title="Usage source and unknown outcomes",
+            description="Nodes without a usable usage sample (skipped), 1 while no node had one (the "
+            "metrics source is down: nothing is judged), and evictions whose outcome is still unknown.",
+            dataSource=DATASOURCE,
+            targets=[
+                _target(
+                    f"sum(descheduler_usage_nodes_without_sample{{{JOB}}})", "nodes without a sample", "A"
+                ),
+                _target(f"max(descheduler_usage_unavailable{{{JOB}}})", "usage source down", "B"),
+                _target(f"sum(descheduler_unknown_evictions{{{JOB}}})", "evictions of unknown outcome", "C"),
             ],
-            gridPos=pos(8, 8, 16),
+            lineInterpolation="stepAfter",
+            gridPos=pos(6, 8, 18),
         ),
     ]
     for number, panel in enumerate(out, start=1):
