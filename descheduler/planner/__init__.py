@@ -7,10 +7,11 @@ the two share the work). The live service, ``once --dry-run`` and ``simulate`` a
 from descheduler.planner.model import NodeReport, Plan, PlannedEviction, PodSkip, ResourceReport
 from descheduler.planner.plan import plan, pod_usage_nodes
 from descheduler.planner.settings import validate
-from descheduler.planner.state import AnomalyCount, Migration, PlannerState, commit, forget
+from descheduler.planner.state import AnomalyCount, Departure, Migration, PlannerState, commit, forget
 
 __all__ = [
     "AnomalyCount",
+    "Departure",
     "Migration",
     "NodeReport",
     "Plan",

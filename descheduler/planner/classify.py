@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from descheduler.cluster.selectors import selector_matches
 from descheduler.cluster.types import LabelSelector, Node, Pod, UsageSample, UsageSnapshot
 from descheduler.planner import reasons
+from descheduler.planner.estimate import UsageEstimator
 from descheduler.planner.model import HOTSPOT, LOW, NORMAL, OVER, ResourceReport
 from descheduler.planner.order import is_prod, weighted_mean
 from descheduler.planner.settings import PoolSettings, Settings
@@ -76,7 +77,12 @@ class Levels:
     def headroom(self) -> dict[str, int]:
         return {name: self.high[name] - used for name, used in self.usage.items()}
 
-    def report(self, usage: Mapping[str, int] | None = None) -> tuple[ResourceReport, ...]:
+    def report(
+        self,
+        usage: Mapping[str, int] | None = None,
+        sampled: Mapping[str, int] | None = None,
+        other: Mapping[str, int] | None = None,
+    ) -> tuple[ResourceReport, ...]:
         shown = usage if usage is not None else self.usage
         return tuple(
             ResourceReport(
@@ -88,6 +94,8 @@ class Levels:
                 usage_percent=reasons.percent(shown[name], self.base.get(name, 0)),
                 low_percent=self.low_percent[name],
                 high_percent=self.high_percent[name],
+                sample=sampled.get(name) if sampled is not None else None,
+                other=other.get(name) if other is not None else None,
             )
             for name in sorted(shown)
         )
@@ -102,7 +110,11 @@ class NodeView:
     pods: list[Pod]
     levels: Levels
     measured: dict[str, int]
-    """Usage as measured at the start of the cycle (``levels.usage`` drops as pods are planned away)."""
+    """Usage estimated at the start of the cycle (``levels.usage`` drops as pods are planned away)."""
+    sampled: dict[str, int] = field(default_factory=dict)
+    """The node's raw usage sample (the estimate's input), for the audit."""
+    other: dict[str, int] = field(default_factory=dict)
+    """Usage outside the pods: the sample minus the pods' parts in it."""
     prod: Levels | None = None
     prod_measured: dict[str, int] | None = None
     over: bool = False
@@ -204,17 +216,35 @@ def usage_problem(
 
 
 def build_view(
-    node: Node, pool: PoolSettings, pods: list[Pod], usage: UsageSnapshot, expiration: float, now: float
+    node: Node,
+    pool: PoolSettings,
+    pods: list[Pod],
+    usage: UsageSnapshot,
+    expiration: float,
+    now: float,
+    estimator: UsageEstimator,
 ) -> NodeView:
-    """Levels of one node with fresh usage (thresholds are set later, per pool)."""
+    """Levels of one node with fresh usage (thresholds are set later, per pool).
+
+    The levels start from the migration-aware estimate (``estimate.py``), not the raw sample.
+    """
     sample = usage.nodes[node.name]
     base = {name: node.threshold_base.get(name, 0) for name in pool.resources}
-    measured = sample_usage(sample, pool.resources, len(pods))
-    view = NodeView(node=node, pool=pool, pods=pods, levels=Levels(base, dict(measured)), measured=measured)
+    estimate = estimator.estimate(node.name, sample.resources, sample.timestamp, pods, pool.resources)
+    measured = estimate.usage
+    view = NodeView(
+        node=node,
+        pool=pool,
+        pods=pods,
+        levels=Levels(base, dict(measured)),
+        measured=measured,
+        sampled=estimate.sample,
+        other=estimate.other,
+    )
     if pool.prod_resources:
         prod_usage = dict.fromkeys(pool.prod_resources, 0)
         for pod in pods:
-            if not is_prod(pod):
+            if not is_prod(pod) or pod.terminating:
                 continue
             pod_sample = usage.pods.get(pod.key)
             if "pods" in prod_usage:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from descheduler.cluster.types import Pod
+from descheduler.planner import reasons
 from descheduler.planner.state import PlannerState
 
 # Node classes, from coolest to hottest.
@@ -30,13 +31,21 @@ class ResourceReport:
     usage_percent: float
     low_percent: float
     high_percent: float
+    sample: int | None = None
+    """The raw usage sample; ``usage`` is the migration-aware estimate decided on (``estimate.py``)."""
+    other: int | None = None
+    """The part of the sample that belongs to no pod."""
 
     @property
     def over(self) -> bool:
         return self.usage > self.high
 
+    @property
+    def sample_percent(self) -> float | None:
+        return None if self.sample is None else reasons.percent(self.sample, self.base)
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "resource": self.resource,
             "allocatable": self.base,
             "usage": self.usage,
@@ -47,6 +56,12 @@ class ResourceReport:
             "highPercent": round(self.high_percent, 2),
             "over": self.over,
         }
+        if self.sample is not None:
+            out["sample"] = self.sample
+            out["samplePercent"] = round(reasons.percent(self.sample, self.base), 2)
+        if self.other is not None:
+            out["other"] = self.other
+        return out
 
 
 @dataclass(frozen=True, slots=True)

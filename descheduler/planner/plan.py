@@ -27,6 +27,7 @@ from descheduler.planner.classify import (
     usage_problem,
     weighted_score,
 )
+from descheduler.planner.estimate import UsageEstimator
 from descheduler.planner.fit import DestinationSet
 from descheduler.planner.index import ClusterIndex
 from descheduler.planner.limits import GLOBAL, NODE, LimitHit, LimitTracker, PdbTracker
@@ -98,15 +99,22 @@ class _Cycle:
             for m in self.state.migrations
             if self.index.pod_exists(m.uid, m.pod) or m.started + window > self.now
         )
+        # An evicted pod's load is in its old node's sample for one metrics window after it left; samples
+        # up to nodeMetricExpirationSeconds old are still used.
+        remembered = s.usage_window + s.metric_expiration
+        departures = tuple(d for d in self.state.departures if d.left + remembered > self.now)
+        self.estimator = UsageEstimator(self.usage, self.index, departures, s.usage_window)
         if not s.enabled:
             return Plan(
-                state=replace(self.state, migrations=migrations),
+                state=replace(self.state, migrations=migrations, departures=departures),
                 notes=("LowNodeLoad is not enabled in any profile's balance plugins: nothing to plan",),
                 now=self.now,
             )
         self._collect_nodes()
         anomalies, prod_anomalies = self._count_anomalies()
-        new_state = PlannerState(anomalies=anomalies, prod_anomalies=prod_anomalies, migrations=migrations)
+        new_state = PlannerState(
+            anomalies=anomalies, prod_anomalies=prod_anomalies, migrations=migrations, departures=departures
+        )
         if s.paused:
             self.notes.append("LowNodeLoad is paused: nodes are classified, nothing is counted or evicted")
         else:
@@ -164,7 +172,13 @@ class _Cycle:
                 self._skip_node(node, pool.name, *problem)
                 continue
             view = build_view(
-                node, pool, self.index.pods_on(node.name), self.usage, s.metric_expiration, self.now
+                node,
+                pool,
+                self.index.pods_on(node.name),
+                self.usage,
+                s.metric_expiration,
+                self.now,
+                self.estimator,
             )
             self.views[pool.name].append(view)
         for pool in s.pools:
@@ -460,7 +474,7 @@ class _Cycle:
                         anomaly_count=view.anomaly_count,
                         consecutive_abnormalities=pool.consecutive_abnormalities,
                         cordoned=view.node.unschedulable,
-                        resources=view.levels.report(view.measured),
+                        resources=view.levels.report(view.measured, view.sampled, view.other),
                         prod_class=view.prod_class,
                         prod_anomaly_count=view.prod_anomaly_count,
                         prod_resources=view.prod.report(view.prod_measured) if view.prod is not None else (),

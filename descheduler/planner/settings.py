@@ -21,6 +21,7 @@ from descheduler.config.models import (
     Namespaces,
     NodePool,
 )
+from descheduler.usage.settings import usage_window
 
 BASE_RESOURCES = ("cpu", "memory")
 FULL = 100.0
@@ -94,6 +95,9 @@ class Settings:
     max_migrating_per_workload: int | str | None
     max_unavailable_per_workload: int | str | None
     object_limit: ObjectLimit | None
+    usage_window: float = 0.0
+    """Seconds each usage sample averages over (``metricsProviders``): how long an evicted pod's load
+    stays in its old node's sample."""
 
 
 def convert_selector(config: LabelSelectorConfig) -> LabelSelector:
@@ -350,6 +354,7 @@ def compile_settings(config: EffectiveConfig) -> Settings:
         max_migrating_per_workload=_workload_limit(mc.max_migrating_per_workload),
         max_unavailable_per_workload=_workload_limit(mc.max_unavailable_per_workload),
         object_limit=object_limit,
+        usage_window=usage_window(cfg.metrics_providers),
     )
 
 

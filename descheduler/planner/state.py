@@ -47,6 +47,23 @@ class Migration:
     started: float
 
 
+@dataclass(frozen=True, slots=True)
+class Departure:
+    """A pod this descheduler evicted: its load stays in its old node's sample for one metrics window."""
+
+    pod: str
+    """``namespace/name``."""
+    uid: str
+    node: str
+    workload: str
+    """Workload identity (``WorkloadRef.identity``), empty for bare pods."""
+    created: float
+    left: float
+    """When it was evicted (seconds since the epoch)."""
+    usage: Mapping[str, int]
+    """The pod's usage sample when it was evicted."""
+
+
 @dataclass(frozen=True)
 class PlannerState:
     """Anomaly counters per node and recorded migrations. ``PlannerState()`` is the empty state.
@@ -58,6 +75,9 @@ class PlannerState:
     prod_anomalies: Mapping[str, AnomalyCount] = field(default_factory=dict)
     """Counters of the prod pass (``prodHighThresholds``), kept apart from the node's overall ones."""
     migrations: tuple[Migration, ...] = ()
+    departures: tuple[Departure, ...] = ()
+    """Pods evicted less than one metrics window (plus ``nodeMetricExpirationSeconds``) ago, with their
+    usage: their load is still in their old node's sample (see ``estimate.py``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +97,18 @@ class PlannerState:
                     "started": m.started,
                 }
                 for m in self.migrations
+            ],
+            "departures": [
+                {
+                    "pod": d.pod,
+                    "uid": d.uid,
+                    "node": d.node,
+                    "workload": d.workload,
+                    "created": d.created,
+                    "left": d.left,
+                    "usage": dict(d.usage),
+                }
+                for d in self.departures
             ],
         }
 
@@ -98,6 +130,7 @@ def commit(state_after_plan: PlannerState, plan: Plan, evicted: Collection[str],
     anomalies = dict(state_after_plan.anomalies)
     prod_anomalies = dict(state_after_plan.prod_anomalies)
     migrations = list(state_after_plan.migrations)
+    departures = list(state_after_plan.departures)
     for key in sorted(done):
         eviction = planned[key]
         migrations.append(
@@ -110,19 +143,42 @@ def commit(state_after_plan: PlannerState, plan: Plan, evicted: Collection[str],
                 started=now,
             )
         )
+        departures.append(
+            Departure(
+                pod=key,
+                uid=eviction.pod.uid,
+                node=eviction.node,
+                workload=eviction.workload,
+                created=eviction.pod.created,
+                left=now,
+                usage={name: amount for name, amount in eviction.usage.items() if name != "pods"},
+            )
+        )
         anomalies[eviction.node] = AnomalyCount(0, now)
         if eviction.node in prod_anomalies:
             prod_anomalies[eviction.node] = AnomalyCount(0, now)
-    return PlannerState(anomalies=anomalies, prod_anomalies=prod_anomalies, migrations=tuple(migrations))
+    return PlannerState(
+        anomalies=anomalies,
+        prod_anomalies=prod_anomalies,
+        migrations=tuple(migrations),
+        departures=tuple(departures),
+    )
 
 
 def forget(state: PlannerState, pods: Collection[tuple[str, str]]) -> PlannerState:
-    """Drop the recorded migrations of ``(pod key, uid)`` pairs: evictions of unknown outcome that the
-    cache has since shown did not happen. Anomaly counts stay as they are (reset is the safe side)."""
+    """Drop the recorded migrations (and departures) of ``(pod key, uid)`` pairs: evictions of unknown
+    outcome that the cache has since shown did not happen. Anomaly counts stay as they are (reset is the
+    safe side)."""
     gone = set(pods)
     if not gone:
         return state
     kept = tuple(m for m in state.migrations if (m.pod, m.uid) not in gone)
-    if len(kept) == len(state.migrations):
+    departures = tuple(d for d in state.departures if (d.pod, d.uid) not in gone)
+    if len(kept) == len(state.migrations) and len(departures) == len(state.departures):
         return state
-    return PlannerState(anomalies=state.anomalies, prod_anomalies=state.prod_anomalies, migrations=kept)
+    return PlannerState(
+        anomalies=state.anomalies,
+        prod_anomalies=state.prod_anomalies,
+        migrations=kept,
+        departures=departures,
+    )

@@ -8,6 +8,7 @@ the node, the PromQL itself) can be set, because a wrong mapping silently yields
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
@@ -218,6 +219,19 @@ class MetricsProvider(StrictModel):
 def default_providers() -> list[MetricsProvider]:
     """Prometheus at :data:`DEFAULT_PROMETHEUS_URL` with kube-prometheus queries."""
     return [MetricsProvider(source="Prometheus", prometheus=PrometheusSettings())]
+
+
+METRICS_SERVER_WINDOW = 0.0
+"""metrics-server averages over its own resolution (15-60 s): treated as an instantaneous reading."""
+
+
+def usage_window(providers: Sequence[MetricsProvider]) -> float:
+    """Seconds a usage sample averages over: a pod that left this long ago is out of its node's sample."""
+    chosen = list(providers) or default_providers()
+    provider = chosen[0]
+    if provider.source == "KubernetesMetrics":
+        return METRICS_SERVER_WINDOW
+    return float(provider.prometheus_settings.window)
 
 
 def _at_most_one(providers: list[MetricsProvider]) -> list[MetricsProvider]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from descheduler.planner import AnomalyCount, Migration, PlannerState, commit
+from descheduler.planner import AnomalyCount, Departure, Migration, PlannerState, commit
 from tests.unit.builders import NOW, World, cpu, evicted, report, settings
 
 
@@ -141,11 +141,23 @@ def test_the_state_serializes_to_a_plain_document() -> None:
     state = PlannerState(
         anomalies={"a": AnomalyCount(2, 1.0)},
         migrations=(Migration("ns/p", "u", "ns", "a", "w", 5.0),),
+        departures=(Departure("ns/p", "u", "a", "w", 1.0, 5.0, {"cpu": 300}),),
     )
     assert state.to_dict() == {
         "anomalies": {"a": {"count": 2, "updated": 1.0}},
         "prodAnomalies": {},
         "migrations": [
             {"pod": "ns/p", "uid": "u", "namespace": "ns", "node": "a", "workload": "w", "started": 5.0}
+        ],
+        "departures": [
+            {
+                "pod": "ns/p",
+                "uid": "u",
+                "node": "a",
+                "workload": "w",
+                "created": 1.0,
+                "left": 5.0,
+                "usage": {"cpu": 300},
+            }
         ],
     }

@@ -22,8 +22,10 @@ def outcome(
     replicas: int = 4,
     namespace: str = "default",
 ) -> str:
-    """The fate of one pod on a hotspot with plenty of room elsewhere: "evicted" or its skip code."""
-    world = World().node("hot", usage=cpu("9")).node("cool", usage=cpu("1"))
+    """The fate of one pod on a hotspot with plenty of room elsewhere: "evicted" or its skip code.
+
+    The node stays over even without the pod (a terminating pod no longer counts in its node's usage)."""
+    world = World().node("hot", usage=cpu("9.5")).node("cool", usage=cpu("1"))
     world.deployment("web", replicas=replicas, namespace=namespace)
     world.statefulset("db", replicas=replicas, namespace=namespace)
     options: dict[str, Any] = {"on": "hot", "owner": "web", "usage": cpu("4"), "namespace": namespace}

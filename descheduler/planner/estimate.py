@@ -1,0 +1,183 @@
+"""Migration-aware node usage: a node's usage follows the pods that are on it *now*.
+
+A node's usage sample is an average over the metrics window (5 minutes with the default Prometheus
+queries). Right after an eviction it still holds the evicted pod's load, and the node the replacement
+landed on does not hold it yet. Deciding on the raw sample makes the planner evict again from a node it
+has already cured, and pile pods onto a node that has just received some. So, per node and resource::
+
+    share(p)   = the part of the window [T - window, T] pod p spent on the node   (T: the node's sample time)
+    other      = max(0, node sample - sum over pods on the node during the window of sample(p) * share(p))
+    estimate   = other + sum over pods on the node now of usage(p)
+    usage(p)   = sample(p)                                   when p has its own sample
+               = latest(p) * (1 - share(p))                  when it has none yet
+
+``other`` is what runs outside the pods (system daemons, kubelet, page-cache-free kernel memory). "Pods
+on the node during the window" are the pods the snapshot puts there (terminating ones included) and the
+pods this descheduler evicted from it (``Departure``); "pods on the node now" leave out terminating and
+evicted ones, so an evicted pod leaves the figure at once. ``latest(p)`` is the most recent sample of a
+pod of the same workload (an evicted predecessor included), else the pod's requests; the ``1 - share``
+factor keeps a long-running pod without a sample (its load is already inside ``other``) from counting
+twice, while a replacement that just started counts in full. With no change on a node the estimate is
+the sample itself (when the pods' samples do not add up to more than it).
+
+Everything here is pure: ``plan`` calls it, so the live service, ``once`` and ``simulate`` agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from descheduler.cluster.types import Pod, UsageSnapshot
+from descheduler.planner.index import ClusterIndex
+from descheduler.planner.state import Departure
+
+
+@dataclass(frozen=True, slots=True)
+class PodShare:
+    """One pod's part in its node's figures."""
+
+    sample: Mapping[str, int] | None
+    """Its own measured usage; None when it has no sample (yet)."""
+    share: float
+    """Part of the metrics window (0..1) the pod spent on the node, i.e. how much of it is in the sample."""
+    current: bool
+    """On the node now: not terminating, not evicted."""
+    latest: Mapping[str, int] | None = None
+    """For a pod without a sample: its workload's most recent sample, else its requests."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEstimate:
+    sample: dict[str, int]
+    """The node's raw usage sample."""
+    other: dict[str, int]
+    """Usage that belongs to no pod: the sample minus the pods' parts in it, never negative."""
+    usage: dict[str, int]
+    """What the planner decides on: ``other`` plus the usage of the pods on the node now."""
+
+
+def window_share(start: float, end: float | None, sample_time: float, window: float) -> float:
+    """Part of the window ``[sample_time - window, sample_time]`` inside ``[start, end)``, from 0 to 1.
+
+    A window of 0 (an instantaneous source) is all or nothing: on the node at ``sample_time`` or not.
+    """
+    if window <= 0:
+        return 1.0 if start <= sample_time and (end is None or end > sample_time) else 0.0
+    low = max(start, sample_time - window)
+    high = sample_time if end is None else min(end, sample_time)
+    return max(0.0, min(1.0, (high - low) / window))
+
+
+def estimate_node_usage(
+    sample: Mapping[str, int], pods: Iterable[PodShare], resources: Sequence[str]
+) -> NodeEstimate:
+    """The node's usage this cycle from its sample and its pods' shares (formula in the module doc).
+
+    ``pods`` (the resource) is not measured: the sample and the estimate both count the pods on the
+    node now; callers set it.
+    """
+    names = [name for name in resources if name != "pods"]
+    inside = dict.fromkeys(names, 0.0)
+    now = dict.fromkeys(names, 0.0)
+    for pod in pods:
+        if pod.sample is not None:
+            for name in names:
+                amount = pod.sample.get(name, 0)
+                inside[name] += amount * pod.share
+                if pod.current:
+                    now[name] += amount
+        elif pod.current and pod.latest is not None and pod.share < 1.0:
+            for name in names:
+                now[name] += pod.latest.get(name, 0) * (1.0 - pod.share)
+    raw = {name: int(sample.get(name, 0)) for name in names}
+    other = {name: max(0, raw[name] - round(inside[name])) for name in names}
+    usage = {name: other[name] + round(now[name]) for name in names}
+    return NodeEstimate(sample=raw, other=other, usage=usage)
+
+
+class UsageEstimator:
+    """Builds each node's ``PodShare`` list from one cycle's snapshot, usage and recent departures."""
+
+    def __init__(
+        self, usage: UsageSnapshot, index: ClusterIndex, departures: Sequence[Departure], window: float
+    ) -> None:
+        self.usage = usage
+        self.index = index
+        self.window = window
+        self.departed: dict[str, list[Departure]] = {}
+        self.claimed: dict[str, Departure] = {}
+        """Pod keys whose sample may still be an evicted predecessor's (a StatefulSet pod keeps its name)."""
+        for departure in departures:
+            if departure.uid and departure.uid in index.pod_uids:
+                continue  # still in the snapshot (terminating): counted as a pod of its node
+            self.departed.setdefault(departure.node, []).append(departure)
+            previous = self.claimed.get(departure.pod)
+            if previous is None or previous.left < departure.left:
+                self.claimed[departure.pod] = departure
+        self._latest: dict[str, tuple[float, Mapping[str, int]]] | None = None
+
+    def own_sample(self, pod: Pod) -> Mapping[str, int] | None:
+        claimed = self.claimed.get(pod.key)
+        if claimed is not None and claimed.uid != pod.uid:
+            return None
+        sample = self.usage.pods.get(pod.key)
+        return sample.resources if sample is not None else None
+
+    def _latest_by_workload(self) -> dict[str, tuple[float, Mapping[str, int]]]:
+        if self._latest is None:
+            latest: dict[str, tuple[float, Mapping[str, int]]] = {}
+
+            def offer(identity: str, when: float, vector: Mapping[str, int]) -> None:
+                if identity and (identity not in latest or latest[identity][0] < when):
+                    latest[identity] = (when, vector)
+
+            for items in self.departed.values():
+                for departure in items:
+                    offer(departure.workload, departure.left, departure.usage)
+            for pod in self.index.snapshot.pods:
+                if pod.owner is None or pod.key not in self.usage.pods:
+                    continue
+                own = self.own_sample(pod)
+                ref = self.index.workload_of(pod)
+                if own is not None and ref is not None:
+                    offer(ref.identity, self.usage.pods[pod.key].timestamp, own)
+            self._latest = latest
+        return self._latest
+
+    def latest(self, pod: Pod) -> Mapping[str, int]:
+        """The most recent sample of a pod of the same workload, else the pod's requests."""
+        ref = self.index.workload_of(pod)
+        if ref is not None:
+            found = self._latest_by_workload().get(ref.identity)
+            if found is not None:
+                return found[1]
+        return pod.requests
+
+    def shares(self, node: str, pods: Sequence[Pod], sample_time: float) -> list[PodShare]:
+        out: list[PodShare] = []
+        for pod in pods:
+            share = window_share(pod.created, None, sample_time, self.window)
+            own = self.own_sample(pod)
+            current = not pod.terminating
+            latest = self.latest(pod) if own is None and current and share < 1.0 else None
+            out.append(PodShare(sample=own, share=share, current=current, latest=latest))
+        for departure in self.departed.get(node, ()):
+            share = window_share(departure.created, departure.left, sample_time, self.window)
+            out.append(PodShare(sample=departure.usage, share=share, current=False))
+        return out
+
+    def estimate(
+        self,
+        node: str,
+        sample: Mapping[str, int],
+        sample_time: float,
+        pods: Sequence[Pod],
+        resources: Sequence[str],
+    ) -> NodeEstimate:
+        result = estimate_node_usage(sample, self.shares(node, pods, sample_time), resources)
+        if "pods" in resources:
+            result.sample["pods"] = len(pods)
+            result.other["pods"] = 0
+            result.usage["pods"] = sum(1 for pod in pods if not pod.terminating)
+        return result
