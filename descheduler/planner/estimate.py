@@ -146,7 +146,12 @@ class UsageEstimator:
         return self._latest
 
     def latest(self, pod: Pod) -> Mapping[str, int]:
-        """The most recent sample of a pod of the same workload, else the pod's requests."""
+        """The most recent sample of a pod of the same workload, else the pod's requests.
+
+        A pod that took an evicted pod's name (a StatefulSet's) takes that pod's usage first."""
+        predecessor = self.claimed.get(pod.key)
+        if predecessor is not None and predecessor.uid != pod.uid:
+            return predecessor.usage
         ref = self.index.workload_of(pod)
         if ref is not None:
             found = self._latest_by_workload().get(ref.identity)

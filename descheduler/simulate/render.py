@@ -64,7 +64,11 @@ def _pct(value: float) -> str:
 def _resource_cell(report: NodeReport, resource: str) -> str:
     for item in report.resources:
         if item.resource == resource:
-            return f"{item.usage_percent:.2f} ({_pct(item.low_percent)}-{_pct(item.high_percent)})"
+            cell = f"{item.usage_percent:.2f} ({_pct(item.low_percent)}-{_pct(item.high_percent)})"
+            sampled = item.sample_percent
+            if item.sample is not None and item.sample != item.usage and sampled is not None:
+                cell += f" sampled {sampled:.2f}"  # the estimate differs from the raw sample
+            return cell
     return "-"
 
 

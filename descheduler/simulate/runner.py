@@ -1,15 +1,21 @@
 """The offline loop: the real planner, cycle after cycle, over a snapshot that evolves with its evictions.
 
-Cycle ``k`` runs at ``start + (k - 1) * deschedulingInterval``, where ``start`` is one interval after the
-newest pod's creationTimestamp, so runs are reproducible. Between cycles each evicted pod is gone: its
-usage leaves its node (explicit node samples are lowered by the pod's usage), and its migration is over.
-With ``reschedule`` a simple scheduler re-creates it on the least-loaded node that fits (node
-selector, required affinity, taints, requests), carrying its usage there; a pod that fits nowhere
-stays Pending.
+Cycle ``k`` runs at ``start + (k - 1) * deschedulingInterval``, where ``start`` is one interval (or one
+metrics window, if longer) after the newest pod's creationTimestamp, so runs are reproducible and every
+pod of the input has been measured for a whole window. Between cycles each evicted pod is gone and its
+migration is over. With ``reschedule`` a simple scheduler re-creates it on the least-loaded node that
+fits (node selector, required affinity, taints, requests), carrying its usage there; a pod that fits
+nowhere stays Pending.
+
+Node samples behave as a metrics pipeline's window averages do (the window of ``metricsProviders``, 5
+minutes by default): a moved pod's usage leaves its old node's sample, and enters its new node's, in
+proportion to how much of the window has passed since the move. The planner's migration-aware estimate
+(``planner/estimate.py``) is what sees through this lag, exactly as in the live service.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -17,8 +23,10 @@ from descheduler.cluster.selectors import pod_node_affinity_matches, untolerated
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
 from descheduler.planner import Plan, PlannerState, commit, plan
+from descheduler.planner.estimate import window_share
 from descheduler.simulate.inputs import UsageSeries
 from descheduler.usage.samples import build_sample, join_reasons
+from descheduler.usage.settings import usage_window
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,20 +45,36 @@ class CycleResult:
     rescheduled: tuple[Rescheduled, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class _Move:
+    """A pod's usage that left ``source`` at ``at`` and, if it was placed, arrived on ``destination``."""
+
+    usage: Mapping[str, int]
+    source: str
+    destination: str
+    created: float
+    """When the pod that left was created (for nodes whose sample is the sum of their pods')."""
+    at: float
+
+
 @dataclass
 class _World:
     snapshot: ClusterSnapshot
-    adjustments: dict[str, dict[str, int]] = field(default_factory=dict)
-    """Usage moved away from (negative) or onto (positive) nodes whose usage the file gives explicitly."""
+    window: float = 0.0
+    """Seconds a node sample averages over (the configured metrics window)."""
+    moves: list[_Move] = field(default_factory=list)
+    replacements: set[str] = field(default_factory=set)
+    """uids of pods re-created by the rescheduler: their usage arrives through ``moves``."""
 
 
-def start_time(snapshot: ClusterSnapshot, interval: float) -> float:
+def start_time(snapshot: ClusterSnapshot, interval: float, window: float = 0.0) -> float:
     newest = max((p.created for p in snapshot.pods), default=0.0)
-    return newest + interval
+    return newest + max(interval, window)
 
 
 def usage_for_cycle(series: UsageSeries, world: _World, cycle: int, now: float) -> UsageSnapshot:
-    """The usage the planner sees in ``cycle``: file samples, adjusted for pods moved in earlier cycles.
+    """The usage the planner sees in ``cycle``: file samples, plus and minus the window-averaged share of
+    the pods moved in earlier cycles.
 
     Every sample passes the live sources' trust rule (``build_sample``: NaN, negative, absurd against
     the node's allocatable): an untrusted node sample skips the node with the live reason text, an
@@ -75,22 +99,42 @@ def usage_for_cycle(series: UsageSeries, world: _World, cycle: int, now: float) 
             by_node.setdefault(pod.node_name, []).append(pod)
     for node in world.snapshot.nodes:
         samples = series.nodes.get(node.name)
-        resources: dict[str, int]
+        resources: dict[str, float]
         if samples:
             sample = UsageSeries.at(samples, cycle)
-            resources = dict(sample.resources)
-            for name, delta in world.adjustments.get(node.name, {}).items():
-                resources[name] = max(0, resources.get(name, 0) + delta)
             timestamp = now - sample.age
+            moved: dict[str, float] = {}
+            for move in world.moves:
+                if move.source == node.name:  # the file's sample held the pod for the whole window
+                    gone = 1.0 - window_share(float("-inf"), move.at, timestamp, world.window)
+                    _add(moved, move.usage, -gone)
+                if move.destination == node.name:
+                    _add(moved, move.usage, window_share(move.at, None, timestamp, world.window))
+            resources = {name: float(amount) for name, amount in sample.resources.items()}
+            for name, delta in moved.items():
+                value = resources.get(name, 0.0)
+                if math.isfinite(value):  # a broken value stays broken, to be reported as such
+                    resources[name] = max(0.0, value + delta)
         else:
-            measured = [pods[p.key] for p in by_node.get(node.name, []) if p.key in pods]
-            if not measured:
+            measured = [
+                (pod, pods[pod.key])
+                for pod in by_node.get(node.name, [])
+                if pod.key in pods and pod.uid not in world.replacements
+            ]
+            moves = [m for m in world.moves if node.name in (m.source, m.destination)]
+            if not measured and not moves:
                 continue
-            resources = {"cpu": 0, "memory": 0}
-            for pod_sample in measured:
-                for name, amount in pod_sample.resources.items():
-                    resources[name] = resources.get(name, 0) + amount
-            timestamp = min(s.timestamp for s in measured)
+            timestamp = min((pod_sample.timestamp for _, pod_sample in measured), default=now)
+            resources = {"cpu": 0.0, "memory": 0.0}
+            for pod, pod_sample in measured:
+                _add(
+                    resources, pod_sample.resources, window_share(pod.created, None, timestamp, world.window)
+                )
+            for move in moves:
+                if move.source == node.name:
+                    _add(resources, move.usage, window_share(move.created, move.at, timestamp, world.window))
+                if move.destination == node.name:
+                    _add(resources, move.usage, window_share(move.at, None, timestamp, world.window))
         checked = build_sample(resources, timestamp, allocatable=node.allocatable, now=now)
         if isinstance(checked, UsageSample):
             nodes[node.name] = checked
@@ -99,11 +143,10 @@ def usage_for_cycle(series: UsageSeries, world: _World, cycle: int, now: float) 
     return UsageSnapshot(nodes=nodes, pods=pods, node_errors=errors)
 
 
-def _adjust(world: _World, node: str, usage: Mapping[str, int], sign: int) -> None:
-    bucket = world.adjustments.setdefault(node, {})
+def _add(total: dict[str, float], usage: Mapping[str, int], factor: float) -> None:
     for name, amount in usage.items():
         if name != "pods":
-            bucket[name] = bucket.get(name, 0) + sign * amount
+            total[name] = total.get(name, 0.0) + factor * amount
 
 
 def _fits(pod: Pod, node: Node, requested: Mapping[str, int], count: int) -> bool:
@@ -183,7 +226,7 @@ def _reschedule(
         counts[target.name] = counts.get(target.name, 0) + 1
         for r in ("cpu", "memory"):
             load[target.name][r] += eviction.usage.get(r, 0)
-        _adjust(world, target.name, eviction.usage, +1)
+        world.replacements.add(new_uid)
         moves.append(Rescheduled(pod.key, eviction.node, target.name))
     return placed, moves
 
@@ -197,11 +240,12 @@ def run(
 ) -> list[CycleResult]:
     """Run ``cycles`` planner cycles; every planned eviction is assumed to succeed."""
     interval = config.config.descheduling_interval
-    start = start_time(snapshot, interval)
+    window = usage_window(config.config.metrics_providers)
+    start = start_time(snapshot, interval, window)
     weights = (
         config.low_node_load.resource_weights if config.low_node_load is not None else {"cpu": 1, "memory": 1}
     )
-    world = _World(snapshot)
+    world = _World(snapshot, window=window)
     state = PlannerState()
     results: list[CycleResult] = []
     for cycle in range(1, cycles + 1):
@@ -213,8 +257,17 @@ def run(
         placed: list[Pod] = []
         if result.evictions and reschedule:
             placed, moves = _reschedule(world, result, usage, cycle, now, weights)
+        destinations = {m.pod: m.destination for m in moves}
         for eviction in result.evictions:
-            _adjust(world, eviction.node, eviction.usage, -1)
+            world.moves.append(
+                _Move(
+                    usage=eviction.usage,
+                    source=eviction.node,
+                    destination=destinations.get(eviction.pod.key, ""),
+                    created=eviction.pod.created,
+                    at=now,
+                )
+            )
         evicted = {e.pod.key for e in result.evictions}
         if evicted:
             kept = tuple(p for p in world.snapshot.pods if p.key not in evicted)

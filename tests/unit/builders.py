@@ -293,6 +293,25 @@ class World:
             self.pod_age[key] = usage_age
         return self
 
+    def remove_pod(self, name: str, namespace: str = "default") -> World:
+        """The pod is gone from the cluster (evicted and deleted); its usage sample goes with it."""
+        self.objects = [
+            o
+            for o in self.objects
+            if not (
+                o["kind"] == "Pod"
+                and o["metadata"]["name"] == name
+                and o["metadata"]["namespace"] == namespace
+            )
+        ]
+        self.pod_usage.pop(f"{namespace}/{name}", None)
+        return self
+
+    def set_node_usage(self, name: str, usage: Mapping[str, str]) -> World:
+        """A new sample of the node (what the metrics say in a later cycle)."""
+        self.node_usage[name] = dict(usage)
+        return self
+
     # --- building ---------------------------------------------------------------------------------
 
     def snapshot(self) -> ClusterSnapshot:

@@ -288,6 +288,9 @@ def test_the_plan_serializes_every_decision() -> None:
         "high": 5000,
         "highPercent": 50.0,
         "over": True,
+        "sample": 9000,
+        "samplePercent": 90.0,
+        "other": 4900,
     }
     assert hot["stop"] == {"code": "no-longer-over", "message": "no longer over after 1 eviction(s)"}
     assert result.skip_counts() == {"filtered-daemonset": 1}

@@ -77,7 +77,7 @@ def test_the_bundled_example_is_a_few_hundred_pods_on_a_realistic_cluster() -> N
 def test_json_output_carries_node_classes_usage_and_skips_beside_the_contract() -> None:
     done = simulate(*scenario_args(SEED, 5, "json"))
     cycle = json.loads(done.stdout)["cycles"][4]
-    assert cycle["time"] == "2026-01-01T00:05:00Z"
+    assert cycle["time"] == "2026-01-01T00:09:00Z"  # one 5m metrics window after the pods, then 4 intervals
     hot = next(n for n in cycle["nodes"] if n["node"] == "cn-beijing.10.0.0.53")
     assert (hot["class"], hot["anomalyCount"]) == ("hotspot", 5)
     assert cycle["evictions"][0]["destination"] == "cn-beijing.10.0.0.215"

@@ -34,12 +34,15 @@ def hot_cluster() -> World:
 PODS = {"default/a": cpu("3"), "default/b": cpu("2")}
 
 
-def test_cycles_run_one_interval_apart_from_one_interval_after_the_newest_pod() -> None:
+def test_cycles_run_one_interval_apart_from_one_metrics_window_after_the_newest_pod() -> None:
     world = hot_cluster()
-    config = settings(top={"deschedulingInterval": "2m"})
+    config = settings(top={"deschedulingInterval": "2m"})  # the default Prometheus window is 5m
     results = run(config, world.snapshot(), series({"hot": [cpu("9")], "cool": [cpu("1")]}, PODS), cycles=3)
-    assert [r.now - (NOW - 300) for r in results] == [120.0, 240.0, 360.0]
-    assert start_time(world.snapshot(), 120.0) == NOW - 300 + 120
+    assert [r.now - (NOW - 300) for r in results] == [300.0, 420.0, 540.0]
+
+
+def test_the_first_cycle_is_one_interval_after_the_newest_pod_when_the_interval_is_longer() -> None:
+    assert start_time(hot_cluster().snapshot(), 600.0, 300.0) == NOW - 300 + 600
 
 
 def test_a_node_without_a_sample_uses_the_sum_of_its_pods_samples_and_one_with_neither_has_no_usage() -> None:
