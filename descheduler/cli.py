@@ -14,6 +14,7 @@ import yaml
 
 from descheduler import __version__
 from descheduler.config.load import ConfigError, EffectiveConfig, load_config
+from descheduler.planner import loop_warnings
 from descheduler.planner import validate as validate_planner_settings
 
 EXIT_OK = 0
@@ -31,6 +32,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     effective = load_config(args.config)
     validate_planner_settings(effective)
     _print_notices(effective)
+    for warning in loop_warnings(effective):
+        print(f"warning: {warning}", file=sys.stderr)
     sys.stdout.write(yaml.safe_dump(effective.to_document(), sort_keys=False))
     return EXIT_OK
 

@@ -6,7 +6,7 @@ the two share the work). The live service, ``once --dry-run`` and ``simulate`` a
 
 from descheduler.planner.model import NodeReport, Plan, PlannedEviction, PodSkip, ResourceReport
 from descheduler.planner.plan import plan, pod_usage_nodes
-from descheduler.planner.settings import validate
+from descheduler.planner.settings import loop_warnings, validate
 from descheduler.planner.state import AnomalyCount, Departure, Migration, PlannerState, commit, forget
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "ResourceReport",
     "commit",
     "forget",
+    "loop_warnings",
     "plan",
     "pod_usage_nodes",
     "validate",

@@ -7,6 +7,7 @@ decision code never has to know how the YAML was written.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from descheduler.config.models import (
     Namespaces,
     NodePool,
 )
+from descheduler.units import format_duration
 from descheduler.usage.settings import usage_window
 
 BASE_RESOURCES = ("cpu", "memory")
@@ -364,3 +366,44 @@ def validate(config: EffectiveConfig) -> None:
     The service calls this right after ``load_config`` so a bad file fails with exit 2, not mid-cycle.
     """
     compile_settings(config)
+
+
+def loop_warnings(config: EffectiveConfig) -> list[str]:
+    """Settings that confirm a hotspot faster than the usage window moves: worth a warning, not an error.
+
+    When ``consecutiveAbnormalities x deschedulingInterval`` is shorter than the window the usage queries
+    average over, a node is confirmed hot again while its sample still holds pods moved away less than a
+    window ago. The planner corrects for its own evictions (``estimate.py``); anything else that moved
+    pods (a rollout, another descheduler, a restart that lost the record) is still in the sample.
+    """
+    args = config.low_node_load
+    if args is None:
+        return []
+    window = usage_window(config.config.metrics_providers)
+    if window <= 0:
+        return []
+    providers = config.config.metrics_providers
+    where = (
+        "metricsProviders[0].prometheus.window"
+        if providers and providers[0].prometheus is not None
+        else "the default Prometheus window"
+    )
+    interval = config.config.descheduling_interval
+    checks = [("LowNodeLoadArgs.anomalyCondition.consecutiveAbnormalities", args.anomaly_condition)]
+    checks += [
+        (f"LowNodeLoadArgs.nodePools[{i}].anomalyCondition.consecutiveAbnormalities", pool.anomaly_condition)
+        for i, pool in enumerate(args.node_pools)
+        if pool.anomaly_condition is not None
+    ]
+    warnings: list[str] = []
+    for field, condition in checks:
+        count = condition.consecutive_abnormalities
+        if count * interval < window:
+            warnings.append(
+                f"{field} ({count}) x deschedulingInterval ({format_duration(interval)}) = "
+                f"{format_duration(count * interval)} is shorter than {where} ({format_duration(window)}): "
+                "a node can be confirmed hot again while its usage sample still holds pods moved away "
+                "less than a window ago; evictions by this descheduler are corrected for, other moves "
+                f"are not (raise it to {math.ceil(window / interval)} or lengthen deschedulingInterval)"
+            )
+    return warnings

@@ -23,6 +23,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from descheduler.config.load import EffectiveConfig, load_config
 from descheduler.config.models import LabelSelectorConfig
+from descheduler.planner import loop_warnings
 from descheduler.planner import validate as validate_planner_settings
 from descheduler.service.cycle import CycleRecord, CycleRunner
 from descheduler.service.health import Endpoints
@@ -292,6 +293,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     configure_logging(args.log_format, args.log_level)
     for notice in effective.notices:
         log.info("config_notice", notice=notice)
+    for warning in loop_warnings(effective):
+        log.warning("config_warning", warning=warning)
     service = _build_service(effective, args.kubeconfig, dry_run=_dry_run_override(args))
     if service is None:
         return EXIT_FAILED
@@ -355,6 +358,8 @@ def cmd_once(args: argparse.Namespace) -> int:
     effective = load_config(args.config)
     validate_planner_settings(effective)
     configure_logging(args.log_format, args.log_level)
+    for warning in loop_warnings(effective):
+        log.warning("config_warning", warning=warning)
     # A one-off run keeps no state to protect: objectLimiters only hold within it (documented).
     service = _build_service(effective, args.kubeconfig, dry_run=_dry_run_override(args), quiet=False)
     if service is None:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.unit.builders import settings
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
@@ -42,3 +44,22 @@ def test_validate_of_a_missing_file_exits_2(tmp_path: Path) -> None:
     result = run("validate", str(tmp_path / "nope.yaml"))
     assert result.returncode == 2
     assert "cannot read file" in result.stderr
+
+
+def test_validate_warns_naming_the_fields_when_hotspots_are_confirmed_faster_than_the_usage_window(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "fast.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            settings(
+                consecutive=2, top={"deschedulingInterval": "60s"}, args={"nodePools": [{"name": "gpu"}]}
+            ).to_document()
+        )
+    )
+    result = run("validate", str(config))
+    assert result.returncode == 0, result.stderr
+    assert (
+        "warning: LowNodeLoadArgs.anomalyCondition.consecutiveAbnormalities (2) x deschedulingInterval "
+        "(1m0s) = 2m0s is shorter than the default Prometheus window (5m0s)" in result.stderr
+    )

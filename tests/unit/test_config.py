@@ -279,3 +279,59 @@ def test_invalid_yaml_and_multiple_documents_are_refused() -> None:
             kind: DeschedulerConfiguration
             """)
         )
+
+
+@pytest.mark.parametrize(
+    ("case", "top", "args", "warned"),
+    [
+        (
+            "5 x 60s covers the default 5m window",
+            {},
+            {"anomalyCondition": {"consecutiveAbnormalities": 5}},
+            [],
+        ),
+        (
+            "1 x 60s does not",
+            {},
+            {"anomalyCondition": {"consecutiveAbnormalities": 1}},
+            ["LowNodeLoadArgs.anomalyCondition.consecutiveAbnormalities (1)"],
+        ),
+        (
+            "1 x 5m covers a 5m window",
+            {"deschedulingInterval": "5m"},
+            {"anomalyCondition": {"consecutiveAbnormalities": 1}},
+            [],
+        ),
+        (
+            "a pool's own count is checked and named",
+            {},
+            {
+                "anomalyCondition": {"consecutiveAbnormalities": 5},
+                "nodePools": [{"name": "fast", "anomalyCondition": {"consecutiveAbnormalities": 2}}],
+            },
+            ["LowNodeLoadArgs.nodePools[0].anomalyCondition.consecutiveAbnormalities (2)"],
+        ),
+        (
+            "a configured Prometheus window is named",
+            {"metricsProviders": [{"source": "Prometheus", "prometheus": {"window": "10m"}}]},
+            {"anomalyCondition": {"consecutiveAbnormalities": 5}},
+            ["metricsProviders[0].prometheus.window (10m0s)"],
+        ),
+        (
+            "metrics-server reads are instantaneous: nothing to warn about",
+            {"metricsProviders": [{"source": "KubernetesMetrics"}], "deschedulingInterval": "10s"},
+            {"anomalyCondition": {"consecutiveAbnormalities": 1}},
+            [],
+        ),
+    ],
+)
+def test_a_warning_names_the_fields_when_a_hotspot_is_confirmed_faster_than_the_usage_window(
+    case: str, top: dict[str, Any], args: dict[str, Any], warned: list[str]
+) -> None:
+    from descheduler.planner import loop_warnings
+    from tests.unit.builders import settings
+
+    warnings = loop_warnings(settings(product_defaults=True, top=top, args=args))
+    assert len(warnings) == len(warned), case
+    for warning, expected in zip(warnings, warned, strict=True):
+        assert expected in warning, case
