@@ -17,8 +17,10 @@ pods this descheduler evicted from it (``Departure``); "pods on the node now" le
 evicted ones, so an evicted pod leaves the figure at once. ``latest(p)`` is the most recent sample of a
 pod of the same workload (an evicted predecessor included), else the pod's requests; the ``1 - share``
 factor keeps a long-running pod without a sample (its load is already inside ``other``) from counting
-twice, while a replacement that just started counts in full. With no change on a node the estimate is
-the sample itself (when the pods' samples do not add up to more than it).
+twice, while a replacement that just started counts in full. When the pods' samples add up to more than
+the node's sample (the two measures disagree), ``other`` is 0 and the estimate is the sample plus the
+change since it (``sample - pods' parts + pods now``, never below 0), so an unchanged node always keeps
+its sample.
 
 Everything here is pure: ``plan`` calls it, so the live service, ``once`` and ``simulate`` agree.
 """
@@ -92,7 +94,10 @@ def estimate_node_usage(
                 now[name] += pod.latest.get(name, 0) * (1.0 - pod.share)
     raw = {name: int(sample.get(name, 0)) for name in names}
     other = {name: max(0, raw[name] - round(inside[name])) for name in names}
-    usage = {name: other[name] + round(now[name]) for name in names}
+    # other + now, except when the pods' samples add up to more than the node's own (two sources that
+    # disagree): then the node's sample is trusted and only the change since it is applied, so an
+    # unchanged node always keeps its sample.
+    usage = {name: max(0, raw[name] - round(inside[name]) + round(now[name])) for name in names}
     return NodeEstimate(sample=raw, other=other, usage=usage)
 
 

@@ -66,7 +66,15 @@ def share(sample: int | None, part: float, current: bool = True, latest: int | N
             3000,
             3000,
         ),
-        ("pods summing to more than the sample: other is 0", 1000, [share(3000, 1.0)], 0, 3000),
+        ("pods summing to more than the sample: the sample is trusted", 1000, [share(3000, 1.0)], 0, 1000),
+        (
+            "... and only the change since it is applied",
+            1000,
+            [share(3000, 1.0), share(None, 0.0, latest=500)],
+            0,
+            1500,
+        ),
+        ("... never below zero", 1000, [share(3000, 1.0, False)], 0, 0),
         ("a pod that arrived after the sample was taken", 2000, [share(500, 0.0)], 2000, 2500),
     ],
 )
