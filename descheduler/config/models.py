@@ -98,6 +98,19 @@ class NodePool(StrictModel):
     anomaly_condition: LoadAnomalyCondition | None = Field(default=None, alias="anomalyCondition")
 
 
+class HotspotTaint(StrictModel):
+    """**Ours**: keep the stock kube-scheduler off hotspots with a ``PreferNoSchedule`` taint of our own key.
+
+    The kube-scheduler places pods by requests, so a node hot by usage (often the one with the most free
+    requests) would otherwise get the replacements of the pods evicted from it. Needs the node ``patch``
+    permission of ``manifests/components/hotspot-taint``.
+    """
+
+    enabled: bool = False
+    remove_after_cycles: int = Field(default=3, ge=1, le=1000, alias="removeAfterCycles")
+    """Consecutive normal or low cycles after which the taint is removed."""
+
+
 class LowNodeLoadArgs(StrictModel):
     """Arguments of the LowNodeLoad balance plugin: which nodes are hot and which are targets."""
 
@@ -124,6 +137,7 @@ class LowNodeLoadArgs(StrictModel):
     )
     detector_cache_timeout: Duration = Field(default=300.0, alias="detectorCacheTimeout")
     node_pools: list[NodePool] = Field(default_factory=list, alias="nodePools")
+    hotspot_taint: HotspotTaint = Field(default_factory=HotspotTaint, alias="hotspotTaint")
 
     @model_validator(mode="after")
     def _thresholds_consistent(self) -> LowNodeLoadArgs:

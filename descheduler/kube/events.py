@@ -1,4 +1,5 @@
-"""Kubernetes Events on evicted pods, written in the background so a slow events API never slows a cycle.
+"""Kubernetes Events on evicted pods (and on nodes we taint), written in the background so a slow events
+API never slows a cycle.
 
 Events go to ``events.k8s.io/v1``; a server without that API (404) or a role that only allows core
 events (403) gets the core ``v1`` shape instead. Text is cut to the API's limits (note 1 KiB, reason and
@@ -46,6 +47,11 @@ class _Pending:
     action: str
     message: str
     at: float
+    kind: str = "Pod"
+
+
+NODE_EVENT_NAMESPACE = "default"
+"""Events about cluster-scoped nodes live in ``default``, where the kubelet writes its own."""
 
 
 class EventRecorder:
@@ -84,13 +90,25 @@ class EventRecorder:
         if type_ not in ("Normal", "Warning"):
             raise ValueError(f"event type must be Normal or Warning, got {type_!r}")
         item = _Pending(pod.namespace, pod.name, pod.uid, type_, reason, action, message, self._wall_clock())
+        self._enqueue(item)
+
+    def record_node(self, node: str, uid: str, type_: str, reason: str, message: str, *, action: str) -> None:
+        """Queue an event on a node (in ``default``, as the kubelet's). Never blocks, never raises."""
+        if type_ not in ("Normal", "Warning"):
+            raise ValueError(f"event type must be Normal or Warning, got {type_!r}")
+        at = self._wall_clock()
+        self._enqueue(_Pending(NODE_EVENT_NAMESPACE, node, uid, type_, reason, action, message, at, "Node"))
+
+    def _enqueue(self, item: _Pending) -> None:
         with self._cond:
             if self._closed:
                 self.dropped += 1
                 return
             if len(self._pending) >= self._queue_size:
                 self.dropped += 1
-                log.warning("event_dropped_queue_full", pod=f"{pod.namespace}/{pod.name}", reason=reason)
+                log.warning(
+                    "event_dropped_queue_full", pod=f"{item.namespace}/{item.name}", reason=item.reason
+                )
                 return
             self._pending.append(item)
             if self._thread is None:
@@ -171,7 +189,9 @@ class EventRecorder:
 
     @staticmethod
     def _regarding(item: _Pending) -> dict[str, Any]:
-        ref = {"apiVersion": "v1", "kind": "Pod", "namespace": item.namespace, "name": item.name}
+        ref = {"apiVersion": "v1", "kind": item.kind, "name": item.name}
+        if item.kind == "Pod":
+            ref["namespace"] = item.namespace
         if item.uid and "/" not in item.uid:
             ref["uid"] = item.uid
         return ref

@@ -71,6 +71,7 @@ class Service:
         kubeconfig: str | None,
         dry_run: bool | None = None,
         quiet_after_leading: bool = True,
+        steer_scheduler: bool = True,
     ) -> None:
         from descheduler.kube.api import DEFAULT_USER_AGENT
         from descheduler.kube.cache import ClusterCache
@@ -128,8 +129,17 @@ class Service:
         else:
             self._leading.set()
             self.metrics.leader.set(1)  # without leader election this replica acts: it is the leader
+        self.tainter: Any = None
+        lnl = effective.low_node_load
+        if steer_scheduler and lnl is not None and lnl.hotspot_taint.enabled:
+            from descheduler.kube.taints import NodeTainter
+
+            self.tainter = NodeTainter(
+                self.api, self.events, dry_run=effective.dry_run, guard=self._may_evict
+            )
         self.runner = CycleRunner(
             config=effective,
+            tainter=self.tainter,
             cluster=self.cache,
             usage=self.usage,
             evictor=self.evictor,
@@ -166,6 +176,7 @@ class Service:
             log.info("leadership_released")  # our own shutdown: not worth a warning
         else:
             log.warning("leadership_lost")
+            self.clear_taints("leadership lost")
         self._leading.clear()
         self.metrics.leader.set(0)
 
@@ -244,8 +255,26 @@ class Service:
         self.stop_requested.set()
         self.runner.stopping.set()
 
+    def clear_taints(self, why: str) -> None:
+        """Our hotspot taint off every node that has it: on shutdown and when leadership is lost, so no
+        node stays steered away from by a descheduler that no longer watches it."""
+        if self.tainter is None or self.effective.dry_run or not self.cache.synced:
+            return
+        from descheduler.planner.steer import has_our_taint
+
+        nodes = {node.name for node in self.cache.snapshot().nodes if has_our_taint(node)}
+        nodes |= self.runner.tainted_nodes
+        if not nodes:
+            return
+        message = f"descheduler {why}: hotspot taint removed"
+        outcomes = self.tainter.remove_all(nodes, message)
+        self.runner.tainted_nodes.clear()
+        log.info("hotspot_taints_cleared", reason=why, results={o.node: o.result for o in outcomes})
+
     def shutdown(self) -> None:
         self.stop_requested.set()
+        if self._leading.is_set():
+            self.clear_taints("shutting down")
         if self.elector is not None:
             self.elector.stop(release=True)
         self._leading.clear()
@@ -255,13 +284,24 @@ class Service:
 
 
 def _build_service(
-    effective: EffectiveConfig, kubeconfig: str | None, dry_run: bool | None = None, *, quiet: bool = True
+    effective: EffectiveConfig,
+    kubeconfig: str | None,
+    dry_run: bool | None = None,
+    *,
+    quiet: bool = True,
+    steer: bool = True,
 ) -> Service | None:
     """Connect to the cluster; a missing or broken kubeconfig is one clear line, not a traceback."""
     from descheduler.kube.errors import KubeError
 
     try:
-        return Service(effective, kubeconfig=kubeconfig, dry_run=dry_run, quiet_after_leading=quiet)
+        return Service(
+            effective,
+            kubeconfig=kubeconfig,
+            dry_run=dry_run,
+            quiet_after_leading=quiet,
+            steer_scheduler=steer,
+        )
     except (KubeError, ValueError) as exc:
         log.error("startup_failed", error=str(exc))
         print(f"error: {exc}", file=sys.stderr)
@@ -361,7 +401,10 @@ def cmd_once(args: argparse.Namespace) -> int:
     for warning in loop_warnings(effective):
         log.warning("config_warning", warning=warning)
     # A one-off run keeps no state to protect: objectLimiters only hold within it (documented).
-    service = _build_service(effective, args.kubeconfig, dry_run=_dry_run_override(args), quiet=False)
+    # No hotspot taints from a one-off run: nothing would be left to remove them when they cool down.
+    service = _build_service(
+        effective, args.kubeconfig, dry_run=_dry_run_override(args), quiet=False, steer=False
+    )
     if service is None:
         return EXIT_FAILED
     n = _fewest_abnormalities(service.effective)

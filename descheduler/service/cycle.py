@@ -23,6 +23,7 @@ import structlog
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
 from descheduler.planner import Plan, PlannerState, commit, forget, plan, pod_usage_nodes
+from descheduler.planner.steer import SteerDecision, SteerState, steer
 from descheduler.service.unknown import DEFAULT_SETTLE_SECONDS, Resolution, Unconfirmed, resolve
 
 log = structlog.get_logger("descheduler.cycle")
@@ -45,6 +46,17 @@ class Outcome(Protocol):
     def result(self) -> str: ...
     @property
     def message(self) -> str: ...
+
+
+class TaintResult(Protocol):
+    @property
+    def result(self) -> str: ...
+    def to_dict(self) -> dict[str, str]: ...
+
+
+class Tainter(Protocol):
+    def add(self, node: str, message: str) -> TaintResult: ...
+    def remove(self, node: str, message: str) -> TaintResult: ...
 
 
 class Evictor(Protocol):
@@ -85,6 +97,10 @@ class CycleRecord:
     """Evictions of unknown outcome (earlier cycles) that this cycle's cache settled: evicted or failed."""
     unconfirmed: tuple[str, ...] = ()
     """Pods whose eviction outcome is still unknown after this cycle (counted as evicted meanwhile)."""
+    taints: tuple[Mapping[str, str], ...] = ()
+    """Hotspot taints added or removed this cycle (``hotspotTaint``), or that dry-run would have."""
+    tainted: tuple[str, ...] = ()
+    """Nodes that keep the hotspot taint after this cycle."""
 
     def to_dict(self) -> dict[str, Any]:
         body = self.plan.to_dict()
@@ -118,6 +134,8 @@ class CycleRecord:
             ]
         if self.unconfirmed:
             body["unconfirmedEvictions"] = list(self.unconfirmed)
+        if self.taints or self.tainted:
+            body["hotspotTaints"] = {"changes": [dict(t) for t in self.taints], "kept": list(self.tainted)}
         if self.aborted:
             body["aborted"] = self.aborted
         return body
@@ -146,6 +164,7 @@ class CycleRunner:
         startup_quiet_seconds: float = 0.0,
         cache_age: Callable[[], float] = lambda: 0.0,
         unknown_settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+        tainter: Tainter | None = None,
     ) -> None:
         self.config = config
         self.cluster = cluster
@@ -166,6 +185,14 @@ class CycleRunner:
         self.unknown_settle_seconds = unknown_settle_seconds
         self.unconfirmed: dict[str, Unconfirmed] = {}
         """Evictions of unknown outcome, by pod key, until the cache settles them."""
+        args = config.low_node_load
+        self.tainter = tainter if args is not None and args.hotspot_taint.enabled else None
+        self.taint_after = args.hotspot_taint.remove_after_cycles if args is not None else 0
+        self.steer_state = SteerState()
+        self.takeover = True
+        """The next cycle is this replica's first as leader: stale hotspot taints are cleaned at once."""
+        self.tainted_nodes: set[str] = set()
+        """Nodes this replica has put the hotspot taint on (cleared on shutdown and lost leadership)."""
         self.cycles = 0
         self.stopping = threading.Event()
         self._lock = threading.Lock()
@@ -176,6 +203,8 @@ class CycleRunner:
     def start_quiet_period(self, seconds: float) -> None:
         """No live eviction for ``seconds`` from now: called when this replica becomes leader."""
         self.quiet_until = self.monotonic() + seconds
+        self.takeover = True
+        self.steer_state = SteerState()
 
     def run_cycle(self) -> CycleRecord | None:
         """Run one cycle; returns None if another is still running (cycles never overlap)."""
@@ -210,6 +239,9 @@ class CycleRunner:
                 node_errors=usage.node_errors,
             )
             decided = plan(snapshot, usage, self.config, self.state, now)
+            steering = self._steer(snapshot, decided)
+            # Taints go on before the evictions, so the replacements are already steered away.
+            added = [self.tainter.add(c.node, c.message) for c in steering.add] if self.tainter else []
             records: list[EvictionRecord] = []
             evicted: list[str] = []
             aborted = ""
@@ -247,6 +279,15 @@ class CycleRunner:
                     message=outcome.message,
                 )
             self.state = commit(decided.state, decided, evicted, now)
+            removed = (
+                [self.tainter.remove(c.node, c.message) for c in steering.remove] if self.tainter else []
+            )
+            for change, result in zip(steering.add, added, strict=True):
+                if result.result in ("added", "unchanged"):
+                    self.tainted_nodes.add(change.node)
+            for change, result in zip(steering.remove, removed, strict=True):
+                if result.result in ("removed", "unchanged", "node-gone"):
+                    self.tainted_nodes.discard(change.node)
             record = CycleRecord(
                 cycle=cycle_id,
                 started=now,
@@ -269,6 +310,8 @@ class CycleRunner:
                     for r in resolved
                 ),
                 unconfirmed=tuple(sorted(self.unconfirmed)),
+                taints=tuple(t.to_dict() for t in (*added, *removed)),
+                tainted=steering.keep,
             )
             self._summarise(record)
             if self.on_record is not None:
@@ -276,6 +319,17 @@ class CycleRunner:
             return record
         finally:
             structlog.contextvars.unbind_contextvars("cycle")
+
+    def _steer(self, snapshot: ClusterSnapshot, decided: Plan) -> SteerDecision:
+        """Which hotspot taints to add and remove (``hotspotTaint``); nothing when it is off or not leader."""
+        if self.tainter is None or not self.is_leader() or self.stopping.is_set():
+            return SteerDecision()
+        decision = steer(
+            snapshot.nodes, decided.node_reports, self.steer_state, self.taint_after, takeover=self.takeover
+        )
+        self.takeover = False
+        self.steer_state = decision.state
+        return decision
 
     def _settle_unknown(self, pods: Sequence[Pod], now: float) -> list[Resolution]:
         """Settle earlier evictions of unknown outcome from the cache; a confirmed failure stops counting."""
