@@ -9,6 +9,7 @@ Everything is read from the rendered output, not from the source files, because 
 from __future__ import annotations
 
 import copy
+import os
 import re
 import shutil
 import subprocess
@@ -491,3 +492,46 @@ def test_rbac_rules_use_no_wildcards(rendered: list[Obj], kind: str) -> None:
         for field in ("apiGroups", "resources", "verbs", "resourceNames"):
             values = rule.get(field, [])
             assert not [v for v in values if "*" in v], f"{kind} rule {rule} has a wildcard in {field}"
+
+
+def test_the_hotspot_taint_component_adds_node_patch_and_nothing_else(tmp_path: Path) -> None:
+    """The base never writes to nodes; the optional component adds exactly node ``patch`` for its taint."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [os.path.relpath(MANIFESTS, overlay)],
+                "components": [os.path.relpath(MANIFESTS / "components" / "hotspot-taint", overlay)],
+            }
+        )
+    )
+    kubectl = shutil.which("kubectl")
+    assert kubectl is not None
+    proc = subprocess.run(
+        [kubectl, "kustomize", "--load-restrictor=LoadRestrictionsNone", str(overlay)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    objs = [o for o in yaml.safe_load_all(proc.stdout) if o]
+    base, _ = _render()
+    added = {(o["kind"], o["metadata"]["name"]) for o in objs} - {
+        (o["kind"], o["metadata"]["name"]) for o in base
+    }
+    assert added == {
+        ("ClusterRole", "load-aware-descheduler-hotspot-taint"),
+        ("ClusterRoleBinding", "load-aware-descheduler-hotspot-taint"),
+    }
+    role = _one(objs, "ClusterRole", "load-aware-descheduler-hotspot-taint")
+    assert set().union(*(_triples(rule) for rule in role["rules"])) == {("", "nodes", "patch")}
+    binding = _one(objs, "ClusterRoleBinding", "load-aware-descheduler-hotspot-taint")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "load-aware-descheduler", "namespace": NAMESPACE}
+    ]
+    base_role = _one(base, "ClusterRole")
+    assert ("", "nodes", "patch") not in set().union(*(_triples(rule) for rule in base_role["rules"]))

@@ -1262,19 +1262,30 @@ def _make_handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
             self, res: ResourceType, namespace: str, req: RecordedRequest, body: Any, dry_run: bool
         ) -> None:
             content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
-            if content_type not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+            accepted = (
+                "application/merge-patch+json",
+                "application/strategic-merge-patch+json",
+                "application/json-patch+json",
+            )
+            if content_type not in accepted:
                 raise ApiError(
                     415,
                     "UnsupportedMediaType",
                     f"the body of the request was in an unknown format - accepted media types include: "
-                    f"application/merge-patch+json, application/strategic-merge-patch+json "
-                    f"(got {content_type})",
+                    f"{', '.join(accepted)} (got {content_type})",
                 )
             with server.store.lock:
                 old = server.store.get(res, namespace, req.name)
                 if old is None:
                     raise errors.not_found(res, req.name)
-                merged = store.merge_patch(convert.from_storage(res, old), body or {})
+                current = convert.from_storage(res, old)
+                if content_type == "application/json-patch+json":
+                    try:
+                        merged = store.json_patch(current, body)
+                    except store.JsonPatchError as exc:  # kube-apiserver: 422, reason Invalid
+                        raise ApiError(422, "Invalid", str(exc)) from None
+                else:
+                    merged = store.merge_patch(current, body or {})
                 obj = server._update(res, namespace, req.name, merged, req.subresource, dry_run=dry_run)
             self._ok(200, server._served(res, obj), {})
 
