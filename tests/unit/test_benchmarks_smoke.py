@@ -80,8 +80,20 @@ def _run(*args: str) -> dict[str, tuple[float, str]]:
                 "hot20_low50_full_40": "s",
             },
         ),
+        (
+            ("benchmarks.closedloop_variants", "--nodes", "20", "--max-cycles", "6", "--settle-cycles", "1"),
+            {
+                "today_evictions": "",
+                "aware_unneeded": "",
+                "taint_on_hot": "",
+                "taint_below_low": "",
+                "taint_cycles": "",
+                "taint_cooled": "",
+                "bound": "",
+            },
+        ),
     ],
-    ids=["cycle_cost", "control_plane_load", "balance_quality", "planning_shapes"],
+    ids=["cycle_cost", "control_plane_load", "balance_quality", "planning_shapes", "closedloop_variants"],
 )
 def test_each_benchmark_script_runs_small_and_ends_with_a_parsable_summary(
     command: tuple[str, ...], expected: dict[str, str]

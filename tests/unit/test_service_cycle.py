@@ -231,3 +231,53 @@ def test_the_record_is_json_ready_and_names_every_eviction_result() -> None:
         "cn-beijing.10.0.0.215",
         "cn-beijing.10.0.0.120",
     }
+
+
+@dataclass
+class FakeTainter:
+    calls: list[str]
+
+    def add(self, node: str, message: str) -> Any:
+        self.calls.append(f"taint {node}")
+        return _TaintOutcome(node, "added")
+
+    def remove(self, node: str, message: str) -> Any:
+        self.calls.append(f"untaint {node}")
+        return _TaintOutcome(node, "removed")
+
+
+@dataclass
+class _TaintOutcome:
+    node: str
+    result: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"node": self.node, "result": self.result}
+
+
+TAINTING = {"anomalyCondition": {"consecutiveAbnormalities": 1}, "hotspotTaint": {"enabled": True}}
+
+
+def test_with_hotspot_taint_the_hotspot_is_tainted_before_its_pod_is_evicted() -> None:
+    calls: list[str] = []
+    evictor = FakeEvictor(calls=calls)
+    record = runner(evictor, config=seed_config(**TAINTING), tainter=FakeTainter(calls)).run_cycle()
+    assert record is not None
+    assert calls == ["taint cn-beijing.10.0.0.53", "default/stress-demo-588f9646cf-s7k2p"]
+    assert record.to_dict()["hotspotTaints"] == {
+        "changes": [{"node": "cn-beijing.10.0.0.53", "result": "added"}],
+        "kept": [],
+    }
+
+
+@pytest.mark.parametrize(
+    ("case", "config", "leader"),
+    [
+        ("hotspotTaint is off", seed_config(anomalyCondition={"consecutiveAbnormalities": 1}), True),
+        ("not the leader", seed_config(**TAINTING), False),
+    ],
+)
+def test_no_taint_is_touched(case: str, config: EffectiveConfig, leader: bool) -> None:
+    calls: list[str] = []
+    runner(FakeEvictor(), config=config, tainter=FakeTainter(calls), is_leader=lambda: leader).run_cycle()
+    assert calls == [], case
