@@ -88,6 +88,11 @@ class _Cycle:
         self.skipped_nodes: list[NodeReport] = []
         self.views: dict[str, list[NodeView]] = {pool.name: [] for pool in settings.pools}
         self.global_stop = ""
+        # An evicted pod's load is in its old node's sample for one metrics window after it left; samples
+        # up to nodeMetricExpirationSeconds old are still used.
+        remembered = settings.usage_window + settings.metric_expiration
+        self.departures = tuple(d for d in state.departures if d.left + remembered > now)
+        self.estimator = UsageEstimator(usage, self.index, self.departures, settings.usage_window)
 
     # --- the cycle ------------------------------------------------------------------------------------
 
@@ -99,11 +104,7 @@ class _Cycle:
             for m in self.state.migrations
             if self.index.pod_exists(m.uid, m.pod) or m.started + window > self.now
         )
-        # An evicted pod's load is in its old node's sample for one metrics window after it left; samples
-        # up to nodeMetricExpirationSeconds old are still used.
-        remembered = s.usage_window + s.metric_expiration
-        departures = tuple(d for d in self.state.departures if d.left + remembered > self.now)
-        self.estimator = UsageEstimator(self.usage, self.index, departures, s.usage_window)
+        departures = self.departures
         if not s.enabled:
             return Plan(
                 state=replace(self.state, migrations=migrations, departures=departures),
