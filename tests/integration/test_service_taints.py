@@ -238,8 +238,8 @@ def test_dry_run_taints_nothing_and_says_what_it_would_taint(
             def would_taint() -> list[dict[str, Any]]:
                 return [
                     change
-                    for audit in proc.events("audit")
-                    for change in audit["record"].get("hotspotTaints", {}).get("changes", [])
+                    for audit in proc.events("audit_cycle")  # one line per cycle, then one per node and pod
+                    for change in audit.get("hotspotTaints", {}).get("changes", [])
                     if change["result"] == "would-add"
                 ]
 
