@@ -24,11 +24,12 @@ BUSY_REPLICAS = 6
 BUSY_CORES = 0.6
 """Six pods of 0.6 cores plus 0.3 of system load: 3.9 of 4 cores (97.5%) on the hot node."""
 HIGH_CPU = 70.0
-CONFIRM_CYCLES = 7
+CONFIRM_CYCLES = 2
 """Cycles over the high threshold before a node is a hotspot. The usage is a 5 s rate and cycles are 1 s
-apart, so after an eviction the node's figure still holds the evicted pod for up to 6 s (window plus one
-scrape). Confirming over 7 cycles lets that drain before the node can be judged again; with fewer, the
-loop on the real control plane evicted 3 pods where 2 cure the node (the defect of issue 13)."""
+apart, so a node's raw sample still holds an evicted pod for up to 6 s (window plus one scrape): more than
+the 2 cycles before the node is judged again. The migration-aware estimate (node usage = other usage + the
+pods on the node now) must keep the loop from evicting again from a cured node: before it, this loop on
+the real control plane evicted 3 pods where 2 cure the node."""
 
 
 @dataclass
