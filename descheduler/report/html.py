@@ -82,6 +82,8 @@ class CycleView:
     stops: list[tuple[str, str, str]]
     hidden_nodes: int = 0
     classes: dict[str, int] = field(default_factory=dict)
+    rescheduled: list[tuple[str, str, str]] = field(default_factory=list)
+    """``simulate --reschedule``: where the stand-in scheduler re-created each evicted pod."""
 
 
 def _moves(record: Mapping[str, Any]) -> list[Move]:
@@ -180,6 +182,10 @@ def cycle_view(record: Mapping[str, Any], title: str) -> CycleView:
         skips=dict(sorted(skips.items(), key=lambda kv: (-len(kv[1]), kv[0]))),
         notes=[str(n) for n in record.get("notes", [])],
         stops=stops,
+        rescheduled=[
+            (str(m.get("pod", "")), str(m.get("from", "")), str(m.get("to") or "(pending: no node fits)"))
+            for m in record.get("rescheduled", [])
+        ],
         hidden_nodes=hidden,
         classes=classes,
     )
@@ -325,6 +331,11 @@ def _section(view: CycleView, number: int) -> str:
         parts.append("<h3>Evictions</h3>" + _table(headers, rows, "evictions"))
     else:
         parts.append('<h3>Evictions</h3><p class="none">none</p>')
+    if view.rescheduled:
+        parts.append(
+            "<h3>Rescheduled (simulated scheduler)</h3>"
+            + _table(["pod", "from", "to"], [list(m) for m in view.rescheduled], "rescheduled")
+        )
     if view.stops:
         parts.append(
             "<h3>Hotspots</h3>" + _table(["node", "outcome", "detail"], [list(s) for s in view.stops])

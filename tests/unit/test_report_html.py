@@ -102,6 +102,23 @@ def test_each_cycle_has_its_own_arrowhead_so_hiding_one_cycle_keeps_the_others_a
     assert re.findall(r'marker-end="url\(#([^)]+)\)"', page) == ["head-1", "head-2"]
 
 
+def test_a_refused_eviction_is_a_dashed_arrow_with_its_result_in_the_table() -> None:
+    record = one_hotspot()
+    record["evictions"][0].update(result="dry-run-refused", message="would violate shop-pdb")
+    page = render_html([record], ["Cycle 1"], "report")
+    assert re.findall(r'<g class="(arrow[^"]*)"', page) == ["arrow refused"]
+    assert "<td>dry-run-refused</td><td>would violate shop-pdb</td>" in page
+
+
+def test_simulated_rescheduling_is_listed_under_its_cycle() -> None:
+    record = one_hotspot()
+    record["rescheduled"] = [{"pod": "default/web-1", "from": "hot", "to": "cool"},
+                             {"pod": "default/web-2", "from": "hot", "to": None}]  # fmt: skip
+    (section,) = re.findall(r'<table class="rescheduled">.*?</table>', render_html([record], ["c"], "r"))
+    assert "<td>default/web-1</td><td>hot</td><td>cool</td>" in section
+    assert "<td>default/web-2</td><td>hot</td><td>(pending: no node fits)</td>" in section
+
+
 def test_names_are_escaped() -> None:
     record = one_hotspot()
     record["skips"][0]["message"] = "<script>alert(1)</script>"
