@@ -2,8 +2,18 @@
 
 One background thread per resource runs a reflector like client-go's: a paginated LIST (``limit``,
 ``continue``), then a WATCH from the list's resourceVersion with bookmarks; a 410 Gone (compacted
-history) relists, any other failure reconnects with capped exponential backoff and resumes from the last
-resourceVersion seen. Only parsed snapshot values are kept (``descheduler.cluster.types``), so a cycle
+history) relists, any other failure reconnects and resumes from the last resourceVersion seen. Both go
+through one capped exponential backoff with jitter per resource, reset only once a watch has stayed
+healthy for ``healthy_after`` seconds, so an outage or a 410 loop costs a few LISTs, not one per
+half-second.
+
+Staleness: each watch asks the server to end it after ``watch_timeout`` seconds (jittered; the server
+sends a bookmark shortly before) and reads with a timeout of that plus ``read_grace``. A connection that
+goes silent without closing (a dropped NAT or load-balancer entry) is therefore replaced within
+``watch_timeout + read_grace`` seconds, and ``ages()`` says how long ago each resource last heard from
+the server, so the caller can refuse to act on a cache older than it trusts.
+
+Only parsed snapshot values are kept (``descheduler.cluster.types``), so a cycle
 reads memory and sends no request. Objects that fail to parse are not guessed at: they are left out,
 named in ``object_errors``, and a node hosting such a pod is listed in ``nodes_with_unparsed_pods`` so
 the caller can leave it alone.
@@ -76,6 +86,11 @@ RESOURCES: tuple[ResourceSpec, ...] = (
     ResourceSpec("namespaces", "/api/v1/namespaces", "Namespace", parse_namespace, False),
 )
 """What the cache can watch; RBAC needs list+watch on each one watched."""
+DEFAULT_WATCH_TIMEOUT = 10.0
+"""``timeoutSeconds`` asked for each watch (before jitter). Short, so a silent connection is noticed fast;
+re-opening a watch from its resourceVersion is cheap for the server (served from its watch cache)."""
+DEFAULT_READ_GRACE = 5.0
+"""How much longer than the watch's own timeout the client waits for a byte before giving up on it."""
 DEFAULT_RESOURCES = frozenset(spec.name for spec in RESOURCES) - {"namespaces"}
 """Watched unless ``resources`` says otherwise. Namespaces are opt-in: the planner scopes by namespace
 name only, and the shipped RBAC does not grant them."""
@@ -83,6 +98,36 @@ name only, and the shipped RBAC does not grant them."""
 
 class _Expired(Exception):
     """The resourceVersion we hold is compacted away: relist."""
+
+
+WATCH_JITTER = 0.25
+"""Each watch asks for ``watch_timeout * (1 + U(0, WATCH_JITTER))`` so replicas do not reconnect in step."""
+
+
+class Backoff:
+    """Capped exponential backoff with jitter, reset only by a watch that stayed healthy long enough.
+
+    ``failed()`` returns how long to wait before the next attempt (LIST or WATCH) and doubles the next
+    one; ``ran(seconds)`` reports how long a watch worked before it ended or broke.
+    """
+
+    def __init__(
+        self, initial: float, maximum: float, healthy_after: float, rand: Callable[[], float] = random.random
+    ) -> None:
+        self.initial = initial
+        self.maximum = maximum
+        self.healthy_after = healthy_after
+        self.current = initial
+        self._rand = rand
+
+    def ran(self, seconds: float) -> None:
+        if seconds >= self.healthy_after:
+            self.current = self.initial
+
+    def failed(self) -> float:
+        delay = self.current
+        self.current = min(self.current * 2, self.maximum)
+        return delay * (0.8 + 0.4 * self._rand())
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -150,8 +195,8 @@ class _Reflector:
         field_selector: str | None,
         page_size: int,
         watch_timeout: float,
-        backoff_initial: float,
-        backoff_max: float,
+        read_grace: float,
+        backoff: Backoff,
         stop: threading.Event,
         interner: _Interner,
         wall_clock: Callable[[], float],
@@ -162,8 +207,8 @@ class _Reflector:
         self.field_selector = field_selector
         self.page_size = page_size
         self.watch_timeout = watch_timeout
-        self.backoff_initial = backoff_initial
-        self.backoff_max = backoff_max
+        self.read_grace = read_grace
+        self.backoff = backoff
         self.stop = stop
         self.interner = interner
         self.wall_clock = wall_clock
@@ -178,7 +223,8 @@ class _Reflector:
         self.last_heard = 0.0
         self.stats = {"lists": 0, "relists": 0, "watches": 0, "events": 0, "bookmarks": 0, "errors": 0}
         self._stream: WatchStream | None = None
-        self._watch_received = 0
+        self._watch_opened: float | None = None
+        """Monotonic time the current watch was opened (None while none is open)."""
         self.thread = threading.Thread(target=self._run, name=f"reflector-{spec.name}", daemon=True)
 
     # -- lifecycle -----------------------------------------------------------------------------------
@@ -188,52 +234,57 @@ class _Reflector:
             stream.close()
 
     def _run(self) -> None:
-        backoff = self.backoff_initial
         need_list = True
         while not self.stop.is_set():
             try:
                 if need_list:
-                    self._watch_received = 0
                     self._list()
                     need_list = False
-                    backoff = self.backoff_initial
-                started = time.monotonic()
                 received = self._watch()
-                if received == 0 and time.monotonic() - started < 1.0 and not self.stop.is_set():
+                if self.stop.is_set():
+                    return
+                ran = self._ran()
+                if received == 0 and ran < 1.0:
                     # A watch that ends at once without a single event is a failure in disguise.
-                    self._wait(backoff)
-                    backoff = min(backoff * 2, self.backoff_max)
-                else:
-                    backoff = self.backoff_initial
+                    self.stop.wait(self.backoff.failed())
             except _Expired:
-                self.stats["relists"] += 1
-                need_list = True
-                log.info("watch_expired_relisting", resource=self.spec.name)
+                need_list = self._relist_after("watch_expired_relisting")
             except ApiStatusError as exc:
                 if exc.status == 410:
-                    self.stats["relists"] += 1
-                    need_list = True
-                    continue
-                backoff = self._failed(exc, backoff)
+                    need_list = self._relist_after("watch_gone_relisting")
+                else:
+                    self._failed(exc)
             except KubeError as exc:
-                backoff = self._failed(exc, backoff)
+                self._failed(exc)
             except Exception as exc:
                 log.exception("reflector_crashed", resource=self.spec.name)
-                backoff = self._failed(exc, backoff)
+                self._failed(exc)
 
-    def _failed(self, exc: BaseException, backoff: float) -> float:
-        """Wait before reconnecting; returns the next backoff (reset if the broken watch had worked)."""
+    def _ran(self) -> float:
+        """How long the watch that just ended had been open; a long enough one resets the backoff."""
+        opened, self._watch_opened = self._watch_opened, None
+        ran = time.monotonic() - opened if opened is not None else 0.0
+        self.backoff.ran(ran)
+        return ran
+
+    def _relist_after(self, event: str) -> bool:
+        """A 410: relist, but through the backoff, so a compaction loop cannot become a LIST storm."""
+        self._ran()
+        self.stats["relists"] += 1
+        delay = self.backoff.failed()
+        log.info(event, resource=self.spec.name, relist_in=round(delay, 2))
+        self.stop.wait(delay)
+        return True
+
+    def _failed(self, exc: BaseException) -> None:
+        """Wait before trying again (the backoff grows unless the broken watch had stayed healthy)."""
         if self.stop.is_set():
-            return backoff
-        if self._watch_received:
-            backoff = self.backoff_initial
+            return
+        self._ran()
         self.stats["errors"] += 1
-        log.warning("watch_failed", resource=self.spec.name, error=str(exc), retry_in=round(backoff, 2))
-        self._wait(backoff)
-        return min(backoff * 2, self.backoff_max)
-
-    def _wait(self, seconds: float) -> None:
-        self.stop.wait(seconds * (0.8 + 0.4 * random.random()))
+        delay = self.backoff.failed()
+        log.warning("watch_failed", resource=self.spec.name, error=str(exc), retry_in=round(delay, 2))
+        self.stop.wait(delay)
 
     # -- list ---------------------------------------------------------------------------------------
     def _selectors(self) -> dict[str, str | None]:
@@ -295,30 +346,31 @@ class _Reflector:
 
     # -- watch ------------------------------------------------------------------------------------------
     def _watch(self) -> int:
-        timeout = int(self.watch_timeout * (1 + random.random()))
+        timeout = max(1, round(self.watch_timeout * (1 + WATCH_JITTER * random.random())))
         query = {
             **self._selectors(),
             "resourceVersion": self.resource_version,
             "allowWatchBookmarks": True,
             "timeoutSeconds": timeout,
         }
-        stream = self.api.watch(self.spec.path, query, read_timeout=timeout + 30)
+        # The server ends the watch after ``timeout`` (with a bookmark just before): silence for longer
+        # than that plus a little grace is a dead connection, not a quiet resource.
+        stream = self.api.watch(self.spec.path, query, read_timeout=timeout + self.read_grace)
         self._stream = stream
         if self.stop.is_set():  # stop() ran before it could see this stream: close it ourselves
             self._stream = None
             stream.close()
             return 0
+        self._watch_opened = time.monotonic()
         self.stats["watches"] += 1
         self.last_heard = self.wall_clock()
         received = 0
-        self._watch_received = 0
         try:
             for event in stream:
                 if self.stop.is_set():
                     break
                 self._apply(event)
                 received += 1
-                self._watch_received = received
         finally:
             self._stream = None
             stream.close()
@@ -422,13 +474,20 @@ class ClusterCache:
         page_size: int = 500,
         include_terminal_pods: bool = False,
         resources: Collection[str] | None = None,
-        watch_timeout: float = 300.0,
+        watch_timeout: float = DEFAULT_WATCH_TIMEOUT,
+        read_grace: float = DEFAULT_READ_GRACE,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
+        healthy_after: float | None = None,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         if page_size < 1:
             raise ValueError(f"page_size must be positive, got {page_size}")
+        if watch_timeout < 1 or read_grace <= 0:
+            raise ValueError(
+                f"watch_timeout must be >= 1 and read_grace > 0 (got {watch_timeout}, {read_grace})"
+            )
+        healthy = healthy_after if healthy_after is not None else min(30.0, watch_timeout / 2)
         names = {spec.name for spec in RESOURCES}
         wanted = set(resources) if resources is not None else set(DEFAULT_RESOURCES)
         unknown = wanted - names
@@ -452,8 +511,8 @@ class ClusterCache:
                 else TERMINAL_PHASE_SELECTOR,
                 page_size=page_size,
                 watch_timeout=watch_timeout,
-                backoff_initial=backoff_initial,
-                backoff_max=backoff_max,
+                read_grace=read_grace,
+                backoff=Backoff(backoff_initial, backoff_max, healthy),
                 stop=self._stop,
                 interner=interner,
                 wall_clock=wall_clock,
@@ -488,10 +547,14 @@ class ClusterCache:
 
     def last_update_age(self, now: float) -> float:
         """Seconds since the stalest watched resource last heard from the API server (``now``: wall clock)."""
-        heard = [r.last_heard for r in self._reflectors.values()]
-        if not heard or min(heard) == 0.0:
-            return float("inf")
-        return max(0.0, now - min(heard))
+        return max(self.ages(now).values(), default=float("inf"))
+
+    def ages(self, now: float) -> dict[str, float]:
+        """Per watched resource, seconds since it last heard from the API server (inf before its list)."""
+        return {
+            name: max(0.0, now - r.last_heard) if r.last_heard else float("inf")
+            for name, r in self._reflectors.items()
+        }
 
     def _values(self, name: str) -> list[Any]:
         reflector = self._reflectors.get(name)

@@ -41,9 +41,9 @@ def cache(kube_api: KubeApi) -> Iterator[CacheFactory]:
     made: list[ClusterCache] = []
 
     def make(*, page_size: int = 5, **kwargs: Any) -> ClusterCache:
-        c = ClusterCache(
-            kube_api, page_size=page_size, watch_timeout=30, backoff_initial=0.2, backoff_max=1.0, **kwargs
-        )
+        options: dict[str, Any] = {"watch_timeout": 30, "backoff_initial": 0.2, "backoff_max": 1.0}
+        options.update(kwargs)
+        c = ClusterCache(kube_api, page_size=page_size, **options)
         made.append(c)
         return c
 
@@ -189,6 +189,64 @@ def test_watch_failures_back_off_and_recover(apiserver: ApiServer, cache: CacheF
     eventually(lambda: "default/after-errors" in pod_names(c), timeout=10, what="recovery after 503s")
     assert fault.hits == 3
     assert c.stats()["pods"]["errors"] >= 3
+
+
+def test_a_silently_stalled_watch_is_replaced_within_its_timeout_and_the_age_shows_it(
+    apiserver: ApiServer, cache: CacheFactory
+) -> None:
+    seed(apiserver, pods=2)
+    c = cache(watch_timeout=2)
+    c.start()
+    assert c.wait_synced(10)
+    eventually(lambda: apiserver.open_watches("pods") == 1, what="the pods watch to be open")
+    assert apiserver.stall_watches("pods") == 1
+    stalled = time.monotonic()
+    apiserver.create(objects.pod("while-stalled", node="node-0"))
+    eventually(lambda: c.last_update_age(time.time()) > 2, timeout=5, what="the pods cache to age")
+    eventually(
+        lambda: "default/while-stalled" in pod_names(c), timeout=10, what="the stalled watch to be replaced"
+    )
+    # within timeoutSeconds (2 s, +25% jitter) plus the read grace (5 s), not the old 330-630 s
+    assert time.monotonic() - stalled < 2 * 1.25 + 5 + 1
+    assert c.ages(time.time())["pods"] < 2, (c.ages(time.time()), c.stats()["pods"])
+
+
+def _count_while(requests: Callable[[], int], seconds: float) -> int:
+    before = requests()
+    time.sleep(seconds)
+    return requests() - before
+
+
+def test_reconnects_back_off_exponentially_even_after_a_watch_that_received_events(
+    apiserver: ApiServer, cache: CacheFactory
+) -> None:
+    seed(apiserver, pods=2)
+    c = cache(backoff_initial=0.2, backoff_max=2.0)
+    c.start()
+    assert c.wait_synced(10)
+    eventually(lambda: apiserver.open_watches("pods") == 1, what="the pods watch to be open")
+    apiserver.create(objects.pod("an-event", node="node-0"))
+    eventually(lambda: "default/an-event" in pod_names(c), what="the watch to deliver an event")
+    apiserver.inject(Fault(verb="watch", resource="pods", status=503))
+    assert apiserver.drop_watches("pods") == 1
+    attempts = _count_while(lambda: len(apiserver.requests_for(verb="watch", resource="pods")), 4.0)
+    # 0.2, 0.4, 0.8, 1.6, 2 s (+-20%): about five attempts in 4 s; stuck at 0.2 s it would be ~20
+    assert 2 <= attempts <= 7, attempts
+
+
+def test_a_410_loop_relists_through_the_backoff_not_at_once(
+    apiserver: ApiServer, cache: CacheFactory
+) -> None:
+    seed(apiserver, pods=2)
+    c = cache(backoff_initial=0.2, backoff_max=2.0)
+    c.start()
+    assert c.wait_synced(10)
+    eventually(lambda: apiserver.open_watches("pods") == 1, what="the pods watch to be open")
+    apiserver.inject(Fault(verb="watch", resource="pods", status=410, message="too old resource version"))
+    assert apiserver.drop_watches("pods") == 1
+    lists = _count_while(lambda: len(apiserver.requests_for(verb="list", resource="pods")), 4.0)
+    assert 2 <= lists <= 7, lists
+    assert c.stats()["pods"]["relists"] >= 2
 
 
 def test_expired_continue_token_restarts_the_list(apiserver: ApiServer, cache: CacheFactory) -> None:

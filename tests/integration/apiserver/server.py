@@ -823,11 +823,7 @@ class ApiServer:
         while True:
             if watcher.dropped.is_set():
                 raise _Dropped()
-            if watcher.stalled.is_set():
-                # Silent until the client gives up on the connection (or the test cuts it).
-                while not (self._stopping.is_set() or watcher.dropped.is_set() or client_gone()):
-                    time.sleep(0.05)
-                raise _Dropped()
+            self._silent_while_stalled(watcher, client_gone)
             if self._stopping.is_set() or time.monotonic() >= deadline or client_gone():
                 return
             with self.store.lock:
@@ -847,6 +843,7 @@ class ApiServer:
                 head = self.store.rv
                 forced = epoch != self._bookmark_epoch
                 epoch = self._bookmark_epoch
+            self._silent_while_stalled(watcher, client_gone)
             if gone is not None:
                 yield gone
                 return
@@ -879,6 +876,14 @@ class ApiServer:
                     json.dumps({"type": "BOOKMARK", "object": bookmark}, separators=(",", ":")).encode()
                     + b"\n"
                 )
+
+    def _silent_while_stalled(self, watcher: _Watcher, client_gone: Callable[[], bool]) -> None:
+        """A stalled watch sends nothing until the client gives up on it (or the test cuts it)."""
+        if not watcher.stalled.is_set():
+            return
+        while not (self._stopping.is_set() or watcher.dropped.is_set() or client_gone()):
+            time.sleep(0.05)
+        raise _Dropped()
 
     # -- discovery ------------------------------------------------------------------------------------
     def _discovery(self, path: str) -> Obj | None:
