@@ -348,6 +348,27 @@ class LeaderElection(StrictModel):
         return self
 
 
+class WatchCache(StrictModel):
+    """Ours: how fresh the watch cache must be to act on it (see ``descheduler/kube/cache.py``)."""
+
+    max_staleness: Duration = Field(default=30.0, alias="maxStaleness")
+    """No cycle (live or dry-run) while any watched resource last heard from the API server longer ago."""
+    watch_timeout: Duration = Field(default=10.0, alias="watchTimeout")
+    """``timeoutSeconds`` asked for each watch (+ up to 25% jitter); a silent connection is replaced after
+    this plus 5 s."""
+
+    @model_validator(mode="after")
+    def _bounds(self) -> WatchCache:
+        if self.watch_timeout < 1:
+            raise ValueError("watchTimeout must be at least 1s")
+        if self.max_staleness <= self.watch_timeout * 1.25:
+            raise ValueError(
+                f"maxStaleness ({self.max_staleness:g}s) must exceed watchTimeout plus its 25% jitter "
+                f"({self.watch_timeout * 1.25:g}s): a quiet but healthy watch is heard from only that often"
+            )
+        return self
+
+
 class ClientConnection(StrictModel):
     kubeconfig: str = ""
     accept_content_types: str = Field(default="", alias="acceptContentTypes")
@@ -377,6 +398,8 @@ class DeschedulerConfiguration(StrictModel):
     )
     leader_election: LeaderElection = Field(default_factory=LeaderElection, alias="leaderElection")
     client_connection: ClientConnection = Field(default_factory=ClientConnection, alias="clientConnection")
+    watch_cache: WatchCache = Field(default_factory=WatchCache, alias="watchCache")
+    """Ours: freshness bound of the watch cache."""
     healthz_bind_address: str = Field(default="0.0.0.0:10258", alias="healthzBindAddress")
     metrics_bind_address: str = Field(default="0.0.0.0:10259", alias="metricsBindAddress")
     enable_profiling: bool = Field(default=False, alias="enableProfiling")

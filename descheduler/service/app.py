@@ -96,7 +96,11 @@ class Service:
             config.client_connection.burst,
             user_agent=f"{DEFAULT_USER_AGENT} ({self.identity})",
         )
-        self.cache = ClusterCache(self.api, node_selector=selector_string(config.node_selector))
+        self.cache = ClusterCache(
+            self.api,
+            node_selector=selector_string(config.node_selector),
+            watch_timeout=config.watch_cache.watch_timeout,
+        )
         self.usage = build_source(config.metrics_providers, metrics_api=MetricsServerApi(self.api))
         self.events = EventRecorder(self.api)
         self.evictor = Evictor(
@@ -146,7 +150,8 @@ class Service:
             is_leader=self._leading.is_set,
             on_record=self._observe,
             untrusted_nodes=self._untrusted_nodes,
-            cache_age=lambda: self.cache.last_update_age(time.time()),
+            cache_ages=lambda: self.cache.ages(time.time()),
+            max_cache_age=config.watch_cache.max_staleness,
         )
         limiter = effective.migration.object_limiters.get("workload")
         self.quiet_seconds = limiter.duration if limiter is not None and quiet_after_leading else 0.0
@@ -196,6 +201,9 @@ class Service:
     def _readiness(self) -> tuple[bool, str]:
         if not self.cache.synced:
             return False, "cache not synced"
+        stale = self.runner.stale_cache()
+        if stale:
+            return False, stale
         return True, "ok"
 
     def _liveness(self) -> tuple[bool, str]:
@@ -228,7 +236,10 @@ class Service:
         return True
 
     def cycle_if_leader(self) -> None:
-        self.metrics.cache_age.set(self.cache.last_update_age(time.time()))
+        ages = self.cache.ages(time.time())
+        self.metrics.cache_age.set(max(ages.values(), default=float("inf")))
+        for resource, age in ages.items():
+            self.metrics.cache_resource_age.labels(resource).set(age)
         if not self._leading.is_set():
             log.debug("cycle_idle", reason="not leader")
             return

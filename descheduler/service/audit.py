@@ -36,6 +36,13 @@ def usage_unavailable(record: CycleRecord) -> list[str]:
 def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveConfig) -> None:
     profile = effective.config.profiles[0].name if effective.config.profiles else ""
     metrics.cycle_duration.observe(record.duration)
+    if record.skipped:
+        metrics.cycles.labels(outcome="skipped").inc()
+        metrics.cycles_skipped.labels(record.skip_code).inc()
+        metrics.unknown_pending.set(len(record.unconfirmed))
+        if record.dry_run:
+            log.info("audit", record=record.to_dict())
+        return
     metrics.cycles.labels(outcome="aborted" if record.aborted else "completed").inc()
     metrics.last_cycle.set(record.started + record.duration)
     metrics.observe_nodes(record.plan.node_reports)
@@ -118,4 +125,6 @@ def render_record_text(record: CycleRecord) -> str:
         lines.append(f"Evictions still of unknown outcome (counted as evicted): {pending}")
     if record.aborted:
         lines.append(f"Cycle stopped early: {record.aborted}")
+    if record.skipped:
+        lines.append(f"Cycle skipped ({record.skip_code}): {record.skipped}")
     return "\n".join(lines)

@@ -6,7 +6,9 @@ enforced here (not in the planner, because they are about the outside world):
 - no eviction unless this replica is leader at the moment of the call;
 - no eviction after shutdown was requested or the cycle's time budget is spent;
 - a failed eviction never counts as a migration (the planner's ``commit`` gets only real evictions);
-- an eviction of unknown outcome counts as one until the cache settles it (see ``unknown.py``).
+- an eviction of unknown outcome counts as one until the cache settles it (see ``unknown.py``);
+- no cycle at all on a stale cache: while any watched resource last heard from the API server longer
+  ago than ``max_cache_age``, the cycle is skipped (state untouched) and the record says why.
 """
 
 from __future__ import annotations
@@ -101,6 +103,10 @@ class CycleRecord:
     """Hotspot taints added or removed this cycle (``hotspotTaint``), or that dry-run would have."""
     tainted: tuple[str, ...] = ()
     """Nodes that keep the hotspot taint after this cycle."""
+    skipped: str = ""
+    """Why the cycle did not run at all (its plan is empty), e.g. a stale cache."""
+    skip_code: str = ""
+    """Bounded reason code of ``skipped`` (a metric label)."""
 
     def to_dict(self) -> dict[str, Any]:
         body = self.plan.to_dict()
@@ -138,6 +144,8 @@ class CycleRecord:
             body["hotspotTaints"] = {"changes": [dict(t) for t in self.taints], "kept": list(self.tainted)}
         if self.aborted:
             body["aborted"] = self.aborted
+        if self.skipped:
+            body["skipped"] = {"code": self.skip_code, "message": self.skipped}
         return body
 
 
@@ -162,7 +170,8 @@ class CycleRunner:
         on_record: Callable[[CycleRecord], None] | None = None,
         untrusted_nodes: Callable[[], Mapping[str, str]] = dict,
         startup_quiet_seconds: float = 0.0,
-        cache_age: Callable[[], float] = lambda: 0.0,
+        cache_ages: Callable[[], Mapping[str, float]] = dict,
+        max_cache_age: float | None = None,
         unknown_settle_seconds: float = DEFAULT_SETTLE_SECONDS,
         tainter: Tainter | None = None,
     ) -> None:
@@ -180,8 +189,9 @@ class CycleRunner:
         """Planner state does not survive a restart; waiting out the objectLimiters window after start
         means migrations a previous instance started can no longer count, so no limit is exceeded."""
         self.state = PlannerState()
-        self.cache_age = cache_age
-        """Seconds since the stalest watched resource last heard from the API server."""
+        self.cache_ages = cache_ages
+        """Per watched resource, seconds since it last heard from the API server."""
+        self.max_cache_age = max_cache_age
         self.unknown_settle_seconds = unknown_settle_seconds
         self.unconfirmed: dict[str, Unconfirmed] = {}
         """Evictions of unknown outcome, by pod key, until the cache settles them."""
@@ -228,6 +238,9 @@ class CycleRunner:
         now = self.wall_clock()
         structlog.contextvars.bind_contextvars(cycle=cycle_id)
         try:
+            stale = self.stale_cache()
+            if stale:
+                return self._skip(cycle_id, now, started_mono, "stale-cache", stale)
             snapshot = self.cluster.snapshot()
             resolved = self._settle_unknown(snapshot.pods, now)
             # Two steps: node usage first; then pod usage only for the nodes the plan may move pods from.
@@ -331,6 +344,40 @@ class CycleRunner:
         self.steer_state = decision.state
         return decision
 
+    def stale_cache(self) -> str:
+        """Why the cache is too old to act on, or ``""``: every resource must have heard recently."""
+        if self.max_cache_age is None:
+            return ""
+        stale = {name: age for name, age in self.cache_ages().items() if age > self.max_cache_age}
+        if not stale:
+            return ""
+        ages = ", ".join(
+            f"{name} {'never' if age == float('inf') else f'{age:.0f}s ago'}"
+            for name, age in sorted(stale.items())
+        )
+        return (
+            f"watch cache stale: last heard from the API server: {ages} "
+            f"(bound {self.max_cache_age:g}s); nothing is decided on data that old"
+        )
+
+    def _skip(self, cycle_id: int, now: float, started_mono: float, code: str, why: str) -> CycleRecord:
+        """A cycle that did not run: no plan, no eviction, the planner state untouched."""
+        log.warning("cycle_skipped", code=code, reason=why)
+        record = CycleRecord(
+            cycle=cycle_id,
+            started=now,
+            duration=self.monotonic() - started_mono,
+            dry_run=self.config.dry_run,
+            plan=Plan(state=self.state, notes=(why,), now=now),
+            evictions=(),
+            unconfirmed=tuple(sorted(self.unconfirmed)),
+            skipped=why,
+            skip_code=code,
+        )
+        if self.on_record is not None:
+            self.on_record(record)
+        return record
+
     def _settle_unknown(self, pods: Sequence[Pod], now: float) -> list[Resolution]:
         """Settle earlier evictions of unknown outcome from the cache; a confirmed failure stops counting."""
         if not self.unconfirmed:
@@ -339,7 +386,7 @@ class CycleRunner:
         settled, still = resolve(
             self.unconfirmed.values(),
             by_key,
-            heard=now - self.cache_age(),
+            heard=now - max(self.cache_ages().values(), default=0.0),
             settle=self.unknown_settle_seconds,
         )
         self.unconfirmed = {item.pod.key: item for item in still}

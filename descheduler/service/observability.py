@@ -123,6 +123,18 @@ class Metrics:
             "Seconds since the watch cache last heard from the API server.",
             registry=r,
         )
+        self.cache_resource_age = Gauge(
+            "descheduler_cache_resource_age_seconds",
+            "Per watched resource, seconds since the watch cache last heard from the API server.",
+            ["resource"],
+            registry=r,
+        )
+        self.cycles_skipped = Counter(
+            "descheduler_cycles_skipped",
+            "Cycles that did not run at all, by reason code (stale-cache: the watch cache is too old).",
+            ["reason"],
+            registry=r,
+        )
         self.cache_synced = Gauge(
             "descheduler_cache_synced", "1 once the watch cache has synced.", registry=r
         )

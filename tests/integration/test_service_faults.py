@@ -10,6 +10,7 @@ for the issue's closing note; run with ``-s`` to see them.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -131,3 +132,67 @@ def test_evictions_of_unknown_outcome_count_against_every_limit_and_are_confirme
     assert reasons.count("EvictionOutcomeUnknown") >= 2
     assert reasons.count("Descheduled") >= 2
     assert "EvictionFailed" not in reasons
+
+
+def _last_replica_on_hot_node(cluster: Cluster) -> None:
+    cluster.node("f-hot")
+    cluster.node("f-cool-1", cpu=8)
+    cluster.node("f-cool-2", cpu=8)
+    pods = {"web-1": ("f-hot", 0.2)}
+    pods.update({f"web-{i}": (f"f-cool-{i % 2 + 1}", 0.1) for i in range(2, 7)})
+    cluster.deployment("web", pods)
+
+
+def test_a_silently_stalled_watch_is_replaced_and_no_cycle_acts_on_the_stale_cache(
+    usage_backend: UsageBackend, tmp_path: Path
+) -> None:
+    """While the connections are silent the Deployment is scaled from 6 to 1 and its last pod's node gets
+    hot: evicting it would be an outage, which only a stale cache could not see."""
+    with live_cluster(tmp_path, usage_backend, _last_replica_on_hot_node) as cluster:
+        server = cluster.server
+        ports = Ports.free()
+        config = _config(
+            tmp_path, usage_backend, ports, watchCache={"watchTimeout": "2s", "maxStaleness": "3s"}
+        )
+        with run_descheduler(config, kubeconfig_of(server), ports, tmp_path) as proc:
+            proc.wait_ready()
+            proc.wait_for(lambda: len(proc.events("cycle_summary")) >= 2, timeout=10, what="two cycles")
+            assert server.stall_watches() >= 5
+            stalled = time.monotonic()
+            server.patch("deployments", "default", "web", {"spec": {"replicas": 1}}, group="apps")
+            rs = server.list("replicasets", "default", group="apps")[0]["metadata"]["name"]
+            server.patch("replicasets", "default", rs, {"spec": {"replicas": 1}}, group="apps")
+            for i in range(2, 7):
+                server.delete("pods", "default", f"web-{i}")
+                cluster.usage.remove_pod("default", f"web-{i}")
+            cluster.usage.set_pod_cores("default", "web-1", 3.2)
+            not_ready_at = proc.wait_for(
+                lambda: time.monotonic() if proc.get("/readyz")[0] == 503 else None,
+                timeout=10,
+                what="/readyz to report the stale cache",
+            )
+            ready_again_at = proc.wait_for(
+                lambda: time.monotonic() if proc.get("/readyz")[0] == 200 else None,
+                timeout=15,
+                what="the stalled watches to be replaced",
+            )
+            proc.wait_for(
+                lambda: any(s["skips"].get("replicas-1") for s in proc.events("cycle_summary")),
+                timeout=20,
+                what="the hotspot's last replica to be skipped as replicas-1",
+            )
+            readyz_text = proc.get("/readyz")[1]
+            proc.terminate()
+    skipped = proc.events("cycle_skipped")
+    figures(
+        "stalled-watches",
+        evictions=len(evictions(server)),
+        limit_violations=len(evictions(server)),
+        detect_seconds=round(not_ready_at - stalled, 1),
+        recover_seconds=round(ready_again_at - stalled, 1),
+        cycles_skipped=len(skipped),
+    )
+    assert evictions(server) == [], "the last replica was evicted on a stale cache"
+    assert skipped and all(s["code"] == "stale-cache" for s in skipped)
+    assert "watch cache stale" in skipped[0]["reason"]
+    assert readyz_text.strip() in ("ok", "")

@@ -112,7 +112,7 @@ def rig(results: list[str], *, consecutive: int = 1, cache_age: float = 0.0, **m
         usage=Usage(world),
         evictor=evictor,
         wall_clock=lambda: clock[0],
-        cache_age=lambda: cache_age,
+        cache_ages=lambda: {"pods": cache_age, "nodes": 0.0},
         unknown_settle_seconds=SETTLE,
     )
     return Rig(cluster, evictor, runner, clock)
