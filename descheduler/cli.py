@@ -15,7 +15,7 @@ import yaml
 from descheduler import __version__
 from descheduler.config.load import ConfigError, EffectiveConfig, load_config
 from descheduler.planner import loop_warnings
-from descheduler.planner import validate as validate_planner_settings
+from descheduler.validation import check_runnable
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -30,7 +30,7 @@ def _print_notices(effective: EffectiveConfig) -> None:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     effective = load_config(args.config)
-    validate_planner_settings(effective)
+    check_runnable(effective, args.config)
     _print_notices(effective)
     for warning in loop_warnings(effective):
         print(f"warning: {warning}", file=sys.stderr)

@@ -81,7 +81,8 @@ def _descheduled_message(node: str, reason: str) -> str:
     return f'Pod evicted from node "{node}" by the reason "{reason}"'
 
 
-def _validate_delete_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+def validate_delete_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The delete options sent with every eviction; ``ValueError`` names the bad field."""
     out: dict[str, Any] = {}
     for key, value in (options or {}).items():
         if key not in _DELETE_OPTION_KEYS:
@@ -144,7 +145,7 @@ class Evictor:
             raise ValueError(f"evictionPolicy must be one of {', '.join(POLICIES)}, got {policy!r}")
         self.api = api
         self.policy = policy
-        self.delete_options = _validate_delete_options(delete_options)
+        self.delete_options = validate_delete_options(delete_options)
         self.dry_run = dry_run
         self.events = events
         self.limiter = TokenBucket(evict_qps, max(1, int(evict_burst)), clock=clock, sleep=sleep)

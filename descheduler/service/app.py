@@ -24,10 +24,10 @@ from apscheduler.triggers.interval import IntervalTrigger
 from descheduler.config.load import EffectiveConfig, load_config
 from descheduler.config.models import LabelSelectorConfig
 from descheduler.planner import loop_warnings
-from descheduler.planner import validate as validate_planner_settings
 from descheduler.service.cycle import CycleRecord, CycleRunner
 from descheduler.service.health import Endpoints
 from descheduler.service.observability import Metrics, configure_logging
+from descheduler.validation import check_runnable
 
 log = structlog.get_logger("descheduler.service")
 
@@ -340,7 +340,7 @@ def _dry_run_override(args: argparse.Namespace) -> bool | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     effective = load_config(args.config)
-    validate_planner_settings(effective)
+    check_runnable(effective, args.config)
     configure_logging(args.log_format, args.log_level)
     for notice in effective.notices:
         log.info("config_notice", notice=notice)
@@ -407,7 +407,7 @@ def _fewest_abnormalities(effective: EffectiveConfig) -> int:
 def cmd_once(args: argparse.Namespace) -> int:
     """One cycle. Exit codes: 0 done, 1 could not run, 2 bad configuration, 3 no node had usable usage."""
     effective = load_config(args.config)
-    validate_planner_settings(effective)
+    check_runnable(effective, args.config)
     configure_logging(args.log_format, args.log_level)
     for warning in loop_warnings(effective):
         log.warning("config_warning", warning=warning)

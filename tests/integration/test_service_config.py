@@ -70,12 +70,35 @@ CASES = [
         lambda doc: _lnl_args(doc).update(lowThresholds={"cpu": 80}),
         "lowThresholds.cpu (80) is above highThresholds.cpu (70)",
     ),
+    (
+        "a negative grace period in the delete options",
+        lambda doc: _mc_args(doc).update(defaultDeleteOptions={"gracePeriodSeconds": -5}),
+        "defaultDeleteOptions: deleteOptions.gracePeriodSeconds must be a non-negative integer, got -5",
+    ),
+    (
+        "two metrics providers",
+        lambda doc: doc["metricsProviders"].append(doc["metricsProviders"][0]),
+        "metricsProviders: only one metrics provider can be used, got 2",
+    ),
+    (
+        "a cache staleness bound below the watch timeout",
+        _set(watchCache={"watchTimeout": "20s", "maxStaleness": "10s"}),
+        "maxStaleness (10s) must exceed watchTimeout",
+    ),
 ]
 
 
-def _run(config: Path, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
+def _mc_args(doc: dict[str, Any]) -> dict[str, Any]:
+    args: dict[str, Any] = doc["profiles"][0]["pluginConfig"][1]["args"]
+    return args
+
+
+def _run(config: Path, kubeconfig: Path, command: str = "run") -> subprocess.CompletedProcess[str]:
+    arguments = (
+        [str(config)] if command == "validate" else ["--config", str(config), "--kubeconfig", str(kubeconfig)]
+    )
     return subprocess.run(
-        descheduler_command("run", "--config", str(config), "--kubeconfig", str(kubeconfig)),
+        descheduler_command(command, *arguments),
         cwd=REPO,
         env=subprocess_env(),
         capture_output=True,
@@ -85,15 +108,17 @@ def _run(config: Path, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.parametrize("command", ["run", "once", "validate"])
 @pytest.mark.parametrize(("mutate", "message"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_run_with_an_invalid_configuration_exits_2_naming_the_field_without_touching_the_cluster(
-    mutate: Any, message: str, apiserver: ApiServer, tmp_path: Path
+def test_an_invalid_configuration_exits_2_naming_the_field_without_touching_the_cluster(
+    mutate: Any, message: str, command: str, apiserver: ApiServer, tmp_path: Path
 ) -> None:
+    """``validate``, ``run`` and ``once`` share one validation path: what one rejects, all reject."""
     doc = _valid()
     mutate(doc)
     config = write_config(tmp_path / "config.yaml", doc)
     assert apiserver.kubeconfig_path is not None
-    result = _run(config, apiserver.kubeconfig_path)
+    result = _run(config, apiserver.kubeconfig_path, command)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert result.stderr.startswith("error: invalid configuration in ")
