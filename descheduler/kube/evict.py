@@ -67,6 +67,9 @@ _PROPAGATION = ("Orphan", "Background", "Foreground")
 class EvictionOutcome:
     result: str
     message: str
+    retry_after: float | None = None
+    """The server's Retry-After with a refusal (Kubernetes: 0 for a spent budget, 10 for one it has not
+    processed yet); the runner leaves the budget alone at least that long."""
 
     def __post_init__(self) -> None:
         if self.result not in RESULTS:
@@ -140,6 +143,7 @@ class Evictor:
         request_timeout: float = 10.0,
         guard: Callable[[], bool] | None = None,
         default_retry_after: float = 1.0,
+        warning_window: float = 300.0,
     ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"evictionPolicy must be one of {', '.join(POLICIES)}, got {policy!r}")
@@ -154,6 +158,9 @@ class Evictor:
         self._timeout = request_timeout
         self._guard = guard
         self._default_retry_after = default_retry_after
+        self._warning_window = warning_window
+        self._warned: dict[tuple[str, str], float] = {}
+        """(pod uid or key, Event reason) -> when the last Warning was written, for rate limiting."""
 
     # -- public ---------------------------------------------------------------------------------------
     def evict(self, pod: Pod, node: str, reason: str, deadline: float) -> EvictionOutcome:
@@ -205,7 +212,7 @@ class Evictor:
                 return EvictionOutcome("not-found", message), False
             if self.policy == "Eviction" and error.status in (403, 429) and _is_pdb_refusal(error):
                 result = "dry-run-refused" if self.dry_run else "refused-by-pdb"
-                return EvictionOutcome(result, _describe_refusal(error)), True
+                return EvictionOutcome(result, _describe_refusal(error), error.retry_after), True
             if error.status == 429:
                 wait = error.retry_after if error.retry_after is not None else self._default_retry_after
                 if self._clock() + wait >= deadline:
@@ -268,6 +275,19 @@ class Evictor:
         )
 
     # -- events ------------------------------------------------------------------------------------------
+    def _first_warning(self, pod: Pod, result: str) -> bool:
+        """At most one refusal or failure Warning per pod and kind within ``warning_window`` seconds: a pod
+        that keeps being refused must not flood its Events (the log and metrics still count each one)."""
+        now = self._clock()
+        key = (pod.uid or pod.key, result)
+        last = self._warned.get(key)
+        if last is not None and now - last < self._warning_window:
+            return False
+        if len(self._warned) > 10_000:
+            self._warned = {k: t for k, t in self._warned.items() if now - t < self._warning_window}
+        self._warned[key] = now
+        return True
+
     def report_resolved(self, pod: Pod, node: str, reason: str, result: str, message: str) -> None:
         """The final word on an ``unknown`` eviction (``evicted`` or ``failed``), once the cache showed it."""
         self._emit(pod, node, reason, EvictionOutcome(result, message))
@@ -276,6 +296,13 @@ class Evictor:
         if self.events is None:
             return
         if self.dry_run and not self.events.write_in_dry_run:
+            return
+        if outcome.result in (
+            "refused-by-pdb",
+            "dry-run-refused",
+            "failed",
+            "throttled",
+        ) and not self._first_warning(pod, outcome.result):
             return
         prefix = "[dry-run] " if self.dry_run else ""
         result = outcome.result

@@ -7,7 +7,18 @@ the two share the work). The live service, ``once --dry-run`` and ``simulate`` a
 from descheduler.planner.model import NodeReport, Plan, PlannedEviction, PodSkip, ResourceReport
 from descheduler.planner.plan import plan, pod_usage_nodes
 from descheduler.planner.settings import loop_warnings, validate
-from descheduler.planner.state import AnomalyCount, Departure, Migration, PlannerState, commit, forget
+from descheduler.planner.state import (
+    AnomalyCount,
+    Departure,
+    Migration,
+    PlannerState,
+    add_departures,
+    add_migrations,
+    commit,
+    forget,
+    refuse,
+    reset_anomalies,
+)
 
 __all__ = [
     "AnomalyCount",
@@ -19,10 +30,14 @@ __all__ = [
     "PlannerState",
     "PodSkip",
     "ResourceReport",
+    "add_departures",
+    "add_migrations",
     "commit",
     "forget",
     "loop_warnings",
     "plan",
     "pod_usage_nodes",
+    "refuse",
+    "reset_anomalies",
     "validate",
 ]

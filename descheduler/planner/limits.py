@@ -19,8 +19,9 @@ Counting rules (documented in the README's configuration reference):
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from descheduler.cluster.selectors import selector_matches
 from descheduler.cluster.types import Pod, PodDisruptionBudget
@@ -218,7 +219,11 @@ class LimitTracker:
 class PdbTracker:
     """Disruptions left per PodDisruptionBudget in this cycle."""
 
-    def __init__(self, pdbs: Iterable[PodDisruptionBudget]) -> None:
+    def __init__(
+        self, pdbs: Iterable[PodDisruptionBudget], refusals: Mapping[str, float] | None = None
+    ) -> None:
+        self.refusals = refusals or {}
+        """Budgets the API server refused recently (``namespace/name`` -> until when, wall clock)."""
         self.by_namespace: dict[str, list[PodDisruptionBudget]] = {}
         for pdb in pdbs:
             self.by_namespace.setdefault(pdb.namespace, []).append(pdb)
@@ -240,6 +245,14 @@ class PdbTracker:
             )
         if found:
             pdb = found[0]
+            until = self.refusals.get(f"{pdb.namespace}/{pdb.name}")
+            if until is not None:
+                return LimitHit(
+                    reasons.PDB_REFUSED,
+                    f"the API server refused an eviction under PodDisruptionBudget {pdb.name}; none of its "
+                    f"pods is tried before {_iso(until)} (its Retry-After)",
+                    POD,
+                )
             left = pdb.disruptions_allowed - self.used[(pdb.namespace, pdb.name)]
             if left <= 0:
                 return LimitHit(
@@ -253,3 +266,7 @@ class PdbTracker:
     def record(self, pod: Pod) -> None:
         for pdb in self.matching(pod):
             self.used[(pdb.namespace, pdb.name)] += 1
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

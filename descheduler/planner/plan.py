@@ -113,14 +113,19 @@ class _Cycle:
             )
         self._collect_nodes()
         anomalies, prod_anomalies = self._count_anomalies()
+        refusals = {k: until for k, until in self.state.pdb_refusals.items() if until > self.now}
         new_state = PlannerState(
-            anomalies=anomalies, prod_anomalies=prod_anomalies, migrations=migrations, departures=departures
+            anomalies=anomalies,
+            prod_anomalies=prod_anomalies,
+            migrations=migrations,
+            departures=departures,
+            pdb_refusals=refusals,
         )
         if s.paused:
             self.notes.append("LowNodeLoad is paused: nodes are classified, nothing is counted or evicted")
         else:
             self.limits = LimitTracker(s, self.index, migrations, self.now)
-            self.pdbs = PdbTracker(self.snapshot.pdbs)
+            self.pdbs = PdbTracker(self.snapshot.pdbs, refusals)
             self.filter = PodFilter(s, self.index)
             self._rejections: dict[str, Rejection | None] = {}
             for pool in s.pools:

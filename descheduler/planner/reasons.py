@@ -54,6 +54,8 @@ OBJECT_LIMITER = "object-limiter"
 ALREADY_MIGRATING = "already-migrating"
 PDB = "pdb"
 PDB_MULTIPLE = "pdb-multiple"
+PDB_REFUSED = "pdb-refused"
+"""The API server refused an eviction under this pod's PodDisruptionBudget recently (its Retry-After)."""
 NO_DESTINATION = "no-destination"
 
 # --- why eviction on a hotspot stopped (node reports) ------------------------------------------------

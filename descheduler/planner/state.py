@@ -16,12 +16,12 @@ How ``plan`` and ``commit`` share the work (the clock is always an argument, nev
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from descheduler.planner.model import Plan
+    from descheduler.planner.model import Plan, PlannedEviction
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +78,13 @@ class PlannerState:
     departures: tuple[Departure, ...] = ()
     """Pods evicted less than one metrics window (plus ``nodeMetricExpirationSeconds``) ago, with their
     usage: their load is still in their old node's sample (see ``estimate.py``)."""
+    pdb_refusals: Mapping[str, float] = field(default_factory=dict)
+    """PodDisruptionBudgets (``namespace/name``) under which the API server refused an eviction, and until
+    when (wall clock) no pod they cover is tried again: the server's Retry-After, so a budget the cache
+    thinks has room but the server does not is not hammered every cycle."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        body = {
             "anomalies": {
                 k: {"count": v.count, "updated": v.updated} for k, v in sorted(self.anomalies.items())
             },
@@ -111,6 +115,9 @@ class PlannerState:
                 for d in self.departures
             ],
         }
+        if self.pdb_refusals:
+            body["pdbRefusals"] = dict(sorted(self.pdb_refusals.items()))
+        return body
 
 
 def commit(state_after_plan: PlannerState, plan: Plan, evicted: Collection[str], now: float) -> PlannerState:
@@ -162,6 +169,7 @@ def commit(state_after_plan: PlannerState, plan: Plan, evicted: Collection[str],
         prod_anomalies=prod_anomalies,
         migrations=tuple(migrations),
         departures=tuple(departures),
+        pdb_refusals=state_after_plan.pdb_refusals,
     )
 
 
@@ -176,9 +184,63 @@ def forget(state: PlannerState, pods: Collection[tuple[str, str]]) -> PlannerSta
     departures = tuple(d for d in state.departures if (d.pod, d.uid) not in gone)
     if len(kept) == len(state.migrations) and len(departures) == len(state.departures):
         return state
-    return PlannerState(
-        anomalies=state.anomalies,
-        prod_anomalies=state.prod_anomalies,
-        migrations=kept,
-        departures=departures,
+    return replace(state, migrations=kept, departures=departures)
+
+
+def add_migrations(state: PlannerState, evictions: Iterable[PlannedEviction], now: float) -> PlannerState:
+    """Record ``evictions`` as migrations started at ``now`` (limits count them); counts untouched.
+
+    The runner uses it to re-plan within a cycle after a refusal: what it already evicted must count
+    against every limit, while the anomaly counts stay those of the cycle's first plan.
+    """
+    added = tuple(
+        Migration(
+            pod=e.pod.key,
+            uid=e.pod.uid,
+            namespace=e.pod.namespace,
+            node=e.node,
+            workload=e.workload,
+            started=now,
+        )
+        for e in evictions
     )
+    return replace(state, migrations=state.migrations + added) if added else state
+
+
+def add_departures(state: PlannerState, evictions: Iterable[PlannedEviction], now: float) -> PlannerState:
+    """Record ``evictions`` as departures (their load leaves their node's sample only later)."""
+    added = tuple(
+        Departure(
+            pod=e.pod.key,
+            uid=e.pod.uid,
+            node=e.node,
+            workload=e.workload,
+            created=e.pod.created,
+            left=now,
+            usage={name: amount for name, amount in e.usage.items() if name != "pods"},
+        )
+        for e in evictions
+    )
+    return replace(state, departures=state.departures + added) if added else state
+
+
+def reset_anomalies(state: PlannerState, nodes: Iterable[str], now: float) -> PlannerState:
+    """Nodes pods were (possibly) evicted from start counting again (overall and prod)."""
+    names = set(nodes)
+    if not names:
+        return state
+    anomalies = dict(state.anomalies)
+    prod_anomalies = dict(state.prod_anomalies)
+    for node in names:
+        anomalies[node] = AnomalyCount(0, now)
+        if node in prod_anomalies:
+            prod_anomalies[node] = AnomalyCount(0, now)
+    return replace(state, anomalies=anomalies, prod_anomalies=prod_anomalies)
+
+
+def refuse(state: PlannerState, pdbs: Iterable[str], until: float) -> PlannerState:
+    """Remember that the server refused evictions under ``pdbs`` (``namespace/name``) until ``until``."""
+    refusals = dict(state.pdb_refusals)
+    for key in pdbs:
+        refusals[key] = max(until, refusals.get(key, 0.0))
+    return replace(state, pdb_refusals=refusals)

@@ -103,6 +103,7 @@ class Service:
         )
         self.usage = build_source(config.metrics_providers, metrics_api=MetricsServerApi(self.api))
         self.events = EventRecorder(self.api)
+        limiter = mc.object_limiters.get("workload")
         self.evictor = Evictor(
             self.api,
             policy=mc.eviction_policy,
@@ -112,6 +113,7 @@ class Service:
             dry_run=effective.dry_run,
             events=self.events,
             guard=self._may_evict,
+            warning_window=limiter.duration if limiter is not None else 300.0,
         )
         self.elector: Any = None
         self._leading = threading.Event()

@@ -13,18 +13,38 @@ enforced here (not in the planner, because they are about the outside world):
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import structlog
 
-from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, UsageSnapshot
+from descheduler.cluster.selectors import selector_matches
+from descheduler.cluster.types import (
+    ClusterSnapshot,
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    UsageSample,
+    UsageSnapshot,
+)
 from descheduler.config.load import EffectiveConfig
-from descheduler.planner import Plan, PlannerState, commit, forget, plan, pod_usage_nodes
+from descheduler.planner import (
+    Plan,
+    PlannedEviction,
+    PlannerState,
+    add_departures,
+    add_migrations,
+    forget,
+    plan,
+    pod_usage_nodes,
+    refuse,
+    reset_anomalies,
+)
 from descheduler.planner.steer import SteerDecision, SteerState, steer
 from descheduler.service.unknown import DEFAULT_SETTLE_SECONDS, Resolution, Unconfirmed, resolve
 
@@ -48,6 +68,11 @@ class Outcome(Protocol):
     def result(self) -> str: ...
     @property
     def message(self) -> str: ...
+
+    @property
+    def retry_after(self) -> float | None:
+        """The server's Retry-After of a refusal, if it gave one."""
+        ...
 
 
 class TaintResult(Protocol):
@@ -149,6 +174,10 @@ class CycleRecord:
         return body
 
 
+REFUSED_RESULTS = frozenset({"refused-by-pdb", "dry-run-refused"})
+"""A PodDisruptionBudget said no: remembered per budget, and the cycle re-planned without its pods."""
+MAX_REPLANS = 5
+"""Re-plans per cycle after refusals: each removes at least one budget's pods, so this only bounds cost."""
 EVICTED_RESULTS = frozenset({"evicted", "unknown"})
 """Counted as evictions by ``commit``: an ``unknown`` one may have happened, so it counts (safety)."""
 
@@ -170,6 +199,7 @@ class CycleRunner:
         on_record: Callable[[CycleRecord], None] | None = None,
         untrusted_nodes: Callable[[], Mapping[str, str]] = dict,
         startup_quiet_seconds: float = 0.0,
+        pdb_retry_seconds: float | None = None,
         cache_ages: Callable[[], Mapping[str, float]] = dict,
         max_cache_age: float | None = None,
         unknown_settle_seconds: float = DEFAULT_SETTLE_SECONDS,
@@ -189,6 +219,11 @@ class CycleRunner:
         """Planner state does not survive a restart; waiting out the objectLimiters window after start
         means migrations a previous instance started can no longer count, so no limit is exceeded."""
         self.state = PlannerState()
+        self.pdb_retry_seconds = (
+            pdb_retry_seconds if pdb_retry_seconds is not None else config.config.descheduling_interval
+        )
+        """The least time a refused budget is left alone (the server's Retry-After when longer): at least
+        the next cycle, since Kubernetes answers a spent budget with Retry-After 0."""
         self.cache_ages = cache_ages
         """Per watched resource, seconds since it last heard from the API server."""
         self.max_cache_age = max_cache_age
@@ -255,43 +290,7 @@ class CycleRunner:
             steering = self._steer(snapshot, decided)
             # Taints go on before the evictions, so the replacements are already steered away.
             added = [self.tainter.add(c.node, c.message) for c in steering.add] if self.tainter else []
-            records: list[EvictionRecord] = []
-            evicted: list[str] = []
-            aborted = ""
-            for planned in decided.evictions:
-                if self.stopping.is_set():
-                    aborted = "shutdown requested"
-                elif not self.is_leader():
-                    aborted = "lost leadership"
-                elif self.monotonic() >= deadline:
-                    aborted = "cycle time budget spent"
-                elif not self.config.dry_run and self.monotonic() < self.quiet_until:
-                    aborted = (
-                        "start-up quiet period: waiting out the objectLimiters window of the previous run"
-                    )
-                if aborted:
-                    records.append(self._record(planned, "not-attempted", aborted))
-                    continue
-                sent = self.wall_clock()
-                outcome = self.evictor.evict(planned.pod, planned.node, planned.reason, deadline)
-                records.append(self._record(planned, outcome.result, outcome.message))
-                if outcome.result in EVICTED_RESULTS:
-                    evicted.append(planned.pod.key)
-                if outcome.result == "unknown":
-                    self.unconfirmed[planned.pod.key] = Unconfirmed(
-                        planned.pod, planned.node, planned.destination, planned.reason, sent
-                    )
-                log_method = log.info if outcome.result in ("evicted", "would-evict") else log.warning
-                log_method(
-                    "eviction",
-                    pod=planned.pod.key,
-                    node=planned.node,
-                    destination=planned.destination,
-                    reason=planned.reason,
-                    result=outcome.result,
-                    message=outcome.message,
-                )
-            self.state = commit(decided.state, decided, evicted, now)
+            decided, records, aborted = self._evict_all(snapshot, usage, decided, now, deadline)
             removed = (
                 [self.tainter.remove(c.node, c.message) for c in steering.remove] if self.tainter else []
             )
@@ -343,6 +342,116 @@ class CycleRunner:
         self.takeover = False
         self.steer_state = decision.state
         return decision
+
+    def _evict_all(
+        self, snapshot: ClusterSnapshot, usage: UsageSnapshot, first: Plan, now: float, deadline: float
+    ) -> tuple[Plan, list[EvictionRecord], str]:
+        """Plan, evict, commit. A PodDisruptionBudget refusal is remembered for the server's Retry-After
+        and the cycle is planned again at once, so the next candidate is tried in the same cycle; what was
+        (possibly) evicted before counts against every limit of the new plan.
+
+        Returns the plan the audit shows (the last one, with every planned eviction that was called),
+        the eviction records in call order, and why the cycle stopped early (or ``""``).
+        """
+        base = self.state
+        decided = first
+        records: list[EvictionRecord] = []
+        called: list[PlannedEviction] = []
+        earlier: list[PlannedEviction] = []
+        """Possibly evicted under an earlier plan of this cycle (already migrations of ``decided``)."""
+        current: list[PlannedEviction] = []
+        """Possibly evicted under ``decided``."""
+        attempted: set[str] = set()
+        aborted = ""
+        replans = 0
+        queue = list(decided.evictions)
+        while queue:
+            planned = queue.pop(0)
+            if self.stopping.is_set():
+                aborted = "shutdown requested"
+            elif not self.is_leader():
+                aborted = "lost leadership"
+            elif self.monotonic() >= deadline:
+                aborted = "cycle time budget spent"
+            elif not self.config.dry_run and self.monotonic() < self.quiet_until:
+                aborted = "start-up quiet period: waiting out the objectLimiters window of the previous run"
+            if aborted:
+                records.append(self._record(planned, "not-attempted", aborted))
+                called.append(planned)
+                continue
+            sent = self.wall_clock()
+            outcome = self.evictor.evict(planned.pod, planned.node, planned.reason, deadline)
+            attempted.add(planned.pod.key)
+            called.append(planned)
+            records.append(self._record(planned, outcome.result, outcome.message))
+            if outcome.result in EVICTED_RESULTS:
+                current.append(planned)
+            if outcome.result == "unknown":
+                self.unconfirmed[planned.pod.key] = Unconfirmed(
+                    planned.pod, planned.node, planned.destination, planned.reason, sent
+                )
+            log_method = log.info if outcome.result in ("evicted", "would-evict") else log.warning
+            log_method(
+                "eviction",
+                pod=planned.pod.key,
+                node=planned.node,
+                destination=planned.destination,
+                reason=planned.reason,
+                result=outcome.result,
+                message=outcome.message,
+            )
+            if outcome.result in REFUSED_RESULTS and replans < MAX_REPLANS:
+                replans += 1
+                retry_after = max(outcome.retry_after or 0.0, self.pdb_retry_seconds)
+                budgets = refused_budgets(planned.pod, snapshot.pdbs, outcome.message)
+                base = refuse(base, budgets, self.wall_clock() + retry_after)
+                log.info(
+                    "replanning_after_refusal", pod=planned.pod.key, budgets=budgets, retry_after=retry_after
+                )
+                earlier += current
+                current = []
+                decided = plan(
+                    snapshot,
+                    after_evictions(usage, earlier),
+                    self.config,
+                    add_migrations(base, earlier, now),
+                    now,
+                )
+                queue = self._within_cycle_limits(
+                    [e for e in decided.evictions if e.pod.key not in attempted], earlier
+                )
+        state = add_departures(add_migrations(decided.state, current, now), earlier + current, now)
+        self.state = reset_anomalies(state, [e.node for e in earlier + current], now)
+        return replace(decided, evictions=tuple(called) or decided.evictions), records, aborted
+
+    def _within_cycle_limits(
+        self, queue: list[PlannedEviction], earlier: Sequence[PlannedEviction]
+    ) -> list[PlannedEviction]:
+        """A re-plan counts its own evictions only: the per-cycle limits (maxNoOfPodsToEvict...) must also
+        count those of the cycle's earlier plans (in-flight and window limits already do, as migrations)."""
+        cfg = self.config.config
+        per_node = Counter(e.node for e in earlier)
+        per_namespace = Counter(e.pod.namespace for e in earlier)
+        total = len(earlier)
+        kept = []
+        for e in queue:
+            if (
+                (cfg.max_no_of_pods_to_evict_total is not None and total >= cfg.max_no_of_pods_to_evict_total)
+                or (
+                    cfg.max_no_of_pods_to_evict_per_node is not None
+                    and per_node[e.node] >= cfg.max_no_of_pods_to_evict_per_node
+                )
+                or (
+                    cfg.max_no_of_pods_to_evict_per_namespace is not None
+                    and per_namespace[e.pod.namespace] >= cfg.max_no_of_pods_to_evict_per_namespace
+                )
+            ):
+                continue
+            kept.append(e)
+            per_node[e.node] += 1
+            per_namespace[e.pod.namespace] += 1
+            total += 1
+        return kept
 
     def stale_cache(self) -> str:
         """Why the cache is too old to act on, or ``""``: every resource must have heard recently."""
@@ -444,3 +553,39 @@ class CycleRunner:
             duration_seconds=round(record.duration, 3),
             aborted=record.aborted or None,
         )
+
+
+_BUDGET_NAME = re.compile(r"disruption budget ([a-z0-9]([-a-z0-9.]*[a-z0-9])?)")
+
+
+def refused_budgets(pod: Pod, pdbs: Sequence[PodDisruptionBudget], message: str) -> list[str]:
+    """The budgets (``namespace/name``) behind a refusal: those of the cache that select the pod, else the
+    one the server's message names (a budget the cache has not seen yet)."""
+    found = [
+        f"{p.namespace}/{p.name}"
+        for p in pdbs
+        if p.namespace == pod.namespace and selector_matches(p.selector, pod.labels)
+    ]
+    if found:
+        return sorted(found)
+    named = _BUDGET_NAME.search(message)
+    return [f"{pod.namespace}/{named.group(1)}"] if named else []
+
+
+def after_evictions(usage: UsageSnapshot, evictions: Sequence[PlannedEviction]) -> UsageSnapshot:
+    """Node usage as if ``evictions`` had moved: each pod's usage leaves its node and lands on its
+    destination, so a re-plan within the cycle neither re-cures a cured node nor overfills a destination."""
+    if not evictions:
+        return usage
+    nodes = dict(usage.nodes)
+    for eviction in evictions:
+        for name, sign in ((eviction.node, -1), (eviction.destination, 1)):
+            sample = nodes.get(name)
+            if sample is None:
+                continue
+            values = dict(sample.resources)
+            for resource, amount in eviction.usage.items():
+                if resource in values:
+                    values[resource] = max(0, values[resource] + sign * amount)
+            nodes[name] = UsageSample(values, sample.timestamp)
+    return replace(usage, nodes=nodes)

@@ -402,3 +402,26 @@ def test_event_failures_are_counted_not_raised(apiserver: ApiServer, kube_api: K
     assert recorder.flush(5)
     recorder.close()
     assert recorder.failed == 1 and recorder.written == 0
+
+
+def test_a_pod_refused_again_and_again_gets_one_warning_event_per_window(
+    apiserver: ApiServer, make_evictor: EvictorFactory, recorder: EventRecorder
+) -> None:
+    apiserver.create(objects.pdb("web-pdb", disruptions_allowed=0))
+    pod = put_pod(apiserver)
+    evictor = make_evictor(warning_window=300.0)
+    results = [evictor.evict(pod, "node-1", "hot", time.monotonic() + 10).result for _ in range(5)]
+    assert results == ["refused-by-pdb"] * 5
+    assert recorder.flush(5)
+    assert [r for _, r, _ in events_on(apiserver, "web-1")] == ["EvictionBlocked"]
+
+
+def test_a_refusal_carries_the_servers_retry_after(
+    apiserver: ApiServer, make_evictor: EvictorFactory
+) -> None:
+    budget = objects.pdb("web-pdb", disruptions_allowed=3)
+    budget["status"]["observedGeneration"] = 0  # not processed yet: Kubernetes says Retry-After 10
+    apiserver.create(budget)
+    outcome = make_evictor().evict(put_pod(apiserver), "node-1", "hot", time.monotonic() + 10)
+    assert outcome.result == "refused-by-pdb"
+    assert outcome.retry_after == 10

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from descheduler.kube.api import Response, status_error
-from descheduler.kube.evict import EvictionOutcome, Evictor, _is_pdb_refusal, _validate_delete_options
+from descheduler.kube.evict import EvictionOutcome, Evictor, _is_pdb_refusal, validate_delete_options
 
 
 def error(status: int, body: dict[str, Any] | None = None, text: bytes = b"") -> Any:
@@ -96,11 +96,11 @@ def test_disruption_budget_refusals_are_told_apart_from_throttling(name: str, er
 )
 def test_bad_delete_options_are_named(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        _validate_delete_options(options)
+        validate_delete_options(options)
 
 
 def test_delete_options_drop_the_envelope_and_dry_run_the_evictor_owns() -> None:
-    assert _validate_delete_options(
+    assert validate_delete_options(
         {"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": ["All"], "gracePeriodSeconds": 0}
     ) == {"gracePeriodSeconds": 0}
 

@@ -68,6 +68,7 @@ def sample(values: dict[str, str]) -> UsageSample:
 class Outcome:
     result: str
     message: str = ""
+    retry_after: float | None = None
 
 
 @dataclass

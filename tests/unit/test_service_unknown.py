@@ -64,6 +64,7 @@ class Usage:
 class Outcome:
     result: str
     message: str = ""
+    retry_after: float | None = None
 
 
 @dataclass

@@ -1,0 +1,137 @@
+"""PodDisruptionBudget refusals: the next candidate is tried in the same cycle, the refused budget is left
+alone for the server's Retry-After, and limits still count every eviction of the cycle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from descheduler.cluster.types import Pod
+from descheduler.service.cycle import CycleRunner
+from tests.unit.builders import NOW, World, cpu, settings
+from tests.unit.test_service_unknown import Cluster, Usage
+
+
+@dataclass
+class Outcome:
+    result: str
+    message: str = ""
+    retry_after: float | None = None
+
+
+@dataclass
+class RefusingEvictor:
+    """Refuses every pod whose name starts with ``refuse`` (with ``retry_after``), evicts the others."""
+
+    refuse: str
+    retry_after: float | None = None
+    calls: list[str] = field(default_factory=list)
+
+    def evict(self, pod: Pod, node: str, reason: str, deadline: float) -> Outcome:
+        self.calls.append(pod.name)
+        if pod.name.startswith(self.refuse):
+            message = f"Cannot evict pod as it would violate the pod's disruption budget. ({self.refuse}-pdb)"
+            return Outcome("refused-by-pdb", message, self.retry_after)
+        return Outcome("evicted")
+
+    def report_resolved(self, pod: Pod, node: str, reason: str, result: str, message: str) -> None:
+        raise AssertionError("nothing is unknown here")
+
+
+def web_and_api() -> World:
+    """The hot node's best candidate is a ``web`` pod, whose budget the cache believes has room."""
+    world = World()
+    world.node("hot", cpu="10", usage=cpu("8"))
+    world.node("cool", cpu="10", usage=cpu("1"))
+    world.node("cool-2", cpu="10", usage=cpu("1"))
+    world.deployment("web", replicas=6).deployment("api", replicas=6)
+    world.pdb("web-pdb", app="web", allowed=1)
+    world.pod("web-1", on="hot", owner="web", usage=cpu("3"))
+    world.pod("web-2", on="hot", owner="web", usage=cpu("3"))
+    world.pod("api-1", on="hot", owner="api", usage=cpu("1500m"))
+    return world
+
+
+def runner(world: World, evictor: RefusingEvictor, clock: list[float], **top: Any) -> CycleRunner:
+    return CycleRunner(
+        config=settings(low={"cpu": 20}, high={"cpu": 50}, migration={"objectLimiters": {}}, top=top or None),
+        cluster=Cluster(world),
+        usage=Usage(world),
+        evictor=evictor,
+        wall_clock=lambda: clock[0],
+        pdb_retry_seconds=60.0,
+    )
+
+
+def cycle_at(run: CycleRunner, clock: list[float], at: float) -> Any:
+    clock[0] = NOW + at
+    record = run.run_cycle()
+    assert record is not None
+    return record
+
+
+def test_after_a_refusal_the_next_candidate_is_tried_in_the_same_cycle() -> None:
+    evictor = RefusingEvictor("web")
+    clock = [NOW]
+    record = cycle_at(runner(web_and_api(), evictor, clock), clock, 0)
+    assert evictor.calls == ["web-2", "api-1"]
+    assert [(e.pod, e.result) for e in record.evictions] == [
+        ("default/web-2", "refused-by-pdb"),
+        ("default/api-1", "evicted"),
+    ]
+    skips = {s.pod: s.code for s in record.plan.pod_skips}
+    assert skips["default/web-1"] == "pdb-refused"
+
+
+def pods_tried_per_cycle(
+    evictor: RefusingEvictor, run: CycleRunner, clock: list[float], at: list[float]
+) -> list[list[str]]:
+    tried = []
+    for moment in at:
+        before = len(evictor.calls)
+        cycle_at(run, clock, moment)
+        tried.append(evictor.calls[before:])
+    return tried
+
+
+def test_a_refused_budget_is_left_alone_until_the_next_cycle_when_the_server_gives_no_retry_after() -> None:
+    evictor = RefusingEvictor("web", retry_after=0)
+    clock = [NOW]
+    tried = pods_tried_per_cycle(evictor, runner(web_and_api(), evictor, clock), clock, [0, 30, 61])
+    assert tried[0] == ["web-2", "api-1"]
+    assert not any(p.startswith("web") for p in tried[1]), "refused 30 s ago: not asked again"
+    assert tried[2][:1] == ["web-2"], "the minimum wait (one cycle) is over"
+
+
+def test_the_servers_retry_after_is_honoured_when_longer() -> None:
+    evictor = RefusingEvictor("web", retry_after=120)
+    clock = [NOW]
+    tried = pods_tried_per_cycle(evictor, runner(web_and_api(), evictor, clock), clock, [0, 90, 121])
+    assert not any(p.startswith("web") for p in tried[1])
+    assert tried[2][:1] == ["web-2"]
+
+
+def one_pod_per_workload_on_a_hot_node() -> World:
+    """Four single-pod candidates of equal usage, tried newest first: d, then b (refused), then c, a."""
+    world = World()
+    world.node("hot", cpu="10", usage=cpu("9500m"))
+    for name in ("cool", "cool-2", "cool-3"):
+        world.node(name, cpu="10", usage=cpu("1"))
+    for app in ("a", "c", "b", "d"):
+        world.deployment(app, replicas=4)
+        world.pod(f"{app}-1", on="hot", owner=app, usage=cpu("1"))
+    world.pdb("b-pdb", app="b", allowed=1)
+    return world
+
+
+def test_a_replan_after_a_refusal_still_counts_the_cycles_earlier_evictions_against_per_cycle_limits() -> (
+    None
+):
+    evictor = RefusingEvictor("b")
+    clock = [NOW]
+    run = runner(one_pod_per_workload_on_a_hot_node(), evictor, clock, maxNoOfPodsToEvictPerNode=2)
+    record = cycle_at(run, clock, 0)
+    assert evictor.calls[:2] == ["d-1", "b-1"]
+    evicted = [e.pod for e in record.evictions if e.result == "evicted"]
+    assert len(evictor.calls) == 3, "the refused pod is replaced by one other"
+    assert len(evicted) == 2, "maxNoOfPodsToEvictPerNode is 2 for the whole cycle"
