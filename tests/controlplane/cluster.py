@@ -149,12 +149,21 @@ class ControlPlane:
     """kubectl built from the same Kubernetes release as the server (no version skew)."""
     components: list[Component] = field(default_factory=list)
     startup_seconds: dict[str, float] = field(default_factory=dict)
+    audit_log: Path | None = None
+    """The API server's audit log (JSON lines), when started with an audit policy."""
 
     # -- life cycle ---------------------------------------------------------------------------------
 
     @classmethod
-    def start(cls, root: Path, binaries: dict[str, Path] | None = None) -> ControlPlane:
-        """Build (or reuse) the binaries and start every component, waiting on each health endpoint."""
+    def start(
+        cls, root: Path, binaries: dict[str, Path] | None = None, audit_policy: dict[str, Any] | None = None
+    ) -> ControlPlane:
+        """Build (or reuse) the binaries and start every component, waiting on each health endpoint.
+
+        ``audit_policy`` (an ``audit.k8s.io/v1`` Policy) turns on the API server's audit log, written as
+        JSON lines to ``<root>/logs/audit.log``: the only per-client record of requests the server keeps
+        (``apiserver_request_total`` has no user or user-agent label).
+        """
         bins = binaries or build.ensure_all()
         root.mkdir(parents=True, exist_ok=True)
         pki = make_pki(root / "pki")
@@ -166,6 +175,15 @@ class ControlPlane:
             {"client-certificate": str(pki.admin_crt), "client-key": str(pki.admin_key)},
         )  # fmt: skip
         plane = cls(root=root, pki=pki, server=server, kubeconfig=admin, kubectl_path=bins["kubectl"])
+        audit_flags: list[str] = []
+        if audit_policy is not None:
+            policy_path = root / "audit-policy.json"
+            policy_path.write_text(json.dumps(audit_policy))
+            plane.audit_log = logs / "audit.log"
+            audit_flags = [
+                f"--audit-policy-file={policy_path}", f"--audit-log-path={plane.audit_log}",
+                "--audit-log-format=json", "--audit-log-maxsize=0",
+            ]  # fmt: skip
         tls = ssl.create_default_context(cafile=str(pki.ca_crt))
         tls.load_cert_chain(str(pki.admin_crt), str(pki.admin_key))
         insecure = ssl.create_default_context()
@@ -212,6 +230,7 @@ class ControlPlane:
                     # The node-lifecycle controller that would lift the not-ready taint is off (kwok owns
                     # node status), so the plugin that puts it on new nodes is off too.
                     "--disable-admission-plugins=TaintNodesByCondition",
+                    *audit_flags,
                 ],
                 logs / "kube-apiserver.log",
                 f"{server}/readyz",

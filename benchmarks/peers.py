@@ -1,0 +1,721 @@
+"""Side by side with the Kubernetes descheduler on one real control plane (issue 16).
+
+Starts etcd, kube-apiserver (with an audit log of the deschedulers' own requests), the controller manager,
+kube-scheduler and kwok; serves simulated kubelet usage that follows where the pods really run to a real
+Prometheus; then, for each descheduler in turn, builds the same skewed cluster afresh (10 % of the nodes
+hot by usage, every pod in a Deployment with a PodDisruptionBudget), runs the descheduler as a process
+until no node is hot plus a settling period, and prints one table row per descheduler.
+
+Not part of CI: it needs the control-plane binaries and ``sigs.k8s.io/descheduler`` built from their Go
+modules (``python -m tests.controlplane.build --peers``), Prometheus, and ``unshare`` (the Kubernetes
+descheduler builds its Prometheus client only from in-cluster files, see ``peer_command``).
+
+    python -m benchmarks.peers --nodes 100 --pods-per-node 10
+
+Every figure is measured the same way for every descheduler, outside it: evictions and API requests from
+the API server's audit log (each descheduler authenticates as its own ServiceAccount), usage from the
+simulated kubelets, budgets from the PDBs' status, memory and CPU from ``/proc``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+if TYPE_CHECKING:
+    from descheduler.kube.api import KubeApi
+    from tests.controlplane.cluster import ControlPlane
+    from tests.integration.service_fixtures import Ports, UsageBackend
+
+GROUP_LABEL = "descheduler.test/group"
+BENCH_NAMESPACE = "peers-bench"
+"""Where the deschedulers' ServiceAccounts and Leases live."""
+OURS = "load-aware"
+PEER = "k8s-descheduler"
+ACCOUNTS = {OURS: "load-aware-descheduler", PEER: "k8s-descheduler"}
+
+LOW_CPU = 40.0
+HIGH_CPU = 70.0
+NODE_CPUS = 4
+BASE_CORES = 0.3
+"""System load of every node outside its pods (the usage exporter's constant)."""
+HOT_PODS_PER_NODE = 6
+HOT_POD_CORES = 0.6
+"""Six busy pods of 0.6 cores and 0.3 of system load: 3.9 of 4 cores (97.5 %); two must go (67.5 %)."""
+COOL_POD_CORES = 0.08
+"""Ten quiet pods of 0.08 cores: 1.1 of 4 cores (27.5 %), under the low threshold."""
+BUSY_REPLICAS = 6
+QUIET_REPLICAS = 10
+WINDOW = "5s"
+"""The usage window of both deschedulers (a 5 s rate over 1 s scrapes)."""
+PEER_QUERY = (
+    'clamp(label_replace(1 - avg by (instance) (rate(node_cpu_seconds_total{mode="idle"}[' + WINDOW + "])),"
+    ' "instance", "$1", "instance", "(.*):[0-9]+"), 0, 1)'
+)
+"""The node CPU utilisation in <0; 1>, labelled ``instance=<node name>``, as LowNodeUtilization wants."""
+
+
+# --- pure figures ------------------------------------------------------------------------------------------
+
+
+def needed_evictions(pod_cores: Sequence[float], *, base: float, cpus: int, high: float) -> int:
+    """The fewest pods whose removal brings a node strictly under ``high`` percent: largest first."""
+    used = base + sum(pod_cores)
+    count = 0
+    for cores in sorted(pod_cores, reverse=True):
+        if 100.0 * min(used, cpus) / cpus < high:
+            break
+        used -= cores
+        count += 1
+    return count
+
+
+def unneeded_evictions(evicted_from: Mapping[str, int], needed: Mapping[str, int]) -> int:
+    """Evictions beyond each node's minimum (every eviction from a node that needed none is unneeded)."""
+    return sum(max(0, n - needed.get(node, 0)) for node, n in evicted_from.items())
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    user: str
+    verb: str
+    resource: str
+    """``pods/eviction``, ``leases``, ... (``-`` for a non-resource URL)."""
+    name: str
+    code: int
+    received: float
+    """Unix time the server received the request."""
+
+
+def parse_audit(lines: Iterable[str]) -> list[AuditEvent]:
+    """The ``ResponseComplete`` events of a JSON-lines audit log (other stages and junk lines skipped)."""
+    out: list[AuditEvent] = []
+    for line in lines:
+        try:
+            raw = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(raw, dict) or raw.get("stage") != "ResponseComplete":
+            continue
+        ref = raw.get("objectRef") or {}
+        resource = ref.get("resource", "-")
+        if ref.get("subresource"):
+            resource += "/" + ref["subresource"]
+        out.append(
+            AuditEvent(
+                user=(raw.get("user") or {}).get("username", ""),
+                verb=raw.get("verb", ""),
+                resource=resource,
+                name=ref.get("name", ""),
+                code=int((raw.get("responseStatus") or {}).get("code", 0)),
+                received=datetime.fromisoformat(raw["requestReceivedTimestamp"]).timestamp(),
+            )
+        )
+    return out
+
+
+def is_eviction(event: AuditEvent) -> bool:
+    return event.verb == "create" and event.resource == "pods/eviction"
+
+
+@dataclass
+class Row:
+    """One descheduler's figures, all measured in the same run."""
+
+    name: str
+    evictions: int = 0
+    refused: int = 0
+    """Eviction requests the server refused (429: a PDB)."""
+    unneeded: int = 0
+    landed_hot: int = 0
+    replacements: int = 0
+    cycles_to_cure: int | None = None
+    seconds_to_cure: float | None = None
+    pushed_below_low: int = 0
+    pdb_violations: int = 0
+    pdb_samples: int = 0
+    requests_per_cycle: float = float("nan")
+    request_mix: dict[str, float] = field(default_factory=dict)
+    peak_rss_mib: float = float("nan")
+    cpu_seconds: float = float("nan")
+    run_seconds: float = 0.0
+    first_cycle_s: float | None = None
+    first_eviction_s: float | None = None
+    hot_nodes: int = 0
+    needed: int = 0
+
+
+def _fmt(value: float | int | None, spec: str = "") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return format(value, spec)
+
+
+def table(rows: Sequence[Row]) -> str:
+    """The comparison as a Markdown table, one row per descheduler."""
+    head = [
+        "descheduler", "evictions (refused)", "unneeded", "replacements on a hot node",
+        "cycles / s until none hot", "pushed below low", "PDB violations (samples)", "API requests per cycle",
+        "peak RSS MiB", "CPU s (run s)", "first cycle / first eviction s",
+    ]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cure = (
+            f"{r.cycles_to_cure} / {r.seconds_to_cure:.1f}"
+            if r.cycles_to_cure is not None and r.seconds_to_cure is not None
+            else "not cured"
+        )
+        cells = [
+            r.name,
+            f"{r.evictions} ({r.refused})",
+            str(r.unneeded),
+            f"{r.landed_hot} of {r.replacements}",
+            cure,
+            str(r.pushed_below_low),
+            f"{r.pdb_violations} ({r.pdb_samples})",
+            _fmt(r.requests_per_cycle, ".1f"),
+            _fmt(r.peak_rss_mib, ".0f"),
+            f"{_fmt(r.cpu_seconds, '.1f')} ({r.run_seconds:.0f})",
+            f"{_fmt(r.first_cycle_s, '.1f')} / {_fmt(r.first_eviction_s, '.1f')}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def proc_figures(pid: int) -> tuple[float, float]:
+    """Peak RSS (MiB, ``VmHWM``) and CPU seconds (user + system) of a live process, from /proc."""
+    hwm = float("nan")
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            hwm = int(line.split()[1]) / 1024
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return hwm, (int(fields[11]) + int(fields[12])) / ticks
+
+
+# --- configurations ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settings:
+    interval_s: float
+    consecutive: int
+    object_window_s: float
+
+
+def ours_config(group: str, prometheus_url: str, ports: Ports, settings: Settings) -> dict[str, Any]:
+    """LowNodeLoad at cpu 40/70, the usage window of the peer, leader election and limits at their defaults
+    except the per-workload window, scaled to the interval (5 cycles, as Koordinator's 5m at 60s)."""
+    return {
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerConfiguration",
+        "deschedulingInterval": f"{settings.interval_s:g}s",
+        "leaderElection": {
+            "leaderElect": True,
+            "resourceName": "load-aware-descheduler",
+            "resourceNamespace": BENCH_NAMESPACE,
+        },
+        "healthzBindAddress": f"127.0.0.1:{ports.healthz}",
+        "metricsBindAddress": f"127.0.0.1:{ports.metrics}",
+        "nodeSelector": {"matchLabels": {GROUP_LABEL: group}},
+        "metricsProviders": [
+            {
+                "source": "Prometheus",
+                "prometheus": {
+                    "url": prometheus_url,
+                    "window": WINDOW,
+                    "timeout": "2s",
+                    "nodeLabel": "instance",
+                    "nodeRelabel": {"regex": "(.*):[0-9]+", "replacement": "$1"},
+                },
+            }
+        ],
+        "profiles": [
+            {
+                "name": "load-aware",
+                "plugins": {
+                    "balance": {"enabled": [{"name": "LowNodeLoad"}]},
+                    "evict": {"enabled": [{"name": "MigrationController"}]},
+                    "filter": {"enabled": [{"name": "MigrationController"}]},
+                },
+                "pluginConfig": [
+                    {
+                        "name": "LowNodeLoad",
+                        "args": {
+                            "lowThresholds": {"cpu": LOW_CPU},
+                            "highThresholds": {"cpu": HIGH_CPU},
+                            "anomalyCondition": {"consecutiveAbnormalities": settings.consecutive},
+                            "nodeMetricExpirationSeconds": 30,
+                        },
+                    },
+                    {
+                        "name": "MigrationController",
+                        "args": {
+                            "objectLimiters": {"workload": {"duration": f"{settings.object_window_s:g}s"}}
+                        },
+                    },
+                ],
+            }
+        ],
+    }
+
+
+def peer_policy(group: str, prometheus_url: str) -> dict[str, Any]:
+    """LowNodeUtilization with ``metricsUtilization`` from Prometheus: one ``MetricResource`` threshold
+    pair (it takes a single utilisation figure per node), the same 40/70, the same nodes."""
+    return {
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        "nodeSelector": f"{GROUP_LABEL}={group}",
+        "metricsProviders": [{"source": "Prometheus", "prometheus": {"url": prometheus_url}}],
+        "profiles": [
+            {
+                "name": "load",
+                "pluginConfig": [
+                    {"name": "DefaultEvictor", "args": {}},
+                    {
+                        "name": "LowNodeUtilization",
+                        "args": {
+                            "thresholds": {"MetricResource": int(LOW_CPU)},
+                            "targetThresholds": {"MetricResource": int(HIGH_CPU)},
+                            "metricsUtilization": {
+                                "source": "Prometheus",
+                                "prometheus": {"query": PEER_QUERY},
+                            },
+                        },
+                    },
+                ],
+                "plugins": {"balance": {"enabled": ["LowNodeUtilization"]}},
+            }
+        ],
+    }
+
+
+def peer_command(
+    binary: Path, policy: Path, kubeconfig: Path, interval_s: float, secrets: Path, workdir: Path, port: int
+) -> list[str]:
+    """The Kubernetes descheduler in a private mount namespace whose /run holds a pod's service-account
+    files: its Prometheus client is built only in-cluster (token and CA read from
+    ``/var/run/secrets/kubernetes.io/serviceaccount``) or from a Secret (which also needs that CA file)."""
+    target = "/run/secrets/kubernetes.io/serviceaccount"
+    argv = [
+        str(binary), f"--policy-config-file={policy}", f"--kubeconfig={kubeconfig}",
+        f"--descheduling-interval={interval_s:g}s", "--v=1", "--leader-elect=true",
+        f"--leader-elect-resource-namespace={BENCH_NAMESPACE}", "--bind-address=127.0.0.1",
+        f"--secure-port={port}", f"--cert-dir={workdir / 'certs'}",
+    ]  # fmt: skip
+    script = (
+        f"mount -t tmpfs tmpfs /run && mkdir -p {target} && cp {secrets}/token {secrets}/ca.crt {target}/ && "
+        'exec "$@"'
+    )
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "peer", *argv]
+
+
+# --- the live run ------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--pods-per-node", type=int, default=QUIET_REPLICAS, help="quiet pods per cool node")
+    parser.add_argument("--hot-fraction", type=float, default=0.10)
+    parser.add_argument(
+        "--runs",
+        default=f"{OURS}:2,{PEER}:2,{PEER}:6",
+        help="descheduler:interval-seconds, comma separated, run in this order",
+    )
+    parser.add_argument("--consecutive", type=int, default=3, help="our consecutiveAbnormalities")
+    parser.add_argument("--object-window", type=float, default=10.0, help="our objectLimiters window, s")
+    parser.add_argument("--settle", type=float, default=20.0, help="seconds to keep running once cured")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds a descheduler gets to cure")
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, audit log)")
+    args = parser.parse_args(argv)
+    runs = [(spec.split(":")[0], float(spec.split(":")[1])) for spec in args.runs.split(",")]
+    for tool, _ in runs:
+        if tool not in ACCOUNTS:
+            parser.error(f"--runs: unknown descheduler {tool!r} (known: {', '.join(ACCOUNTS)})")
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="peers-"))
+    try:
+        rows = run_all(args, runs, workdir)
+    finally:
+        if not args.keep and args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print()
+    print(table(rows))
+    for r in rows:
+        mix = ", ".join(f"{k} {v:.2f}" for k, v in sorted(r.request_mix.items(), key=lambda kv: -kv[1]))
+        print(f"{r.name}: {r.hot_nodes} hot nodes needing {r.needed} evictions; requests per cycle: {mix}")
+    return 0
+
+
+def run_all(args: argparse.Namespace, runs: Sequence[tuple[str, float]], workdir: Path) -> list[Row]:
+    from descheduler.kube.connection import connect
+    from tests.controlplane import build
+    from tests.controlplane.cluster import ControlPlane
+    from tests.integration.service_fixtures import UsageBackend
+
+    if shutil.which("unshare") is None and any(tool == PEER for tool, _ in runs):
+        raise SystemExit(
+            "unshare (util-linux) is needed to give the Kubernetes descheduler its in-cluster files"
+        )
+    comps = build.CONTROL_PLANE + ((build.PEER_DESCHEDULER,) if any(t == PEER for t, _ in runs) else ())
+    binaries = build.ensure_all(comps)
+    users = [f"system:serviceaccount:{BENCH_NAMESPACE}:{sa}" for sa in ACCOUNTS.values()]
+    policy = {
+        "apiVersion": "audit.k8s.io/v1",
+        "kind": "Policy",
+        "omitStages": ["RequestReceived", "ResponseStarted"],
+        "rules": [{"level": "Metadata", "users": users}, {"level": "None"}],
+    }
+    load = os.getloadavg()
+    print(f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; {os.cpu_count()} CPUs", flush=True)
+    started = time.monotonic()
+    plane = ControlPlane.start(workdir / "controlplane", binaries, audit_policy=policy)
+    print(f"control plane up in {time.monotonic() - started:.1f}s", flush=True)
+    backend = UsageBackend()
+    api = connect(str(plane.kubeconfig), qps=1000, burst=1000)
+    rows: list[Row] = []
+    try:
+        backend.start(workdir / "prometheus")
+        kubeconfigs = setup_accounts(plane, workdir)
+        for index, (tool, interval) in enumerate(runs):
+            settings = Settings(interval, args.consecutive, args.object_window)
+            name = f"{tool} ({interval:g}s)"
+            group = f"run{index}-{tool}"
+            print(f"\n== {name}: building the cluster {group}", flush=True)
+            cluster = build_cluster(plane, api, group, args.nodes, args.hot_fraction, args.pods_per_node)
+            row = run_one(
+                plane, api, backend, cluster, tool, name, settings, kubeconfigs[tool],
+                binaries.get("descheduler"), workdir / group, args,
+            )  # fmt: skip
+            rows.append(row)
+            print(table([row]), flush=True)
+            teardown(plane, group)
+    finally:
+        api.close()
+        backend.close()
+        plane.stop()
+    return rows
+
+
+def setup_accounts(plane: ControlPlane, workdir: Path) -> dict[str, Path]:
+    """A ServiceAccount per descheduler, bound to cluster-admin (what each needs is not the question here),
+    so the audit log tells their requests apart; a token kubeconfig for each."""
+    docs: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": BENCH_NAMESPACE}}
+    ]
+    plane.apply(docs)
+    plane.wait_for(
+        "ServiceAccount default",
+        lambda: plane.kubectl("get", "sa", "default", "-n", BENCH_NAMESPACE, check=False).returncode == 0,
+    )
+    for sa in ACCOUNTS.values():
+        docs = [
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": sa, "namespace": BENCH_NAMESPACE},
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": f"bench-{sa}"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "cluster-admin",
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": BENCH_NAMESPACE}],
+            },
+        ]
+        plane.apply(docs)
+    return {
+        tool: plane.token_kubeconfig(BENCH_NAMESPACE, sa, workdir / f"{sa}.kubeconfig")
+        for tool, sa in ACCOUNTS.items()
+    }
+
+
+@dataclass
+class Cluster:
+    group: str
+    hot: list[str]
+    cool: list[str]
+    cores: dict[str, float]
+    """Cores used by a pod of each Deployment (its ``app`` label)."""
+    start_pods: dict[str, str]
+    """Pod name -> node, as the run starts."""
+    pdbs: list[str]
+
+    @property
+    def nodes(self) -> list[str]:
+        return [*self.hot, *self.cool]
+
+
+def build_cluster(
+    plane: ControlPlane, api: KubeApi, group: str, nodes: int, hot_fraction: float, quiet_per_node: int
+) -> Cluster:
+    """The skew: the hot nodes alone are schedulable while the busy Deployments start, so all their pods
+    land there; then the cool nodes open and the quiet Deployments fill them."""
+    from tests.controlplane import objects
+
+    n_hot = max(1, round(nodes * hot_fraction))
+    hot = [f"{group}-hot-{i:03d}" for i in range(n_hot)]
+    cool = [f"{group}-node-{i:03d}" for i in range(nodes - n_hot)]
+    plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": group}}])
+    plane.wait_for(
+        f"ServiceAccount default in {group}",
+        lambda: plane.kubectl("get", "sa", "default", "-n", group, check=False).returncode == 0,
+    )
+    plane.add_nodes(group, hot)
+    plane.add_nodes(group, cool, unschedulable=True)
+    n_busy = n_hot * HOT_PODS_PER_NODE // BUSY_REPLICAS
+    busy = [f"busy-{i:02d}" for i in range(n_busy)]
+    n_quiet = math.ceil(len(cool) * quiet_per_node / QUIET_REPLICAS)
+    quiet = [f"quiet-{i:03d}" for i in range(n_quiet)]
+    cores = {**dict.fromkeys(busy, HOT_POD_CORES), **dict.fromkeys(quiet, COOL_POD_CORES)}
+
+    def apps(names: list[str], cpu: str, memory: str, replicas: int) -> list[dict[str, Any]]:
+        docs: list[dict[str, Any]] = []
+        for app in names:
+            docs.append(objects.deployment(app, group, replicas=replicas, cpu=cpu, memory=memory))
+            docs.append(objects.pdb(app, app, max_unavailable=1))
+        return docs
+
+    def running(count: int, where: set[str] | None = None) -> list[dict[str, Any]] | None:
+        pods = plane.running_pods(group)
+        if len(pods) < count:
+            return None
+        if where is not None and any(p["spec"]["nodeName"] not in where for p in pods):
+            raise RuntimeError("a busy pod ran outside the hot nodes")
+        return pods
+
+    plane.apply(apps(busy, "250m", "256Mi", BUSY_REPLICAS), namespace=group)
+    plane.wait_for(
+        "busy pods Running", lambda: running(n_busy * BUSY_REPLICAS, set(hot)), timeout_s=300, interval_s=1
+    )
+    plane.kubectl("uncordon", *cool)
+    plane.apply(apps(quiet, "100m", "64Mi", QUIET_REPLICAS), namespace=group)
+    total = n_busy * BUSY_REPLICAS + n_quiet * QUIET_REPLICAS
+    pods = plane.wait_for("every pod Running", lambda: running(total), timeout_s=600, interval_s=2)
+    start_pods = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+    per_node = Counter(start_pods.values())
+    print(
+        f"{len(hot)} hot + {len(cool)} cool nodes, {total} pods in {n_busy + n_quiet} Deployments with PDBs; "
+        f"pods per hot node {sorted(per_node[n] for n in hot)}",
+        flush=True,
+    )
+    return Cluster(group, hot, cool, cores, start_pods, busy + quiet)
+
+
+def teardown(plane: ControlPlane, group: str) -> None:
+    plane.kubectl("delete", "namespace", group, "--wait=false", check=False)
+    plane.kubectl("delete", "nodes", "-l", f"{GROUP_LABEL}={group}", "--wait=false", check=False)
+    with contextlib.suppress(AssertionError):
+        plane.wait_for(
+            f"namespace {group} gone",
+            lambda: plane.kubectl("get", "namespace", group, check=False).returncode != 0,
+            timeout_s=180,
+            interval_s=2,
+        )
+
+
+class Usage:
+    """The usage exporter of the real-cluster tests, noting each new pod's node and whether it was hot."""
+
+    def __init__(self, api: KubeApi, cluster: Cluster) -> None:
+        from tests.realcluster.usage import ClusterUsage
+
+        inner = ClusterUsage(api, cluster.group, dict.fromkeys(cluster.nodes, NODE_CPUS), cluster.cores)
+        self.inner = inner
+        self.initial = set(cluster.start_pods)
+        self.landed_hot: list[str] = []
+        original = inner.sync
+
+        def sync() -> None:
+            before = set(inner.placements)
+            original()
+            for name in set(inner.placements) - before - self.initial:
+                if inner.node_percent(inner.placements[name]) > HIGH_CPU:
+                    self.landed_hot.append(name)
+
+        inner.sync = sync  # type: ignore[method-assign]
+
+    def percent(self, node: str) -> float:
+        return self.inner.node_percent(node)
+
+
+@dataclass
+class BudgetWatch:
+    """Every PDB of the namespace, listed from the server every 200 ms: fewer healthy than desired is a
+    violation (counted once per PDB and sample)."""
+
+    api: KubeApi
+    namespace: str
+    samples: int = 0
+    violations: int = 0
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[BudgetWatch]:
+        stop = threading.Event()
+
+        def run() -> None:
+            while not stop.wait(0.2):
+                items = self.api.get(f"/apis/policy/v1/namespaces/{self.namespace}/poddisruptionbudgets")[
+                    "items"
+                ]
+                self.samples += 1
+                for pdb in items:
+                    status = pdb.get("status") or {}
+                    if int(status.get("currentHealthy", 0)) < int(status.get("desiredHealthy", 0)):
+                        self.violations += 1
+
+        thread = threading.Thread(target=run, name="pdb-watch", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join(timeout=5)
+
+
+def run_one(
+    plane: ControlPlane, api: KubeApi, backend: UsageBackend, cluster: Cluster, tool: str, name: str,
+    settings: Settings, kubeconfig: Path, peer_binary: Path | None, workdir: Path, args: argparse.Namespace,
+) -> Row:  # fmt: skip
+    import subprocess
+
+    from tests.integration.prom_fixtures import free_port
+    from tests.integration.service_fixtures import REPO, Ports, descheduler_command, subprocess_env
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    row = Row(name)
+    pods_on: dict[str, list[float]] = {n: [] for n in cluster.nodes}
+    for pod, node in cluster.start_pods.items():
+        pods_on[node].append(cluster.cores[pod.rsplit("-", 2)[0]])
+    needed = {
+        n: needed_evictions(c, base=BASE_CORES, cpus=NODE_CPUS, high=HIGH_CPU) for n, c in pods_on.items()
+    }
+    row.needed = sum(needed.values())
+    usage = Usage(api, cluster)
+    budgets = BudgetWatch(api, cluster.group)
+    log_path = workdir / "descheduler.log"
+    with usage.inner.following(), budgets.running():
+        backend.install(usage.inner.model, full_window=True, timeout=60)
+        start_percent = {n: usage.percent(n) for n in cluster.nodes}
+        row.hot_nodes = sum(v > HIGH_CPU for v in start_percent.values())
+        if tool == OURS:
+            ports = Ports.free()
+            config = workdir / "config.yaml"
+            config.write_text(yaml.safe_dump(ours_config(cluster.group, backend.url, ports, settings)))
+            argv = descheduler_command(
+                "run", "--config", str(config), "--kubeconfig", str(kubeconfig), "--log-format", "json"
+            )
+            env = subprocess_env()
+            marker = '"event": "cycle_summary"'
+        else:
+            assert peer_binary is not None
+            policy = workdir / "policy.yaml"
+            policy.write_text(yaml.safe_dump(peer_policy(cluster.group, backend.url)))
+            secrets = workdir / "serviceaccount"
+            secrets.mkdir(exist_ok=True)
+            token = json.loads(kubeconfig.read_text())["users"][0]["user"]["token"]
+            (secrets / "token").write_text(token)
+            shutil.copy(plane.pki.ca_crt, secrets / "ca.crt")
+            argv = peer_command(
+                peer_binary, policy, kubeconfig, settings.interval_s, secrets, workdir, free_port()
+            )
+            host, port = plane.server.removeprefix("https://").rsplit(":", 1)
+            env = {**os.environ, "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
+            env.pop("KUBECONFIG", None)
+            marker = "Number of evictions/requests"
+        with log_path.open("wb") as log:
+            t0 = time.time()
+            proc = subprocess.Popen(argv, cwd=REPO if tool == OURS else workdir, env=env, stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
+            try:
+                cycles_at_first, first_cycle_t, cured_t = 0, None, None
+                figures: tuple[float, float] = (float("nan"), float("nan"))
+                while True:
+                    time.sleep(0.25)
+                    now = time.time()
+                    if proc.poll() is not None:
+                        raise RuntimeError(
+                            f"{name} exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}"
+                        )
+                    cycles = log_path.read_text(errors="replace").count(marker)
+                    if first_cycle_t is None and cycles >= 1:
+                        first_cycle_t, cycles_at_first = now, cycles
+                    hot = [n for n in cluster.nodes if usage.percent(n) > HIGH_CPU]
+                    if not hot and cured_t is None:
+                        cured_t, row.cycles_to_cure, row.seconds_to_cure = now, cycles, now - t0
+                        print(f"{name}: no node hot after {cycles} cycles, {now - t0:.1f}s", flush=True)
+                    if cured_t is not None and now - cured_t >= args.settle:
+                        break
+                    if cured_t is None and now - t0 > args.timeout:
+                        print(f"{name}: {len(hot)} nodes still hot after {args.timeout:.0f}s", flush=True)
+                        break
+                figures = proc_figures(proc.pid)
+                end_cycles = log_path.read_text(errors="replace").count(marker)
+                stop_t = time.time()
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=10)
+        end_percent = {n: usage.percent(n) for n in cluster.nodes}
+    row.peak_rss_mib, row.cpu_seconds = figures
+    row.run_seconds = stop_t - t0
+    row.pdb_samples, row.pdb_violations = budgets.samples, budgets.violations
+    row.landed_hot = len(usage.landed_hot)
+    row.replacements = len(set(usage.inner.placements) - usage.initial)
+    row.pushed_below_low = sum(
+        start_percent[n] >= LOW_CPU and end_percent[n] < LOW_CPU for n in cluster.nodes
+    )
+    user = f"system:serviceaccount:{BENCH_NAMESPACE}:{ACCOUNTS[tool]}"
+    assert plane.audit_log is not None
+    time.sleep(1.0)  # the audit backend writes each event once the response completes
+    events = [
+        e
+        for e in parse_audit(plane.audit_log.read_text().splitlines())
+        if e.user == user and e.received >= t0
+    ]
+    evictions = [e for e in events if is_eviction(e)]
+    done = [e for e in evictions if e.code == 201]
+    row.evictions, row.refused = len(done), sum(e.code == 429 for e in evictions)
+    evicted_from = Counter(usage.inner.placements.get(e.name, "?") for e in done)
+    row.unneeded = unneeded_evictions(evicted_from, needed)
+    if first_cycle_t is not None:
+        row.first_cycle_s = first_cycle_t - t0
+        after = [e for e in events if first_cycle_t <= e.received <= stop_t]
+        cycles_after = max(1, end_cycles - cycles_at_first)
+        row.requests_per_cycle = len(after) / cycles_after
+        mix = Counter(f"{e.verb} {e.resource}" for e in after)
+        row.request_mix = {k: v / cycles_after for k, v in mix.items()}
+    if done:
+        row.first_eviction_s = min(e.received for e in done) - t0
+    (workdir / "audit.jsonl").write_text("\n".join(json.dumps(e.__dict__) for e in events))
+    return row
+
+
+if __name__ == "__main__":
+    sys.exit(main())

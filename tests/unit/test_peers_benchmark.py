@@ -1,0 +1,128 @@
+"""The figures of the side-by-side benchmark (``benchmarks/peers.py``) rest on small pure helpers; each is
+checked here without Go or a control plane: the minimum evictions a node needs, what counts as unneeded,
+reading the API server's audit log, and the two configurations being the same policy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.peers import (
+    HIGH_CPU,
+    LOW_CPU,
+    PEER_QUERY,
+    Row,
+    Settings,
+    needed_evictions,
+    ours_config,
+    parse_audit,
+    peer_command,
+    peer_policy,
+    table,
+    unneeded_evictions,
+)
+from descheduler.config.load import load_config_document
+from tests.integration.service_fixtures import Ports
+
+
+@pytest.mark.parametrize(
+    ("pods", "expected"),
+    [
+        ([0.6] * 6, 2),  # 3.9 of 4 cores (97.5 %): 82.5 % after one, 67.5 % after two
+        ([0.08] * 10, 0),  # 27.5 %: not hot
+        ([1.5, 0.6, 0.6], 1),  # 3.0 cores (75 %): the largest pod alone is enough
+        ([0.6] * 8, 4),  # 5.1 cores, capped at 4 (100 %): usage above capacity is not free to remove
+        ([], 0),
+    ],
+    ids=["the-benchmark-hot-node", "a-cool-node", "largest-first", "over-capacity", "empty"],
+)
+def test_a_node_needs_the_fewest_largest_pods_that_bring_it_under_high(
+    pods: list[float], expected: int
+) -> None:
+    assert needed_evictions(pods, base=0.3, cpus=4, high=HIGH_CPU) == expected
+
+
+@pytest.mark.parametrize(
+    ("evicted_from", "needed", "expected"),
+    [
+        ({"hot-a": 2, "hot-b": 2}, {"hot-a": 2, "hot-b": 2}, 0),
+        ({"hot-a": 3, "hot-b": 2}, {"hot-a": 2, "hot-b": 2}, 1),
+        ({"hot-a": 1, "cool-c": 1}, {"hot-a": 2}, 1),  # a cool node needed none; a short one is no credit
+    ],
+    ids=["exactly-enough", "one-too-many", "from-a-cool-node"],
+)
+def test_evictions_beyond_a_nodes_minimum_are_unneeded(
+    evicted_from: dict[str, int], needed: dict[str, int], expected: int
+) -> None:
+    assert unneeded_evictions(evicted_from, needed) == expected
+
+
+def _audit(stage: str, verb: str, resource: str, sub: str | None, code: int, user: str = "sa") -> str:
+    ref = {"resource": resource, "name": "busy-00-abc-xyz", "namespace": "run0"}
+    if sub:
+        ref["subresource"] = sub
+    return json.dumps(
+        {
+            "stage": stage,
+            "verb": verb,
+            "user": {"username": user},
+            "objectRef": ref,
+            "responseStatus": {"code": code},
+            "requestReceivedTimestamp": "2026-11-23T15:26:24.766432Z",
+        }
+    )
+
+
+def test_the_audit_log_yields_completed_requests_with_their_subresource_and_code() -> None:
+    lines = [
+        _audit("ResponseComplete", "create", "pods", "eviction", 201),
+        _audit("ResponseComplete", "create", "pods", "eviction", 429),
+        _audit("ResponseStarted", "watch", "pods", None, 200),  # a watch's first stage: not counted twice
+        _audit("ResponseComplete", "update", "leases", None, 200),
+        "not json",
+    ]
+    events = parse_audit(lines)
+    assert [(e.verb, e.resource, e.code) for e in events] == [
+        ("create", "pods/eviction", 201),
+        ("create", "pods/eviction", 429),
+        ("update", "leases", 200),
+    ]
+    assert events[0].name == "busy-00-abc-xyz"
+    assert events[0].received == pytest.approx(1795447584.766432)
+
+
+def test_our_configuration_is_valid_and_says_what_the_readme_states() -> None:
+    doc = ours_config("run0", "http://127.0.0.1:9090", Ports(1, 2), Settings(2.0, 3, 10.0))
+    effective = load_config_document(doc)
+    assert effective.low_node_load is not None
+    assert effective.low_node_load.anomaly_condition.consecutive_abnormalities == 3
+    assert effective.config.descheduling_interval == 2.0
+
+
+def test_the_peer_gets_the_same_thresholds_nodes_and_usage_window() -> None:
+    policy = peer_policy("run0", "http://127.0.0.1:9090")
+    args = policy["profiles"][0]["pluginConfig"][1]["args"]
+    assert args["thresholds"] == {"MetricResource": LOW_CPU}
+    assert args["targetThresholds"] == {"MetricResource": HIGH_CPU}
+    assert args["metricsUtilization"]["prometheus"]["query"] == PEER_QUERY
+    assert "[5s]" in PEER_QUERY
+    assert policy["nodeSelector"] == "descheduler.test/group=run0"
+
+
+def test_the_peer_runs_in_a_private_mount_namespace_with_pod_files(tmp_path: Path) -> None:
+    argv = peer_command(
+        Path("/bin/descheduler"), tmp_path / "p.yaml", tmp_path / "k", 6.0, tmp_path, tmp_path, 1
+    )
+    assert argv[:4] == ["unshare", "--mount", "--propagation", "private"]
+    assert "--descheduling-interval=6s" in argv
+    assert "/run/secrets/kubernetes.io/serviceaccount" in argv[6]
+
+
+def test_the_table_has_one_row_per_descheduler_and_says_when_nothing_was_cured() -> None:
+    rows = [Row("ours", evictions=4, cycles_to_cure=7, seconds_to_cure=27.1), Row("peer", evictions=9)]
+    lines = table(rows).splitlines()
+    assert len(lines) == 4
+    assert "| ours | 4 (0) |" in lines[2] and "7 / 27.1" in lines[2]
+    assert "not cured" in lines[3]
