@@ -152,6 +152,14 @@ class Row:
     pdb_samples: int = 0
     requests_per_cycle: float = float("nan")
     request_mix: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def lease_per_cycle(self) -> float:
+        """Lease requests per cycle: leader election, whose timings differ between the two (see README)."""
+        return sum(v for k, v in self.request_mix.items() if k.endswith(" leases"))
+
+    queries_per_cycle: float = float("nan")
+    """Prometheus queries per cycle after start-up (nothing else queries it during a run)."""
     peak_rss_mib: float = float("nan")
     cpu_seconds: float = float("nan")
     run_seconds: float = 0.0
@@ -172,7 +180,7 @@ def table(rows: Sequence[Row]) -> str:
     head = [
         "descheduler", "evictions (refused)", "unneeded", "replacements on a hot node",
         "cycles / s until none hot", "pushed below low", "PDB violations (samples)", "API requests per cycle",
-        "peak RSS MiB", "CPU s (run s)", "first cycle / first eviction s",
+        "Prometheus queries per cycle", "peak RSS MiB", "CPU s (run s)", "first cycle / first eviction s",
     ]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
@@ -189,13 +197,30 @@ def table(rows: Sequence[Row]) -> str:
             cure,
             str(r.pushed_below_low),
             f"{r.pdb_violations} ({r.pdb_samples})",
-            _fmt(r.requests_per_cycle, ".1f"),
+            f"{_fmt(r.requests_per_cycle, '.1f')} ({_fmt(r.lease_per_cycle, '.1f')} lease)",
+            _fmt(r.queries_per_cycle, ".1f"),
             _fmt(r.peak_rss_mib, ".0f"),
             f"{_fmt(r.cpu_seconds, '.1f')} ({r.run_seconds:.0f})",
             f"{_fmt(r.first_cycle_s, '.1f')} / {_fmt(r.first_eviction_s, '.1f')}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def prometheus_queries(metrics_text: str) -> float:
+    """Queries Prometheus has answered so far, from its own ``prometheus_http_requests_total``."""
+    total = 0.0
+    for line in metrics_text.splitlines():
+        if line.startswith("prometheus_http_requests_total{") and 'handler="/api/v1/query' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def _queries_now(url: str) -> float:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:
+        return prometheus_queries(response.read().decode())
 
 
 def proc_figures(pid: int) -> tuple[float, float]:
@@ -401,7 +426,9 @@ def run_all(args: argparse.Namespace, runs: Sequence[tuple[str, float]], workdir
             name = f"{tool} ({interval:g}s)"
             group = f"run{index}-{tool}"
             print(f"\n== {name}: building the cluster {group}", flush=True)
+            built = time.monotonic()
             cluster = build_cluster(plane, api, group, args.nodes, args.hot_fraction, args.pods_per_node)
+            print(f"cluster built in {time.monotonic() - built:.0f}s", flush=True)
             row = run_one(
                 plane, api, backend, cluster, tool, name, settings, kubeconfigs[tool],
                 binaries.get("descheduler"), workdir / group, args,
@@ -652,6 +679,7 @@ def run_one(
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
             try:
                 cycles_at_first, first_cycle_t, cured_t = 0, None, None
+                queries_at_first = 0.0
                 figures: tuple[float, float] = (float("nan"), float("nan"))
                 while True:
                     time.sleep(0.25)
@@ -663,6 +691,7 @@ def run_one(
                     cycles = log_path.read_text(errors="replace").count(marker)
                     if first_cycle_t is None and cycles >= 1:
                         first_cycle_t, cycles_at_first = now, cycles
+                        queries_at_first = _queries_now(backend.url)
                     hot = [n for n in cluster.nodes if usage.percent(n) > HIGH_CPU]
                     if not hot and cured_t is None:
                         cured_t, row.cycles_to_cure, row.seconds_to_cure = now, cycles, now - t0
@@ -674,6 +703,7 @@ def run_one(
                         break
                 figures = proc_figures(proc.pid)
                 end_cycles = log_path.read_text(errors="replace").count(marker)
+                queries_at_end = _queries_now(backend.url)
                 stop_t = time.time()
             finally:
                 proc.terminate()
@@ -709,6 +739,7 @@ def run_one(
         after = [e for e in events if first_cycle_t <= e.received <= stop_t]
         cycles_after = max(1, end_cycles - cycles_at_first)
         row.requests_per_cycle = len(after) / cycles_after
+        row.queries_per_cycle = (queries_at_end - queries_at_first) / cycles_after
         mix = Counter(f"{e.verb} {e.resource}" for e in after)
         row.request_mix = {k: v / cycles_after for k, v in mix.items()}
     if done:

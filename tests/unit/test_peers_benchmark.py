@@ -20,6 +20,7 @@ from benchmarks.peers import (
     parse_audit,
     peer_command,
     peer_policy,
+    prometheus_queries,
     table,
     unneeded_evictions,
 )
@@ -126,3 +127,16 @@ def test_the_table_has_one_row_per_descheduler_and_says_when_nothing_was_cured()
     assert len(lines) == 4
     assert "| ours | 4 (0) |" in lines[2] and "7 / 27.1" in lines[2]
     assert "not cured" in lines[3]
+
+
+def test_prometheus_queries_are_read_from_its_own_request_counter_over_both_query_handlers() -> None:
+    text = "\n".join(
+        [
+            "# TYPE prometheus_http_requests_total counter",
+            'prometheus_http_requests_total{code="200",handler="/api/v1/query"} 68',
+            'prometheus_http_requests_total{code="400",handler="/api/v1/query"} 2',
+            'prometheus_http_requests_total{code="200",handler="/api/v1/query_range"} 5',
+            'prometheus_http_requests_total{code="200",handler="/metrics"} 40',
+        ]
+    )
+    assert prometheus_queries(text) == 75
