@@ -86,9 +86,37 @@ def needed_evictions(pod_cores: Sequence[float], *, base: float, cpus: int, high
     return count
 
 
-def unneeded_evictions(evicted_from: Mapping[str, int], needed: Mapping[str, int]) -> int:
-    """Evictions beyond each node's minimum (every eviction from a node that needed none is unneeded)."""
-    return sum(max(0, n - needed.get(node, 0)) for node, n in evicted_from.items())
+def unneeded_evictions(
+    evictions: Sequence[tuple[float, str]],
+    landed: Mapping[str, tuple[str, float]],
+    cores: Mapping[str, float],
+    *,
+    base: float,
+    cpus: int,
+    high: float,
+) -> int:
+    """Evictions from a node that was not hot when the request reached the server.
+
+    A node's true usage at time ``t`` is its base load plus the pods that had landed on it by ``t``
+    (``landed``: pod -> (node, time first seen running); 0 for the starting pods) and had not been evicted
+    before ``t``. Judging each eviction at its own time credits a descheduler for re-curing a node a
+    replacement made hot again, and charges it for evicting on a lagging figure.
+    """
+    evicted_at: dict[str, float] = {}
+    unneeded = 0
+    for t, pod in sorted(evictions):
+        if pod not in landed:
+            continue
+        node = landed[pod][0]
+        used = base + sum(
+            cores[q]
+            for q, (n, seen) in landed.items()
+            if n == node and seen <= t and not (q in evicted_at and evicted_at[q] < t)
+        )
+        if 100.0 * min(used, cpus) / cpus <= high:
+            unneeded += 1
+        evicted_at.setdefault(pod, t)
+    return unneeded
 
 
 @dataclass(frozen=True)
@@ -128,6 +156,11 @@ def parse_audit(lines: Iterable[str]) -> list[AuditEvent]:
             )
         )
     return out
+
+
+def app_of(pod: str) -> str:
+    """The Deployment of a pod named ``<deployment>-<replicaset hash>-<suffix>``."""
+    return pod.rsplit("-", 2)[0]
 
 
 def is_eviction(event: AuditEvent) -> bool:
@@ -362,6 +395,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pods-per-node", type=int, default=QUIET_REPLICAS, help="quiet pods per cool node")
     parser.add_argument("--hot-fraction", type=float, default=0.10)
     parser.add_argument(
+        "--quiet-cpu-request",
+        default="50m",
+        help="CPU request of a quiet pod (the busy ones request 250m); 100m makes a hot node that lost two "
+        "pods as attractive to kube-scheduler as a cool one",
+    )
+    parser.add_argument(
         "--runs",
         default=f"{OURS}:2,{PEER}:2,{PEER}:6",
         help="descheduler:interval-seconds, comma separated, run in this order",
@@ -427,7 +466,9 @@ def run_all(args: argparse.Namespace, runs: Sequence[tuple[str, float]], workdir
             group = f"run{index}-{tool}"
             print(f"\n== {name}: building the cluster {group}", flush=True)
             built = time.monotonic()
-            cluster = build_cluster(plane, api, group, args.nodes, args.hot_fraction, args.pods_per_node)
+            cluster = build_cluster(
+                plane, api, group, args.nodes, args.hot_fraction, args.pods_per_node, args.quiet_cpu_request
+            )
             print(f"cluster built in {time.monotonic() - built:.0f}s", flush=True)
             row = run_one(
                 plane, api, backend, cluster, tool, name, settings, kubeconfigs[tool],
@@ -497,7 +538,13 @@ class Cluster:
 
 
 def build_cluster(
-    plane: ControlPlane, api: KubeApi, group: str, nodes: int, hot_fraction: float, quiet_per_node: int
+    plane: ControlPlane,
+    api: KubeApi,
+    group: str,
+    nodes: int,
+    hot_fraction: float,
+    quiet_per_node: int,
+    quiet_cpu: str,
 ) -> Cluster:
     """The skew: the hot nodes alone are schedulable while the busy Deployments start, so all their pods
     land there; then the cool nodes open and the quiet Deployments fill them."""
@@ -539,7 +586,7 @@ def build_cluster(
         "busy pods Running", lambda: running(n_busy * BUSY_REPLICAS, set(hot)), timeout_s=300, interval_s=1
     )
     plane.kubectl("uncordon", *cool)
-    plane.apply(apps(quiet, "100m", "64Mi", QUIET_REPLICAS), namespace=group)
+    plane.apply(apps(quiet, quiet_cpu, "64Mi", QUIET_REPLICAS), namespace=group)
     total = n_busy * BUSY_REPLICAS + n_quiet * QUIET_REPLICAS
     pods = plane.wait_for("every pod Running", lambda: running(total), timeout_s=600, interval_s=2)
     start_pods = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
@@ -574,12 +621,16 @@ class Usage:
         self.inner = inner
         self.initial = set(cluster.start_pods)
         self.landed_hot: list[str] = []
+        self.landed: dict[str, tuple[str, float]] = {n: (node, 0.0) for n, node in cluster.start_pods.items()}
+        """Pod -> (node, time it was first seen running there)."""
         original = inner.sync
 
         def sync() -> None:
             before = set(inner.placements)
             original()
+            now = time.time()
             for name in set(inner.placements) - before - self.initial:
+                self.landed[name] = (inner.placements[name], now)
                 if inner.node_percent(inner.placements[name]) > HIGH_CPU:
                     self.landed_hot.append(name)
 
@@ -636,7 +687,7 @@ def run_one(
     row = Row(name)
     pods_on: dict[str, list[float]] = {n: [] for n in cluster.nodes}
     for pod, node in cluster.start_pods.items():
-        pods_on[node].append(cluster.cores[pod.rsplit("-", 2)[0]])
+        pods_on[node].append(cluster.cores[app_of(pod)])
     needed = {
         n: needed_evictions(c, base=BASE_CORES, cpus=NODE_CPUS, high=HIGH_CPU) for n, c in pods_on.items()
     }
@@ -732,8 +783,14 @@ def run_one(
     evictions = [e for e in events if is_eviction(e)]
     done = [e for e in evictions if e.code == 201]
     row.evictions, row.refused = len(done), sum(e.code == 429 for e in evictions)
-    evicted_from = Counter(usage.inner.placements.get(e.name, "?") for e in done)
-    row.unneeded = unneeded_evictions(evicted_from, needed)
+    row.unneeded = unneeded_evictions(
+        [(e.received, e.name) for e in done],
+        usage.landed,
+        {pod: cluster.cores[app_of(pod)] for pod in usage.landed},
+        base=BASE_CORES,
+        cpus=NODE_CPUS,
+        high=HIGH_CPU,
+    )
     if first_cycle_t is not None:
         row.first_cycle_s = first_cycle_t - t0
         after = [e for e in events if first_cycle_t <= e.received <= stop_t]

@@ -45,19 +45,26 @@ def test_a_node_needs_the_fewest_largest_pods_that_bring_it_under_high(
     assert needed_evictions(pods, base=0.3, cpus=4, high=HIGH_CPU) == expected
 
 
+HOT = {f"busy-{i}": ("hot", 0.0) for i in range(6)}  # 3.9 of 4 cores: 97.5 %
+CORES = {**dict.fromkeys(HOT, 0.6), "busy-new": 0.6, "quiet-0": 0.08}
+
+
 @pytest.mark.parametrize(
-    ("evicted_from", "needed", "expected"),
+    ("evictions", "landed", "expected"),
     [
-        ({"hot-a": 2, "hot-b": 2}, {"hot-a": 2, "hot-b": 2}, 0),
-        ({"hot-a": 3, "hot-b": 2}, {"hot-a": 2, "hot-b": 2}, 1),
-        ({"hot-a": 1, "cool-c": 1}, {"hot-a": 2}, 1),  # a cool node needed none; a short one is no credit
+        ([(10, "busy-0"), (10.1, "busy-1")], HOT, 0),  # 97.5 % then 82.5 %: both needed
+        ([(10, "busy-0"), (12, "busy-1"), (14, "busy-2")], HOT, 1),  # the third found it at 67.5 %
+        # a replacement landed back at t=13 (82.5 % again): the third is needed after all
+        ([(10, "busy-0"), (12, "busy-1"), (14, "busy-2")], {**HOT, "busy-new": ("hot", 13.0)}, 0),
+        ([(10, "quiet-0")], {**HOT, "quiet-0": ("cool", 0.0)}, 1),  # a cool node is never worth it
+        ([(10, "gone")], HOT, 0),  # a pod never seen running is not judged
     ],
-    ids=["exactly-enough", "one-too-many", "from-a-cool-node"],
+    ids=["two-needed", "one-on-a-lagging-figure", "re-cured-after-a-replacement", "cool-node", "unknown-pod"],
 )
-def test_evictions_beyond_a_nodes_minimum_are_unneeded(
-    evicted_from: dict[str, int], needed: dict[str, int], expected: int
+def test_an_eviction_is_unneeded_when_its_node_was_not_hot_at_that_moment(
+    evictions: list[tuple[float, str]], landed: dict[str, tuple[str, float]], expected: int
 ) -> None:
-    assert unneeded_evictions(evicted_from, needed) == expected
+    assert unneeded_evictions(evictions, landed, CORES, base=0.3, cpus=4, high=HIGH_CPU) == expected
 
 
 def _audit(stage: str, verb: str, resource: str, sub: str | None, code: int, user: str = "sa") -> str:
