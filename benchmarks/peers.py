@@ -25,6 +25,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -47,8 +48,10 @@ GROUP_LABEL = "descheduler.test/group"
 BENCH_NAMESPACE = "peers-bench"
 """Where the deschedulers' ServiceAccounts and Leases live."""
 OURS = "load-aware"
+OURS_TAINT = "load-aware+taint"
+"""Ours with ``hotspotTaint`` on: a PreferNoSchedule taint keeps the stock scheduler off hotspots."""
 PEER = "k8s-descheduler"
-ACCOUNTS = {OURS: "load-aware-descheduler", PEER: "k8s-descheduler"}
+ACCOUNTS = {OURS: "load-aware-descheduler", OURS_TAINT: "load-aware-descheduler", PEER: "k8s-descheduler"}
 
 LOW_CPU = 40.0
 HIGH_CPU = 70.0
@@ -276,6 +279,7 @@ class Settings:
     interval_s: float
     consecutive: int
     object_window_s: float
+    taint: bool = False
 
 
 def ours_config(group: str, prometheus_url: str, ports: Ports, settings: Settings) -> dict[str, Any]:
@@ -320,6 +324,7 @@ def ours_config(group: str, prometheus_url: str, ports: Ports, settings: Setting
                             "lowThresholds": {"cpu": LOW_CPU},
                             "highThresholds": {"cpu": HIGH_CPU},
                             "anomalyCondition": {"consecutiveAbnormalities": settings.consecutive},
+                            "hotspotTaint": {"enabled": settings.taint},
                             "nodeMetricExpirationSeconds": 30,
                         },
                     },
@@ -396,16 +401,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--hot-fraction", type=float, default=0.10)
     parser.add_argument(
         "--quiet-cpu-request",
-        default="50m",
-        help="CPU request of a quiet pod (the busy ones request 250m); 100m makes a hot node that lost two "
-        "pods as attractive to kube-scheduler as a cool one",
+        default="100m",
+        help="CPU request of a quiet pod (the busy ones request 250m): at 100m a hot node that lost two pods "
+        "requests as much as a cool one and kube-scheduler often puts replacements back; "
+        "50m steers them away",
     )
     parser.add_argument(
         "--runs",
-        default=f"{OURS}:2,{PEER}:2,{PEER}:6",
+        default=f"{OURS}:2,{OURS_TAINT}:2,{PEER}:2,{PEER}:6",
         help="descheduler:interval-seconds, comma separated, run in this order",
     )
-    parser.add_argument("--consecutive", type=int, default=3, help="our consecutiveAbnormalities")
+    parser.add_argument("--consecutive", type=int, default=2, help="our consecutiveAbnormalities")
     parser.add_argument("--object-window", type=float, default=10.0, help="our objectLimiters window, s")
     parser.add_argument("--settle", type=float, default=20.0, help="seconds to keep running once cured")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds a descheduler gets to cure")
@@ -417,6 +423,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if tool not in ACCOUNTS:
             parser.error(f"--runs: unknown descheduler {tool!r} (known: {', '.join(ACCOUNTS)})")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="peers-"))
+    # SIGTERM unwinds like Ctrl-C, so the control plane, Prometheus and the descheduler are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         rows = run_all(args, runs, workdir)
     finally:
@@ -461,9 +469,9 @@ def run_all(args: argparse.Namespace, runs: Sequence[tuple[str, float]], workdir
         backend.start(workdir / "prometheus")
         kubeconfigs = setup_accounts(plane, workdir)
         for index, (tool, interval) in enumerate(runs):
-            settings = Settings(interval, args.consecutive, args.object_window)
+            settings = Settings(interval, args.consecutive, args.object_window, taint=tool == OURS_TAINT)
             name = f"{tool} ({interval:g}s)"
-            group = f"run{index}-{tool}"
+            group = f"run{index}-{tool.replace('+', '-')}"
             print(f"\n== {name}: building the cluster {group}", flush=True)
             built = time.monotonic()
             cluster = build_cluster(
@@ -699,7 +707,7 @@ def run_one(
         backend.install(usage.inner.model, full_window=True, timeout=60)
         start_percent = {n: usage.percent(n) for n in cluster.nodes}
         row.hot_nodes = sum(v > HIGH_CPU for v in start_percent.values())
-        if tool == OURS:
+        if tool in (OURS, OURS_TAINT):
             ports = Ports.free()
             config = workdir / "config.yaml"
             config.write_text(yaml.safe_dump(ours_config(cluster.group, backend.url, ports, settings)))
@@ -726,7 +734,7 @@ def run_one(
             marker = "Number of evictions/requests"
         with log_path.open("wb") as log:
             t0 = time.time()
-            proc = subprocess.Popen(argv, cwd=REPO if tool == OURS else workdir, env=env, stdout=log,
+            proc = subprocess.Popen(argv, cwd=REPO if tool != PEER else workdir, env=env, stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
             try:
                 cycles_at_first, first_cycle_t, cured_t = 0, None, None
