@@ -1,8 +1,9 @@
 """The Grafana dashboard of the descheduler, as code (grafanalib), and the files generated from it.
 
 Run ``python -m dashboards.generate`` after changing a panel: it rewrites ``dashboards/descheduler.json``
-(import it in Grafana) and the optional kustomize component ``manifests/components/grafana-dashboard/``
-(a ConfigMap the Grafana sidecar picks up). ``--check`` exits 1 if a committed file differs from what
+(import it in Grafana), the optional kustomize component ``manifests/components/grafana-dashboard/``
+(a ConfigMap the Grafana sidecar picks up) and, when the Helm chart is in the repo, the chart's copy that
+its optional ``grafanaDashboard`` template serves. ``--check`` exits 1 if a committed file differs from what
 the code generates; a unit test runs the same comparison, so the JSON never drifts from the code.
 
 Every query selects ``job=~"$job"`` so several instances (one per node pool) share the dashboard, and
@@ -40,6 +41,9 @@ COMPONENT = REPO / "manifests" / "components" / "grafana-dashboard"
 CONFIGMAP_YAML = COMPONENT / "configmap.yaml"
 CONFIGMAP_NAME = "load-aware-descheduler-dashboard"
 CONFIGMAP_KEY = "load-aware-descheduler.json"
+CHART = REPO / "charts" / "load-aware-descheduler"
+CHART_DASHBOARD = CHART / "dashboards" / CONFIGMAP_KEY
+"""The chart's copy (Helm reads files only from inside the chart), used by its optional dashboard template."""
 UID = "load-aware-descheduler"
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 JOB = 'job=~"$job"'
@@ -503,11 +507,14 @@ resources:
 
 def generated_files() -> dict[Path, str]:
     document = dashboard_json()
-    return {
+    files = {
         DASHBOARD_JSON: document,
         CONFIGMAP_YAML: configmap_yaml(document),
         COMPONENT / "kustomization.yaml": KUSTOMIZATION,
     }
+    if (CHART / "Chart.yaml").exists():
+        files[CHART_DASHBOARD] = document
+    return files
 
 
 def main(argv: list[str] | None = None) -> int:
