@@ -1,6 +1,6 @@
 """A pod's requests exactly as the kube-scheduler adds them up (component-helpers ``PodRequests``).
 
-The destination check, ``maxUnavailable`` accounting and ``simulate``'s pending pods all read the one
+The destination check, the reservations it makes and ``simulate``'s rescheduling all read the one
 number computed here, so they cannot disagree with the scheduler about whether a pod fits:
 
 1. Each container's requests, with unset requests defaulted to its limits (the API server does this on
@@ -22,8 +22,7 @@ number computed here, so they cannot disagree with the scheduler about whether a
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 Amounts = dict[str, int]
 Parse = Callable[[Any, str], Amounts]
@@ -48,11 +47,19 @@ def _max(into: Amounts, amounts: Mapping[str, int]) -> None:
             into[name] = amount
 
 
+def _is_map(value: Any) -> bool:
+    """``isinstance(value, Mapping)`` with a fast path for the dicts JSON and YAML decode to."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+_EMPTY: Mapping[str, Any] = {}
+
+
 def _resources_of(item: Any) -> Mapping[str, Any]:
-    if not isinstance(item, Mapping):
-        return {}
+    if not _is_map(item):
+        return _EMPTY
     resources = item.get("resources")
-    return resources if isinstance(resources, Mapping) else {}
+    return resources if resources is not None and _is_map(resources) else _EMPTY
 
 
 def _defaulted(requests: Amounts, limits: Amounts) -> Amounts:
@@ -62,8 +69,7 @@ def _defaulted(requests: Amounts, limits: Amounts) -> Amounts:
     return {**limits, **requests}
 
 
-@dataclass(frozen=True, slots=True)
-class _Container:
+class _Container(NamedTuple):
     spec: Amounts
     allocated: Amounts | None
     """``status.*ContainerStatuses[].allocatedResources`` (what the kubelet admitted), if reported."""
@@ -101,7 +107,7 @@ def _statuses(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         items = status.get(key)
         if isinstance(items, list):
             for item in items:
-                if isinstance(item, Mapping) and isinstance(item.get("name"), str):
+                if _is_map(item) and isinstance(item.get("name"), str):
                     found.setdefault(item["name"], item)
     return found
 
@@ -116,44 +122,64 @@ def _resize_infeasible(status: Mapping[str, Any]) -> bool:
     return False
 
 
+def _status_view(
+    cs: Mapping[str, Any], raw_requests: Any, spec_requests: Amounts, where: str, parse: Parse
+) -> tuple[Amounts | None, Amounts | None]:
+    """What the kubelet allocated and applied for one container, or (None, None) when both match the
+    spec (the usual case: compared as written first, so most pods are not parsed twice)."""
+    raw_allocated = cs.get("allocatedResources")
+    cs_resources = cs.get("resources")
+    raw_actuated = (
+        cs_resources.get("requests") if cs_resources is not None and _is_map(cs_resources) else None
+    )
+    if (raw_allocated is None or raw_allocated == raw_requests) and (
+        raw_actuated is None or raw_actuated == raw_requests
+    ):
+        return None, None
+    allocated = parse(raw_allocated, f"{where}.allocatedResources") if raw_allocated is not None else None
+    actuated = parse(raw_actuated, f"{where}.resources.requests") if raw_actuated is not None else None
+    if allocated in (None, spec_requests) and actuated in (None, spec_requests):
+        return None, None
+    return allocated, actuated
+
+
 def pod_requests(spec: Mapping[str, Any], status: Mapping[str, Any], parse: Parse) -> Amounts:
     """The pod's effective requests (module docstring); ``parse`` reads and checks each resource map."""
-    statuses = _statuses(status)
-    infeasible = _resize_infeasible(status)
+    statuses = (
+        _statuses(status) if status.get("containerStatuses") or status.get("initContainerStatuses") else {}
+    )
     resized = False
     apps: list[_Container] = []
     inits: list[_Container] = []
-    requested_anywhere: set[str] = set()
     for key, into in (("containers", apps), ("initContainers", inits)):
-        items = spec.get(key) or []
-        for i, item in enumerate(items if isinstance(items, list) else []):
+        items = spec.get(key) or ()
+        for i, item in enumerate(items):
             res = _resources_of(item)
             base = f"spec.{key}[{i}].resources"
-            spec_requests = _defaulted(
-                parse(res.get("requests"), f"{base}.requests"), parse(res.get("limits"), f"{base}.limits")
-            )
-            requested_anywhere.update(spec_requests)
-            name = str(item.get("name", "")) if isinstance(item, Mapping) else ""
+            raw_requests = res.get("requests")
+            spec_requests = parse(raw_requests, f"{base}.requests")
+            if res.get("limits"):
+                spec_requests = _defaulted(spec_requests, parse(res.get("limits"), f"{base}.limits"))
             allocated: Amounts | None = None
             actuated: Amounts | None = None
-            cs = statuses.get(name)
-            if cs is not None:
-                kind = "initContainerStatuses" if key == "initContainers" else "containerStatuses"
-                where = f"status.{kind}[{name}]"
-                if isinstance(cs.get("allocatedResources"), Mapping):
-                    allocated = parse(cs["allocatedResources"], f"{where}.allocatedResources")
-                cs_res = cs.get("resources")
-                if isinstance(cs_res, Mapping) and isinstance(cs_res.get("requests"), Mapping):
-                    actuated = parse(cs_res["requests"], f"{where}.resources.requests")
-                resized = resized or allocated is not None or actuated is not None
-            sidecar = (
-                key == "initContainers"
-                and isinstance(item, Mapping)
-                and item.get("restartPolicy") == "Always"
-            )
+            if statuses:
+                name = str(item.get("name", "")) if _is_map(item) else ""
+                cs = statuses.get(name)
+                if cs is not None:
+                    kind = "initContainerStatuses" if key == "initContainers" else "containerStatuses"
+                    where = f"status.{kind}[{name}]"
+                    allocated, actuated = _status_view(cs, raw_requests, spec_requests, where, parse)
+                    resized = resized or allocated is not None or actuated is not None
+            sidecar = key == "initContainers" and _is_map(item) and item.get("restartPolicy") == "Always"
             into.append(_Container(spec_requests, allocated, actuated, sidecar))
-    total = _aggregate(apps, inits, lambda c: c.spec)
+    if not inits and not resized:
+        total: Amounts = {}
+        for container in apps:
+            _add(total, container.spec)
+    else:
+        total = _aggregate(apps, inits, lambda c: c.spec)
     if resized:
+        infeasible = _resize_infeasible(status)
         allocated_total = _aggregate(
             apps,
             inits,
@@ -173,6 +199,7 @@ def pod_requests(spec: Mapping[str, Any], status: Mapping[str, Any], parse: Pars
         _max(total, actuated_total)
     pod_level = _resources_of(spec)
     if pod_level:
+        requested_anywhere = {name for c in (*apps, *inits) for name in c.spec}
         pod_requests_ = parse(pod_level.get("requests"), "spec.resources.requests")
         pod_limits = parse(pod_level.get("limits"), "spec.resources.limits")
         for name, limit in pod_limits.items():
@@ -181,5 +208,7 @@ def pod_requests(spec: Mapping[str, Any], status: Mapping[str, Any], parse: Pars
         for name, amount in pod_requests_.items():
             if pod_level_resource(name):
                 total[name] = amount
-    _add(total, parse(spec.get("overhead"), "spec.overhead"))
+    overhead = spec.get("overhead")
+    if overhead:
+        _add(total, parse(overhead, "spec.overhead"))
     return total
