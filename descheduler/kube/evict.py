@@ -163,15 +163,26 @@ class Evictor:
         """(pod uid or key, Event reason) -> when the last Warning was written, for rate limiting."""
 
     # -- public ---------------------------------------------------------------------------------------
-    def evict(self, pod: Pod, node: str, reason: str, deadline: float) -> EvictionOutcome:
-        outcome, noteworthy = self._evict(pod, node, deadline)
+    def evict(
+        self,
+        pod: Pod,
+        node: str,
+        reason: str,
+        deadline: float,
+        before_send: Callable[[], str | None] | None = None,
+    ) -> EvictionOutcome:
+        """``before_send`` runs right before each request leaves (after the rate limiter, so the time
+        it records is the send time); a message it returns means: not sent, result ``failed``."""
+        outcome, noteworthy = self._evict(pod, node, deadline, before_send)
         if noteworthy:
             self._emit(pod, node, reason, outcome)
         log.debug("eviction_outcome", pod=pod.key, node=node, result=outcome.result, message=outcome.message)
         return outcome
 
     # -- request ----------------------------------------------------------------------------------------
-    def _evict(self, pod: Pod, node: str, deadline: float) -> tuple[EvictionOutcome, bool]:
+    def _evict(
+        self, pod: Pod, node: str, deadline: float, before_send: Callable[[], str | None] | None
+    ) -> tuple[EvictionOutcome, bool]:
         """The outcome, and whether it is worth an event on the pod (not when nothing was asked)."""
         if self._guard is not None and not self._guard():
             return EvictionOutcome("failed", "not the leader: eviction not attempted"), False
@@ -186,6 +197,12 @@ class Evictor:
             attempts += 1
             if self._guard is not None and not self._guard():
                 return EvictionOutcome("failed", "lost leadership: eviction not attempted"), False
+            if before_send is not None and not self.dry_run:
+                refusal = before_send()
+                if refusal:
+                    return EvictionOutcome("failed", refusal), True
+                if self._guard is not None and not self._guard():  # the write took time: ask again
+                    return EvictionOutcome("failed", "lost leadership: eviction not attempted"), False
             try:
                 response = self._send(pod, deadline)
             except ClientThrottledError as exc:

@@ -126,7 +126,8 @@ class PlannedEviction:
     workload_kind: str = ""
     workload_name: str = ""
     """The workload's top controller (a ReplicaSet resolves to its Deployment), empty for bare pods: a
-    bounded label for metrics, unlike pod names."""
+    bounded label for metrics, unlike pod names, and named in the migration record, so a restart maps
+    the record back to the workload even when the pod is long gone."""
     pool: str = ""
     prod: bool = False
     """True when decided by the prod pass (``prodHighThresholds``)."""

@@ -45,6 +45,9 @@ class Migration:
     workload: str
     """Identity of the pod's workload (see ``WorkloadRef.identity``), empty for bare pods."""
     started: float
+    workload_kind: str = ""
+    workload_name: str = ""
+    """Kind and name of the workload (its top controller), kept for the migration record."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +151,8 @@ def commit(state_after_plan: PlannerState, plan: Plan, evicted: Collection[str],
                 node=eviction.node,
                 workload=eviction.workload,
                 started=now,
+                workload_kind=eviction.workload_kind,
+                workload_name=eviction.workload_name,
             )
         )
         departures.append(

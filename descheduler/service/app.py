@@ -70,7 +70,6 @@ class Service:
         *,
         kubeconfig: str | None,
         dry_run: bool | None = None,
-        quiet_after_leading: bool = True,
         steer_scheduler: bool = True,
     ) -> None:
         from descheduler.kube.api import DEFAULT_USER_AGENT
@@ -78,6 +77,7 @@ class Service:
         from descheduler.kube.connection import connect
         from descheduler.kube.events import EventRecorder
         from descheduler.kube.evict import Evictor
+        from descheduler.kube.journal import ConfigMapJournal, journal_name
         from descheduler.kube.metrics_api import MetricsServerApi
         from descheduler.usage.source import build_source
 
@@ -143,6 +143,18 @@ class Service:
             self.tainter = NodeTainter(
                 self.api, self.events, dry_run=effective.dry_run, guard=self._may_evict
             )
+        self.journal = ConfigMapJournal(
+            self.api,
+            namespace=le.resource_namespace,
+            name=journal_name(le.resource_name),
+            writer=self.identity,
+        )
+        """Migration records, written before each eviction: a replica that starts or takes the Lease over
+        rebuilds every limit from them (see ``planner/journal.py``)."""
+        limiter = effective.migration.object_limiters.get("workload")
+        self.quiet_seconds = limiter.duration if limiter is not None else 0.0
+        """Only when the records cannot be read: evict nothing for one objectLimiters window, so the
+        previous run's migrations have aged out of every window before this one acts."""
         self.runner = CycleRunner(
             config=effective,
             tainter=self.tainter,
@@ -154,14 +166,10 @@ class Service:
             untrusted_nodes=self._untrusted_nodes,
             cache_ages=lambda: self.cache.ages(time.time()),
             max_cache_age=config.watch_cache.max_staleness,
+            journal=self.journal,
+            fallback_quiet_seconds=self.quiet_seconds,
         )
-        limiter = effective.migration.object_limiters.get("workload")
-        self.quiet_seconds = limiter.duration if limiter is not None and quiet_after_leading else 0.0
-        """Planner state (recent migrations) is in memory only. A replica that starts, or takes over from
-        another, evicts nothing for one objectLimiters window, so the previous leader's migrations have
-        aged out of every window before this one acts: no limit is exceeded across a restart or failover."""
-        if self.elector is None:
-            self.runner.start_quiet_period(self.quiet_seconds)
+        self.runner.request_restore()
         self.stop_requested = threading.Event()
         self.endpoints = Endpoints(
             healthz_address=config.healthz_bind_address,
@@ -173,8 +181,8 @@ class Service:
 
     # -- leadership -------------------------------------------------------------------------
     def _started_leading(self) -> None:
-        log.info("leader_elected", quiet_seconds=self.quiet_seconds)
-        self.runner.start_quiet_period(self.quiet_seconds)
+        log.info("leader_elected", state_source=self.journal.where)
+        self.runner.request_restore()  # the previous leader's records: read at the start of the next cycle
         self._leading.set()
         self.metrics.leader.set(1)
 
@@ -301,20 +309,13 @@ def _build_service(
     kubeconfig: str | None,
     dry_run: bool | None = None,
     *,
-    quiet: bool = True,
     steer: bool = True,
 ) -> Service | None:
     """Connect to the cluster; a missing or broken kubeconfig is one clear line, not a traceback."""
     from descheduler.kube.errors import KubeError
 
     try:
-        return Service(
-            effective,
-            kubeconfig=kubeconfig,
-            dry_run=dry_run,
-            quiet_after_leading=quiet,
-            steer_scheduler=steer,
-        )
+        return Service(effective, kubeconfig=kubeconfig, dry_run=dry_run, steer_scheduler=steer)
     except (KubeError, ValueError) as exc:
         log.error("startup_failed", error=str(exc))
         print(f"error: {exc}", file=sys.stderr)
@@ -413,11 +414,9 @@ def cmd_once(args: argparse.Namespace) -> int:
     configure_logging(args.log_format, args.log_level)
     for warning in loop_warnings(effective):
         log.warning("config_warning", warning=warning)
-    # A one-off run keeps no state to protect: objectLimiters only hold within it (documented).
+    # The same migration records as ``run``: a CronJob of ``once`` respects objectLimiters across runs.
     # No hotspot taints from a one-off run: nothing would be left to remove them when they cool down.
-    service = _build_service(
-        effective, args.kubeconfig, dry_run=_dry_run_override(args), quiet=False, steer=False
-    )
+    service = _build_service(effective, args.kubeconfig, dry_run=_dry_run_override(args), steer=False)
     if service is None:
         return EXIT_FAILED
     n = _fewest_abnormalities(service.effective)

@@ -61,6 +61,12 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
     for resolved in record.resolved:
         metrics.unknown_resolved.labels(resolved.result).inc()
     metrics.unknown_pending.set(len(record.unconfirmed))
+    if record.restore is not None:
+        metrics.state_rebuilds.labels(record.restore.result, record.restore.reason).inc()
+        metrics.state_rebuilt_migrations.set(record.restore.migrations)
+    metrics.quiet_seconds.set(record.quiet_seconds_left)
+    for reason in record.journal_failures:
+        metrics.journal_write_failures.labels(reason).inc()
     for skip in record.plan.pod_skips:
         metrics.pods_skipped.labels(skip.code).inc()
     metrics.usage_errors.set(len(record.usage_errors))

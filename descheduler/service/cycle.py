@@ -9,10 +9,14 @@ enforced here (not in the planner, because they are about the outside world):
 - an eviction of unknown outcome counts as one until the cache settles it (see ``unknown.py``);
 - no cycle at all on a stale cache: while any watched resource last heard from the API server longer
   ago than ``max_cache_age``, the cycle is skipped (state untouched) and the record says why.
+- no eviction request is sent before its record is in the migration journal (see
+  ``planner/journal.py``), so a successor rebuilds every limit from it instead of waiting a window out.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 import threading
 import time
@@ -45,6 +49,8 @@ from descheduler.planner import (
     refuse,
     reset_anomalies,
 )
+from descheduler.planner import journal as records
+from descheduler.planner.journal import Entry, JournalError
 from descheduler.planner.steer import SteerDecision, SteerState, steer
 from descheduler.service.unknown import DEFAULT_SETTLE_SECONDS, Resolution, Unconfirmed, resolve
 
@@ -87,11 +93,50 @@ class Tainter(Protocol):
 
 
 class Evictor(Protocol):
-    def evict(self, pod: Pod, node: str, reason: str, deadline: float) -> Outcome: ...
+    def evict(
+        self,
+        pod: Pod,
+        node: str,
+        reason: str,
+        deadline: float,
+        before_send: Callable[[], str | None] | None = None,
+    ) -> Outcome:
+        """``before_send`` runs right before each request is sent; a message it returns stops the
+        eviction (result ``failed``) without sending anything."""
+        ...
 
     def report_resolved(self, pod: Pod, node: str, reason: str, result: str, message: str) -> None:
         """Tell the world (Events) how an ``unknown`` eviction turned out."""
         ...
+
+
+class Journal(Protocol):
+    """Where migration records outlive the process (``kube/journal.py``: a ConfigMap)."""
+
+    @property
+    def where(self) -> str: ...
+
+    def load(self) -> tuple[Entry, ...]:
+        """Raises ``JournalUnreadable``."""
+        ...
+
+    def save(self, entries: Sequence[Entry]) -> None:
+        """Raises ``JournalWriteError``."""
+        ...
+
+
+@dataclass(frozen=True)
+class Restore:
+    """How a start or a takeover got its migration state: ``rebuilt`` from the journal, or the
+    ``fallback`` (no live eviction for one objectLimiters window) and why."""
+
+    result: str
+    reason: str
+    """``ok`` when rebuilt; else ``forbidden``, ``unavailable``, ``invalid`` or ``no-journal``."""
+    migrations: int = 0
+    pending: int = 0
+    quiet_seconds: float = 0.0
+    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -132,6 +177,12 @@ class CycleRecord:
     """Why the cycle did not run at all (its plan is empty), e.g. a stale cache."""
     skip_code: str = ""
     """Bounded reason code of ``skipped`` (a metric label)."""
+    restore: Restore | None = None
+    """Set on the first cycle after a start or a takeover."""
+    quiet_seconds_left: float = 0.0
+    """Seconds of the fallback quiet period still to go (no live eviction meanwhile)."""
+    journal_failures: tuple[str, ...] = ()
+    """Reason codes of the journal writes that failed this cycle (each stopped an eviction or a confirm)."""
 
     def to_dict(self) -> dict[str, Any]:
         body = self.plan.to_dict()
@@ -167,6 +218,14 @@ class CycleRecord:
             body["unconfirmedEvictions"] = list(self.unconfirmed)
         if self.taints or self.tainted:
             body["hotspotTaints"] = {"changes": [dict(t) for t in self.taints], "kept": list(self.tainted)}
+        if self.restore is not None:
+            body["restore"] = {
+                "result": self.restore.result,
+                "reason": self.restore.reason,
+                "migrations": self.restore.migrations,
+                "pending": self.restore.pending,
+                "quietSeconds": self.restore.quiet_seconds,
+            }
         if self.aborted:
             body["aborted"] = self.aborted
         if self.skipped:
@@ -180,6 +239,56 @@ MAX_REPLANS = 5
 """Re-plans per cycle after refusals: each removes at least one budget's pods, so this only bounds cost."""
 EVICTED_RESULTS = frozenset({"evicted", "unknown"})
 """Counted as evictions by ``commit``: an ``unknown`` one may have happened, so it counts (safety)."""
+
+
+class _WriteAhead:
+    """One cycle's journal writes: each eviction's record goes in before its request is sent."""
+
+    def __init__(self, runner: CycleRunner, decided: Plan) -> None:
+        self.runner = runner
+        unsettled = {
+            k: records.Unsettled(u.sent, u.reason, u.destination) for k, u in runner.unconfirmed.items()
+        }
+        # The journal as it must read during this cycle: the plan's migrations, then each intent.
+        self.work: dict[tuple[str, str], Entry] = {
+            (e.pod, e.uid): e for e in records.project(decided.state.migrations, unsettled)
+        }
+        self.sent: dict[tuple[str, str], float] = {}
+        self.failures: list[str] = []
+        self.conflict = False
+        """Another writer's records appeared: this cycle's plan did not count them, so it stops."""
+
+    def intend(self, planned: PlannedEviction) -> str | None:
+        """Write ``planned``'s intent record; a message means: do not send the eviction."""
+        runner = self.runner
+        if runner._journal_saved is None:  # a write failed earlier: read it again first
+            error = runner._reload()
+            if error is not None:
+                self.failures.append("unreadable")
+                return f"not sent: its migration record could not be written first ({error})"
+            self.conflict = True
+            return "not sent: the migration journal had to be read again; planning again next cycle"
+        key = (planned.pod.key, planned.pod.uid)
+        at = runner.wall_clock()
+        self.work[key] = records.intent(planned, at)
+        reason = runner._write(sorted(self.work.values(), key=lambda e: (e.at, e.pod)))
+        if reason is not None:
+            self.work.pop(key, None)
+            self.failures.append(reason)
+            self.conflict = self.conflict or reason == "conflict"
+            return f"not sent: its migration record could not be written first ({reason})"
+        self.sent[key] = at
+        return None
+
+    def settle(self, planned: PlannedEviction, result: str) -> float | None:
+        """Keep the record of a possible eviction, drop the others; returns when it was sent."""
+        key = (planned.pod.key, planned.pod.uid)
+        if result in EVICTED_RESULTS and key in self.work:
+            status = records.UNKNOWN if result == "unknown" else records.EVICTED
+            self.work[key] = replace(self.work[key], status=status)
+        else:
+            self.work.pop(key, None)
+        return self.sent.get(key)
 
 
 class CycleRunner:
@@ -204,6 +313,8 @@ class CycleRunner:
         max_cache_age: float | None = None,
         unknown_settle_seconds: float = DEFAULT_SETTLE_SECONDS,
         tainter: Tainter | None = None,
+        journal: Journal | None = None,
+        fallback_quiet_seconds: float = 0.0,
     ) -> None:
         self.config = config
         self.cluster = cluster
@@ -216,8 +327,18 @@ class CycleRunner:
         self.on_record = on_record
         self.untrusted_nodes = untrusted_nodes
         self.quiet_until = monotonic() + startup_quiet_seconds
-        """Planner state does not survive a restart; waiting out the objectLimiters window after start
-        means migrations a previous instance started can no longer count, so no limit is exceeded."""
+        """No live eviction before this (monotonic): the fallback when the migration state could not be
+        rebuilt. Once the objectLimiters window has passed, a previous instance's migrations no longer
+        count, so no limit is exceeded."""
+        self.journal = journal
+        self.fallback_quiet_seconds = fallback_quiet_seconds
+        self._restore_requested = False
+        self._restore_failed = False
+        self._memory_only = journal is None
+        """No journal writes: none configured, or reading it is forbidden (a successor cannot read it
+        either, so it falls back to the quiet period too)."""
+        self._journal_saved: tuple[Entry, ...] | None = None
+        """The records as last read or written; None when unknown (read before the next write)."""
         self.state = PlannerState()
         self.pdb_retry_seconds = (
             pdb_retry_seconds if pdb_retry_seconds is not None else config.config.descheduling_interval
@@ -246,10 +367,111 @@ class CycleRunner:
         self.in_cycle = False
 
     def start_quiet_period(self, seconds: float) -> None:
-        """No live eviction for ``seconds`` from now: called when this replica becomes leader."""
+        """No live eviction for ``seconds`` from now."""
         self.quiet_until = self.monotonic() + seconds
         self.takeover = True
         self.steer_state = SteerState()
+
+    def request_restore(self) -> None:
+        """Rebuild the migration state from the journal at the start of the next cycle: called at
+        start-up and when this replica takes the Lease (the previous leader's records are there).
+        Hotspot taints are judged afresh too (a takeover)."""
+        self._restore_requested = True
+        self.takeover = True
+        self.steer_state = SteerState()
+
+    # -- the migration journal ------------------------------------------------------------------------
+    def _restore(self) -> Restore:
+        self._restore_requested = False
+        self.state = PlannerState()
+        self.unconfirmed = {}
+        if self.journal is None:
+            return self._fallback("no-journal", "no migration journal is configured")
+        try:
+            entries = self.journal.load()
+        except JournalError as exc:
+            if exc.reason == "forbidden":
+                self._memory_only = True
+            elif exc.reason == "unavailable":
+                self._restore_requested = True  # read again next cycle; no eviction can be recorded meanwhile
+            elif exc.reason == "invalid":
+                self._journal_saved = ()  # unusable records: once the window has passed, overwrite them
+            return self._fallback(exc.reason, str(exc))
+        self._memory_only = False
+        self._restore_failed = False
+        self._adopt(entries)
+        self.quiet_until = -math.inf
+        restore = Restore(
+            "rebuilt", "ok", migrations=len(self.state.migrations), pending=len(self.unconfirmed)
+        )
+        log.info(
+            "state_rebuilt",
+            source=self.journal.where,
+            migrations=restore.migrations,
+            unsettled=restore.pending,
+            workloads=len({m.workload for m in self.state.migrations if m.workload}),
+        )
+        return restore
+
+    def _fallback(self, reason: str, message: str) -> Restore:
+        """The state cannot be read: wait one objectLimiters window out (once per failed restore)."""
+        if not self._restore_failed:
+            self.quiet_until = max(self.quiet_until, self.monotonic() + self.fallback_quiet_seconds)
+        self._restore_failed = True
+        left = max(0.0, self.quiet_until - self.monotonic())
+        log.warning(
+            "state_rebuild_failed",
+            reason=reason,
+            error=message,
+            quiet_seconds=round(left, 3),
+            notice="no live eviction until the objectLimiters window has passed",
+        )
+        return Restore("fallback", reason, quiet_seconds=left, message=message)
+
+    def _adopt(self, entries: Sequence[Entry], *, keep_anomalies: bool = False) -> None:
+        """Take ``entries`` as the migration state (merged with ours when ``keep_anomalies``)."""
+        rebuilt = records.rebuild(entries)
+        state = rebuilt.state
+        if keep_anomalies:
+            state = replace(self.state, migrations=state.migrations)
+        self.state = state
+        for e in rebuilt.pending:
+            if e.pod not in self.unconfirmed:
+                pod = Pod(namespace=e.namespace, name=e.name, uid=e.uid, node_name=e.node)
+                self.unconfirmed[e.pod] = Unconfirmed(pod, e.node, e.destination, e.reason, e.at)
+        self._journal_saved = tuple(entries)
+
+    def _reload(self) -> str | None:
+        """Read the journal again after a failed or conflicting write and keep every record of both
+        sides (another writer's records count too). Returns the error, if it could not be read."""
+        assert self.journal is not None
+        try:
+            theirs = self.journal.load()
+        except JournalError as exc:
+            return str(exc)
+        ours = self._projection()
+        self._adopt(records.merge(ours, theirs), keep_anomalies=True)
+        self._journal_saved = tuple(theirs)
+        return None
+
+    def _projection(self) -> tuple[Entry, ...]:
+        unsettled = {
+            key: records.Unsettled(item.sent, item.reason, item.destination)
+            for key, item in self.unconfirmed.items()
+        }
+        return records.project(self.state.migrations, unsettled)
+
+    def _write(self, entries: Sequence[Entry]) -> str | None:
+        """Save ``entries``; on failure returns the reason code and forgets what the journal holds."""
+        assert self.journal is not None
+        try:
+            self.journal.save(entries)
+        except JournalError as exc:
+            self._journal_saved = None
+            log.warning("journal_write_failed", reason=exc.reason, error=str(exc))
+            return exc.reason
+        self._journal_saved = tuple(entries)
+        return None
 
     def run_cycle(self) -> CycleRecord | None:
         """Run one cycle; returns None if another is still running (cycles never overlap)."""
@@ -276,6 +498,7 @@ class CycleRunner:
             stale = self.stale_cache()
             if stale:
                 return self._skip(cycle_id, now, started_mono, "stale-cache", stale)
+            restore = self._restore() if self._restore_requested else None
             snapshot = self.cluster.snapshot()
             resolved = self._settle_unknown(snapshot.pods, now)
             # Two steps: node usage first; then pod usage only for the nodes the plan may move pods from.
@@ -290,7 +513,10 @@ class CycleRunner:
             steering = self._steer(snapshot, decided)
             # Taints go on before the evictions, so the replacements are already steered away.
             added = [self.tainter.add(c.node, c.message) for c in steering.add] if self.tainter else []
-            decided, records, aborted = self._evict_all(snapshot, usage, decided, now, deadline)
+            writing = self.journal is not None and not (self.config.dry_run or self._memory_only)
+            ahead = _WriteAhead(self, decided) if writing else None
+            decided, calls, aborted = self._evict_all(snapshot, usage, decided, now, deadline, ahead)
+            failures = ahead.failures + self._confirm() if ahead is not None else []
             removed = (
                 [self.tainter.remove(c.node, c.message) for c in steering.remove] if self.tainter else []
             )
@@ -306,7 +532,7 @@ class CycleRunner:
                 duration=self.monotonic() - started_mono,
                 dry_run=self.config.dry_run,
                 plan=decided,
-                evictions=tuple(records),
+                evictions=tuple(calls),
                 aborted=aborted,
                 usage_errors=dict(usage.node_errors),
                 oldest_sample=min((sample.timestamp for sample in usage.nodes.values()), default=None),
@@ -324,6 +550,11 @@ class CycleRunner:
                 unconfirmed=tuple(sorted(self.unconfirmed)),
                 taints=tuple(t.to_dict() for t in (*added, *removed)),
                 tainted=steering.keep,
+                restore=restore,
+                quiet_seconds_left=(
+                    max(0.0, self.quiet_until - self.monotonic()) if not self.config.dry_run else 0.0
+                ),
+                journal_failures=tuple(failures),
             )
             self._summarise(record)
             if self.on_record is not None:
@@ -344,7 +575,13 @@ class CycleRunner:
         return decision
 
     def _evict_all(
-        self, snapshot: ClusterSnapshot, usage: UsageSnapshot, first: Plan, now: float, deadline: float
+        self,
+        snapshot: ClusterSnapshot,
+        usage: UsageSnapshot,
+        first: Plan,
+        now: float,
+        deadline: float,
+        ahead: _WriteAhead | None,
     ) -> tuple[Plan, list[EvictionRecord], str]:
         """Plan, evict, commit. A PodDisruptionBudget refusal is remembered for the server's Retry-After
         and the cycle is planned again at once, so the next candidate is tried in the same cycle; what was
@@ -374,18 +611,34 @@ class CycleRunner:
             elif self.monotonic() >= deadline:
                 aborted = "cycle time budget spent"
             elif not self.config.dry_run and self.monotonic() < self.quiet_until:
-                aborted = "start-up quiet period: waiting out the objectLimiters window of the previous run"
+                aborted = (
+                    "start-up quiet period: the migration state could not be rebuilt, so the "
+                    "objectLimiters window of the previous run is waited out"
+                )
+            elif ahead is not None and ahead.conflict:
+                aborted = "the migration journal was changed by another writer: planning again next cycle"
             if aborted:
                 records.append(self._record(planned, "not-attempted", aborted))
                 called.append(planned)
                 continue
             sent = self.wall_clock()
-            outcome = self.evictor.evict(planned.pod, planned.node, planned.reason, deadline)
+            if ahead is None:
+                outcome = self.evictor.evict(planned.pod, planned.node, planned.reason, deadline)
+            else:
+                outcome = self.evictor.evict(
+                    planned.pod,
+                    planned.node,
+                    planned.reason,
+                    deadline,
+                    before_send=functools.partial(ahead.intend, planned),
+                )
             attempted.add(planned.pod.key)
             called.append(planned)
             records.append(self._record(planned, outcome.result, outcome.message))
             if outcome.result in EVICTED_RESULTS:
                 current.append(planned)
+            if ahead is not None:
+                sent = ahead.settle(planned, outcome.result) or sent
             if outcome.result == "unknown":
                 self.unconfirmed[planned.pod.key] = Unconfirmed(
                     planned.pod, planned.node, planned.destination, planned.reason, sent
@@ -486,6 +739,17 @@ class CycleRunner:
         if self.on_record is not None:
             self.on_record(record)
         return record
+
+    def _confirm(self) -> list[str]:
+        """After the cycle: write the records as the state now stands (outcomes known, failed ones
+        gone), when that changes anything that matters. Returns the reasons of failed writes."""
+        if self._journal_saved is None and self._reload() is not None:
+            return ["unreadable"]
+        current = self._projection()
+        if not records.needs_write(self._journal_saved, current):
+            return []
+        reason = self._write(current)
+        return [reason] if reason is not None else []
 
     def _settle_unknown(self, pods: Sequence[Pod], now: float) -> list[Resolution]:
         """Settle earlier evictions of unknown outcome from the cache; a confirmed failure stops counting."""

@@ -73,6 +73,30 @@ class Metrics:
             "Evictions whose outcome is still unknown (counted as evicted until the cache settles them).",
             registry=r,
         )
+        self.state_rebuilds = Counter(
+            "descheduler_state_rebuilds",
+            "Starts and takeovers by how the migration state was obtained: result rebuilt (reason ok) "
+            "or fallback (no live eviction for one objectLimiters window), reason forbidden, "
+            "unavailable, invalid or no-journal.",
+            ["result", "reason"],
+            registry=r,
+        )
+        self.state_rebuilt_migrations = Gauge(
+            "descheduler_state_rebuilt_migrations",
+            "Migrations rebuilt from the journal at the last start or takeover.",
+            registry=r,
+        )
+        self.quiet_seconds = Gauge(
+            "descheduler_quiet_period_seconds",
+            "Seconds left of the fallback quiet period (no live eviction), 0 when none.",
+            registry=r,
+        )
+        self.journal_write_failures = Counter(
+            "descheduler_journal_write_failures",
+            "Failed writes of the migration journal, by reason (a failed intent means no eviction).",
+            ["reason"],
+            registry=r,
+        )
         self.pods_skipped = Counter(
             "descheduler_pods_skipped", "Candidate pods not moved, by reason code.", ["reason"], registry=r
         )

@@ -65,11 +65,14 @@ EXPECTED_CLUSTER_RULES: list[tuple[str, str, tuple[str, ...]]] = [
     ("", "pods", ("delete",)),
 ]
 
-# Leader election in the descheduler's namespace: (apiGroup, resource, verbs, resourceNames).
-# "<lease>" stands for the Lease named in the shipped configuration.
+# Leader election and migration records in the descheduler's namespace: (apiGroup, resource, verbs,
+# resourceNames). "<lease>" stands for the Lease named in the shipped configuration, "<lease>-migrations"
+# for the ConfigMap of migration records named after it.
 EXPECTED_LEADER_ELECTION_RULES: list[tuple[str, str, tuple[str, ...], tuple[str, ...]]] = [
     ("coordination.k8s.io", "leases", ("create",), ()),
     ("coordination.k8s.io", "leases", ("get", "update"), ("<lease>",)),
+    ("", "configmaps", ("create",), ()),
+    ("", "configmaps", ("get", "update"), ("<lease>-migrations",)),
 ]
 
 # Effective container security settings (container value, else the pod's): (field path, expected value).
@@ -469,7 +472,7 @@ def test_pod_deletion_sits_in_a_rule_of_its_own(rendered: list[Obj]) -> None:
     )
 
 
-def test_leader_election_role_grants_only_lease_access_to_the_configured_lease(
+def test_leader_election_role_grants_only_the_configured_lease_and_its_migration_records(
     rendered: list[Obj], config: Obj
 ) -> None:
     lease = config["leaderElection"]["resourceName"]
@@ -479,7 +482,7 @@ def test_leader_election_role_grants_only_lease_access_to_the_configured_lease(
         for g, r, v in _triples(rule)
     }
     expected = {
-        (g, r, v, tuple(lease if n == "<lease>" else n for n in names))
+        (g, r, v, tuple(n.replace("<lease>", lease) for n in names))
         for g, r, verbs, names in EXPECTED_LEADER_ELECTION_RULES
         for v in verbs
     }

@@ -77,8 +77,18 @@ class FakeEvictor:
     calls: list[str] = field(default_factory=list)
     on_call: Any = None
 
-    def evict(self, pod: Pod, node: str, reason: str, deadline: float) -> Outcome:
+    sent: list[str] = field(default_factory=list)
+    """Requests that left (``before_send`` allowed them)."""
+
+    def evict(
+        self, pod: Pod, node: str, reason: str, deadline: float, before_send: Any = None
+    ) -> Outcome:
         self.calls.append(pod.key)
+        if before_send is not None:
+            refusal = before_send()
+            if refusal:
+                return Outcome("failed", refusal)
+        self.sent.append(pod.key)
         if self.on_call:
             self.on_call()
         return Outcome(self.results.pop(0) if self.results else "evicted")
@@ -93,7 +103,7 @@ def runner(evictor: FakeEvictor, *, config: EffectiveConfig | None = None, **kwa
         cluster=StaticCluster(),
         usage=kwargs.pop("usage", SeedUsage()),
         evictor=evictor,
-        wall_clock=lambda: NOW,
+        wall_clock=kwargs.pop("wall_clock", lambda: NOW),
         **kwargs,
     )
 

@@ -1,0 +1,277 @@
+"""The migration journal: the part of the planner state the limits need, as records that outlive a process.
+
+The live service keeps one record per migration that still matters (in flight or inside its
+``objectLimiters`` window) in a ConfigMap it owns, and rebuilds the state from it at start-up and when
+it takes over the Lease. The rules that make that safe, all decided here over plain data:
+
+- **Write ahead.** A record with status ``intent`` is written *before* the eviction request is sent
+  (``intent``). If the process dies at any point after that, the next one finds the record; if the
+  write fails, the eviction is not sent. So no eviction can exist without its record.
+- **Confirm after.** Once the outcome is known the record becomes ``evicted`` or ``unknown`` (counted as
+  evicted, settled later by the cache), or disappears (refused, failed): ``project`` derives the records
+  from the state after each cycle and ``needs_write`` says when that is worth a write.
+- **Assume the worst on rebuild.** ``rebuild`` turns every record into a migration, whatever its status,
+  and returns the ``intent`` and ``unknown`` ones as pending: the cache settles them like any eviction of
+  unknown outcome (pod gone or replaced: evicted; the same pod still running a minute after the request:
+  never sent, and it stops counting).
+- Each record names the pod (key and uid), its source node, and its workload (kind, name and the
+  identity the limits count by), so a record maps back to its workload after the pod is gone.
+
+Records of migrations that no longer matter are dropped by the planner (``plan`` keeps a migration while
+its pod exists or its window is open); the journal follows the state, so they leave with the next write.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from descheduler.planner.model import PlannedEviction
+from descheduler.planner.state import Migration, PlannerState
+
+VERSION = 1
+INTENT = "intent"
+UNKNOWN = "unknown"
+EVICTED = "evicted"
+STATUSES = (INTENT, UNKNOWN, EVICTED)
+UNSETTLED = frozenset({INTENT, UNKNOWN})
+MAX_BYTES = 900_000
+"""A ConfigMap's data may hold 1 MiB; stay well below (about 3,500 records)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One migration as recorded: enough to count it against every limit after a restart."""
+
+    pod: str
+    """``namespace/name``."""
+    uid: str
+    node: str
+    """The node it was evicted from (``maxMigratingPerNode``)."""
+    workload: str
+    """The identity the limits count by (``WorkloadRef.identity``: the top controller's uid), or empty."""
+    workload_kind: str
+    workload_name: str
+    at: float
+    """Seconds since the epoch: when the migration started (``evicted``) or the request was sent."""
+    status: str
+    reason: str = ""
+    destination: str = ""
+    """Kept while unsettled: the Event that settles it names them."""
+
+    @property
+    def namespace(self) -> str:
+        return self.pod.split("/", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.pod.split("/", 1)[-1]
+
+
+class JournalError(Exception):
+    """The journal could not be used; ``reason`` is a short code for logs and metric labels."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class JournalUnreadable(JournalError):
+    """Reasons: ``forbidden`` (RBAC), ``unavailable`` (the API did not answer), ``invalid`` (bad content)."""
+
+
+class JournalWriteError(JournalError):
+    """Reasons: ``conflict`` (someone else wrote it since we read it), ``too-large``, ``forbidden``,
+    ``unavailable``, ``not-loaded`` (never read successfully, so a write could drop records)."""
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    state: PlannerState
+    """Migrations only: anomaly counts start from zero, so a hotspot must be confirmed again."""
+    pending: tuple[Entry, ...]
+    """Records whose eviction may or may not have happened (``intent``, ``unknown``)."""
+
+
+# --- records from the state, and back ------------------------------------------------------------------
+
+
+def intent(planned: PlannedEviction, at: float) -> Entry:
+    """The record written before the request for ``planned`` is sent at ``at``."""
+    return Entry(
+        pod=planned.pod.key,
+        uid=planned.pod.uid,
+        node=planned.node,
+        workload=planned.workload,
+        workload_kind=planned.workload_kind,
+        workload_name=planned.workload_name,
+        at=at,
+        status=INTENT,
+        reason=planned.reason,
+        destination=planned.destination,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Unsettled:
+    """What the runner knows of an eviction of unknown outcome (``unknown.Unconfirmed``), flattened."""
+
+    sent: float
+    reason: str
+    destination: str
+
+
+def project(migrations: Iterable[Migration], unsettled: Mapping[str, Unsettled]) -> tuple[Entry, ...]:
+    """The records of the state's migrations; those still of unknown outcome (``unsettled``, by pod key)
+    carry their send time, reason and destination."""
+    out: list[Entry] = []
+    for m in migrations:
+        open_ = unsettled.get(m.pod)
+        out.append(
+            Entry(
+                pod=m.pod,
+                uid=m.uid,
+                node=m.node,
+                workload=m.workload,
+                workload_kind=m.workload_kind,
+                workload_name=m.workload_name,
+                at=max(m.started, open_.sent) if open_ is not None else m.started,
+                status=UNKNOWN if open_ is not None else EVICTED,
+                reason=open_.reason if open_ is not None else "",
+                destination=open_.destination if open_ is not None else "",
+            )
+        )
+    return tuple(sorted(out, key=lambda e: (e.at, e.pod)))
+
+
+def needs_write(saved: Sequence[Entry] | None, current: Sequence[Entry]) -> bool:
+    """Whether ``current`` must replace ``saved``: a new or changed record, or an unsettled one gone.
+
+    Records that only aged out need no write of their own (a rebuild drops them just the same); they
+    leave with the next write.
+    """
+    if saved is None:
+        return bool(current)
+    before = set(saved)
+    now = set(current)
+    return bool(now - before) or any(e.status in UNSETTLED and e not in now for e in before)
+
+
+def merge(*journals: Iterable[Entry]) -> tuple[Entry, ...]:
+    """Union of records (a pod's record by pod key and uid; the later one wins). Used when two writers
+    met: keeping every record is the safe side."""
+    out: dict[tuple[str, str], Entry] = {}
+    for entries in journals:
+        for e in entries:
+            previous = out.get((e.pod, e.uid))
+            if previous is None or (e.at, e.status != EVICTED) >= (previous.at, previous.status != EVICTED):
+                out[(e.pod, e.uid)] = e
+    return tuple(sorted(out.values(), key=lambda e: (e.at, e.pod)))
+
+
+def rebuild(entries: Iterable[Entry]) -> Rebuilt:
+    """The planner state the records stand for: every record is a migration (an ``intent`` may have
+    been sent, an ``unknown`` may have been applied), and the unsettled ones are returned as pending.
+    The planner drops the migrations that no longer matter at its next cycle."""
+    merged = merge(entries)
+    migrations = tuple(
+        Migration(
+            pod=e.pod,
+            uid=e.uid,
+            namespace=e.namespace,
+            node=e.node,
+            workload=e.workload,
+            started=e.at,
+            workload_kind=e.workload_kind,
+            workload_name=e.workload_name,
+        )
+        for e in merged
+    )
+    pending = tuple(e for e in merged if e.status in UNSETTLED)
+    return Rebuilt(state=PlannerState(migrations=migrations), pending=pending)
+
+
+# --- the stored form ---------------------------------------------------------------------------------------
+
+
+def encode(entries: Sequence[Entry], *, writer: str) -> str:
+    """Compact JSON, one record per line so ``kubectl get -o yaml`` stays readable."""
+    records = []
+    for e in entries:
+        record: dict[str, Any] = {
+            "pod": e.pod,
+            "uid": e.uid,
+            "node": e.node,
+            "workload": {"kind": e.workload_kind, "name": e.workload_name, "identity": e.workload},
+            "at": round(e.at, 3),
+            "status": e.status,
+        }
+        if e.status in UNSETTLED:
+            record["reason"] = e.reason
+            record["destination"] = e.destination
+        records.append(json.dumps(record, separators=(",", ":"), sort_keys=False))
+    head = json.dumps({"version": VERSION, "writer": writer}, separators=(",", ":"))
+    body = ",\n".join(records)
+    return head[:-1] + ',"records":[\n' + body + "\n]}\n" if records else head[:-1] + ',"records":[]}\n'
+
+
+def decode(text: str, source: str) -> tuple[Entry, ...]:
+    """Parse the stored form; any problem raises ``JournalUnreadable("invalid", ...)`` naming ``source``
+    and the field, so an operator can fix or delete the object."""
+
+    def bad(where: str, problem: str) -> JournalUnreadable:
+        return JournalUnreadable("invalid", f"{source}: {where}: {problem}")
+
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise bad("data", f"not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise bad("data", f"must be an object, got {type(doc).__name__}")
+    if doc.get("version") != VERSION:
+        raise bad("version", f"must be {VERSION}, got {doc.get('version')!r}")
+    raw = doc.get("records")
+    if not isinstance(raw, list):
+        raise bad("records", f"must be a list, got {type(raw).__name__}")
+    out: list[Entry] = []
+    for i, item in enumerate(raw):
+        where = f"records[{i}]"
+        if not isinstance(item, dict):
+            raise bad(where, f"must be an object, got {type(item).__name__}")
+
+        def text_field(name: str, value: Any, *, required: bool = True, at: str = where) -> str:
+            if not isinstance(value, str) or (required and not value):
+                raise bad(f"{at}.{name}", f"must be a non-empty string, got {value!r}")
+            return value
+
+        pod = text_field("pod", item.get("pod"))
+        if pod.count("/") != 1 or pod.startswith("/") or pod.endswith("/"):
+            raise bad(f"{where}.pod", f"must be namespace/name, got {pod!r}")
+        workload = item.get("workload")
+        owner = f"{where}.workload"
+        if not isinstance(workload, dict):
+            raise bad(f"{where}.workload", f"must be an object, got {workload!r}")
+        at = item.get("at")
+        if isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at) or at < 0:
+            raise bad(f"{where}.at", f"must be seconds since the epoch, got {at!r}")
+        status = item.get("status")
+        if status not in STATUSES:
+            raise bad(f"{where}.status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
+        out.append(
+            Entry(
+                pod=pod,
+                uid=text_field("uid", item.get("uid"), required=False),
+                node=text_field("node", item.get("node")),
+                workload=text_field("identity", workload.get("identity", ""), required=False, at=owner),
+                workload_kind=text_field("kind", workload.get("kind", ""), required=False, at=owner),
+                workload_name=text_field("name", workload.get("name", ""), required=False, at=owner),
+                at=float(at),
+                status=str(status),
+                reason=text_field("reason", item.get("reason", ""), required=False),
+                destination=text_field("destination", item.get("destination", ""), required=False),
+            )
+        )
+    return tuple(out)

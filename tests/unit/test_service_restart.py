@@ -1,0 +1,206 @@
+"""The cycle runner and the migration journal: a record before each eviction, a rebuild after a restart,
+the quiet period only when the records cannot be read."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+
+from descheduler.planner import journal as records
+from descheduler.planner.journal import Entry, JournalUnreadable, JournalWriteError
+from descheduler.service.cycle import CycleRunner
+from tests.unit.test_service_cycle import NOW, FakeEvictor, runner, seed_config
+
+HOT_POD = "default/stress-demo-588f9646cf-s7k2p"
+
+
+@dataclass
+class FakeJournal:
+    """The ConfigMap: what was saved, in order; errors to raise on the next loads or saves."""
+
+    entries: tuple[Entry, ...] = ()
+    saves: list[tuple[Entry, ...]] = field(default_factory=list)
+    load_errors: list[Exception] = field(default_factory=list)
+    save_errors: list[Exception] = field(default_factory=list)
+    written_meanwhile: tuple[Entry, ...] = ()
+    """What another writer saved, found in place when a save fails."""
+    loads: int = 0
+
+    @property
+    def where(self) -> str:
+        return "ConfigMap test/records"
+
+    def load(self) -> tuple[Entry, ...]:
+        self.loads += 1
+        if self.load_errors:
+            raise self.load_errors.pop(0)
+        return self.entries
+
+    def save(self, entries: Sequence[Entry]) -> None:
+        if self.save_errors:
+            self.entries = self.written_meanwhile or self.entries
+            raise self.save_errors.pop(0)
+        self.entries = tuple(entries)
+        self.saves.append(self.entries)
+
+
+def journaled(
+    evictor: FakeEvictor,
+    journal: FakeJournal,
+    *,
+    clock: list[float] | None = None,
+    wall: list[float] | None = None,
+    **kwargs: Any,
+) -> CycleRunner:
+    """A runner as the service builds it: records in ``journal``, a rebuild requested at start-up.
+    ``clock`` drives the monotonic clock (quiet period), ``wall`` the wall clock (records, settling)."""
+    mono = clock if clock is not None else [0.0]
+    now = wall if wall is not None else [NOW]
+    run = runner(
+        evictor,
+        journal=journal,
+        fallback_quiet_seconds=300.0,
+        monotonic=lambda: mono[0],
+        wall_clock=lambda: now[0],
+        **kwargs,
+    )
+    run.request_restore()
+    return run
+
+
+def statuses(entries: Sequence[Entry]) -> list[tuple[str, str]]:
+    return [(e.pod, e.status) for e in entries]
+
+
+def test_each_eviction_is_recorded_before_its_request_is_sent_and_confirmed_after() -> None:
+    journal = FakeJournal()
+    seen_when_sent: list[list[tuple[str, str]]] = []
+    evictor = FakeEvictor(on_call=lambda: seen_when_sent.append(statuses(journal.entries)))
+    record = journaled(evictor, journal).run_cycle()
+    assert record is not None and record.restore is not None
+    assert (record.restore.result, record.restore.reason) == ("rebuilt", "ok")
+    assert seen_when_sent == [[(HOT_POD, "intent")]]
+    assert [statuses(s) for s in journal.saves] == [[(HOT_POD, "intent")], [(HOT_POD, "evicted")]]
+    written = journal.entries[0]
+    assert (written.workload_kind, written.node) == ("Deployment", "cn-beijing.10.0.0.53")
+    assert written.workload, "the record carries the workload identity the limits count by"
+
+
+def test_a_successor_rebuilds_the_state_and_acts_in_its_first_cycle_where_the_limits_allow() -> None:
+    journal = FakeJournal()
+    first = FakeEvictor()
+    journaled(first, journal).run_cycle()
+    assert first.sent == [HOT_POD]
+    # SIGKILL: a new process with the same records. The evicted pod is still terminating (static cluster).
+    second = FakeEvictor()
+    record = journaled(second, journal).run_cycle()
+    assert record is not None and record.restore is not None
+    assert record.restore.migrations == 1
+    assert not record.aborted
+    assert second.sent and HOT_POD not in second.sent, "in flight: never evicted twice"
+    moved = next(e for e in record.plan.evictions if e.pod.key == second.sent[0])
+    assert moved.workload != journal.saves[0][0].workload, "its workload's window is still open"
+    # A process without the records would simply have evicted the same pod again.
+    blind = FakeEvictor()
+    runner(blind).run_cycle()
+    assert blind.sent == [HOT_POD]
+
+
+def test_an_intent_left_by_a_crash_counts_until_the_pod_is_seen_still_running_a_minute_later() -> None:
+    clock = [NOW]
+    crashed = FakeEvictor()
+    journal = FakeJournal()
+    journaled(crashed, journal, wall=clock).run_cycle()
+    journal.entries = (replace(journal.entries[0], status=records.INTENT, at=NOW),)  # no confirmation
+    clock[0] = NOW + 10
+    successor = FakeEvictor()
+    run = journaled(successor, journal, wall=clock)
+    record = run.run_cycle()
+    assert record is not None
+    assert HOT_POD not in successor.sent
+    assert record.unconfirmed == (HOT_POD,)
+    clock[0] = NOW + 61
+    later = run.run_cycle()
+    assert later is not None
+    assert [(r.pod, r.result) for r in later.resolved] == [(HOT_POD, "failed")]
+    assert f"resolved {HOT_POD}: failed" in successor.calls
+    assert HOT_POD in successor.sent, "never sent, so it may be evicted now"
+
+
+UNREADABLE = [
+    ("RBAC forbids reading", JournalUnreadable("forbidden", "403"), "forbidden", False),
+    ("the API does not answer", JournalUnreadable("unavailable", "timeout"), "unavailable", True),
+    ("the records are not ours", JournalUnreadable("invalid", "records[0].at"), "invalid", True),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("error", "reason", "writes_later"), [c[1:] for c in UNREADABLE], ids=[c[0] for c in UNREADABLE]
+)
+def test_unreadable_records_fall_back_to_the_quiet_period_and_say_why(
+    error: Exception, reason: str, writes_later: bool
+) -> None:
+    clock = [0.0]
+    journal = FakeJournal(load_errors=[error])
+    evictor = FakeEvictor()
+    run = journaled(evictor, journal, clock=clock)
+    record = run.run_cycle()
+    assert record is not None and record.restore is not None
+    assert (record.restore.result, record.restore.reason) == ("fallback", reason)
+    assert record.quiet_seconds_left == 300.0
+    assert evictor.sent == []
+    assert record.aborted.startswith("start-up quiet period")
+    clock[0] = 301.0
+    run.run_cycle()
+    assert evictor.sent == [HOT_POD]
+    # Forbidden: a successor cannot read records either, so none are written (it waits too).
+    assert bool(journal.saves) is writes_later
+
+
+def test_no_eviction_is_sent_when_its_record_cannot_be_written() -> None:
+    journal = FakeJournal(save_errors=[JournalWriteError("unavailable", "timeout")])
+    evictor = FakeEvictor()
+    record = journaled(evictor, journal).run_cycle()
+    assert record is not None
+    assert evictor.calls == [HOT_POD] and evictor.sent == []
+    assert [(e.result, e.message) for e in record.evictions] == [
+        ("failed", "not sent: its migration record could not be written first (unavailable)")
+    ]
+    assert record.journal_failures == ("unavailable",)
+
+
+def test_records_written_by_another_replica_meanwhile_are_kept_and_nothing_is_sent_beside_them() -> None:
+    theirs = Entry(
+        "default/other", "uid-other", "cn-beijing.10.0.0.53", "w-other", "Deployment", "other", NOW, "evicted"
+    )
+    journal = FakeJournal(save_errors=[JournalWriteError("conflict", "409")], written_meanwhile=(theirs,))
+    evictor = FakeEvictor()
+    run = journaled(evictor, journal)
+    record = run.run_cycle()
+    assert record is not None
+    assert evictor.sent == []
+    assert record.journal_failures == ("conflict",)
+    assert "default/other" in {m.pod for m in run.state.migrations}
+    assert "default/other" in {e.pod for e in journal.entries}
+
+
+def test_a_dry_run_reads_the_records_but_never_writes() -> None:
+    journal = FakeJournal()
+    config = seed_config(anomalyCondition={"consecutiveAbnormalities": 1}, dryRun=True)
+    record = journaled(FakeEvictor(results=["would-evict"]), journal, config=config).run_cycle()
+    assert record is not None and record.restore is not None
+    assert journal.loads == 1 and journal.saves == []
+
+
+def test_a_takeover_reads_the_previous_leaders_records_again() -> None:
+    journal = FakeJournal()
+    run = journaled(FakeEvictor(), journal)
+    run.run_cycle()
+    journal.entries = (*journal.entries, replace(journal.entries[0], pod="default/late", uid="u-late"))
+    run.request_restore()
+    record = run.run_cycle()
+    assert record is not None and record.restore is not None
+    assert "default/late" in {m.pod for m in run.state.migrations}
