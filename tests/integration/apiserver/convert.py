@@ -27,6 +27,8 @@ _EVENT_FIELDS = {
 }
 _EVENT_SAME = ("related", "reason", "type", "eventTime", "series", "action", "reportingInstance")
 NOTE_LENGTH_LIMIT = 1024
+CONFIGMAP_DATA_LIMIT = 1024 * 1024
+"""kube-apiserver's limit on a ConfigMap's data (keys and values together)."""
 _QUALIFIED_NAME = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
@@ -84,6 +86,13 @@ def validate(res: ResourceType, obj: Obj) -> None:
                 raise errors.invalid(res, name, [(f"spec.containers[{i}].image", "", "Required value")])
     if res.storage_key == "events":
         _validate_event(res, obj, name, str(meta.get("namespace", "")))
+    if res.kind == "ConfigMap":
+        data = obj.get("data") or {}
+        size = sum(len(str(k)) + len(str(v).encode()) for k, v in data.items())
+        if size > CONFIGMAP_DATA_LIMIT:
+            raise errors.invalid(
+                res, name, [("[]", "", f"Too long: must have at most {CONFIGMAP_DATA_LIMIT} bytes")]
+            )
 
 
 def _validate_event(res: ResourceType, obj: Obj, name: str, namespace: str) -> None:

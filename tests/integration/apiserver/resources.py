@@ -61,6 +61,7 @@ RESOURCES: tuple[ResourceType, ...] = (
         "", "v1", "pods", "Pod", True, ("po",), subresources=("eviction", "status"), status_subresource=True
     ),
     ResourceType("", "v1", "events", "Event", True, ("ev",), storage="events"),
+    ResourceType("", "v1", "configmaps", "ConfigMap", True, ("cm",)),
     ResourceType(
         "",
         "v1",
