@@ -204,3 +204,15 @@ def test_a_takeover_reads_the_previous_leaders_records_again() -> None:
     record = run.run_cycle()
     assert record is not None and record.restore is not None
     assert "default/late" in {m.pod for m in run.state.migrations}
+
+
+def test_an_eviction_of_unknown_outcome_is_recorded_as_such_and_a_successor_settles_it() -> None:
+    journal = FakeJournal()
+    journaled(FakeEvictor(results=["unknown"]), journal).run_cycle()
+    assert statuses(journal.entries) == [(HOT_POD, "unknown")]
+    assert journal.entries[0].reason, "kept for the Event that settles it"
+    successor = FakeEvictor()
+    record = journaled(successor, journal).run_cycle()
+    assert record is not None
+    assert record.unconfirmed == (HOT_POD,)
+    assert HOT_POD not in successor.sent
