@@ -66,6 +66,9 @@ NEEDED = [
     ("create", "pods", "--subresource=eviction", "-n", "default"),
     ("create", "events.events.k8s.io", "-n", "default"),
     ("update", f"leases.coordination.k8s.io/{LEASE}", "-n", NAMESPACE),
+    ("get", f"configmaps/{LEASE}-migrations", "-n", NAMESPACE),
+    ("update", f"configmaps/{LEASE}-migrations", "-n", NAMESPACE),
+    ("create", "configmaps", "-n", NAMESPACE),
 ]
 NOT_NEEDED = [
     ("get", "secrets", "--all-namespaces"),
@@ -77,6 +80,8 @@ NOT_NEEDED = [
     ("update", "leases.coordination.k8s.io/someone-elses", "-n", NAMESPACE),
     ("update", f"leases.coordination.k8s.io/{LEASE}", "-n", "default"),
     ("list", "configmaps", "--all-namespaces"),
+    ("update", "configmaps/load-aware-descheduler-config", "-n", NAMESPACE),
+    ("create", "configmaps", "-n", "default"),
 ]
 
 
