@@ -206,6 +206,8 @@ def add_migrations(state: PlannerState, evictions: Iterable[PlannedEviction], no
             node=e.node,
             workload=e.workload,
             started=now,
+            workload_kind=e.workload_kind,
+            workload_name=e.workload_name,
         )
         for e in evictions
     )
