@@ -14,6 +14,7 @@ changes nothing.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -144,6 +145,7 @@ class Evictor:
         guard: Callable[[], bool] | None = None,
         default_retry_after: float = 1.0,
         warning_window: float = 300.0,
+        stop: threading.Event | None = None,
     ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"evictionPolicy must be one of {', '.join(POLICIES)}, got {policy!r}")
@@ -152,6 +154,13 @@ class Evictor:
         self.delete_options = validate_delete_options(delete_options)
         self.dry_run = dry_run
         self.events = events
+        if stop is not None and sleep is time.sleep:
+            halt = stop
+
+            def sleep(seconds: float) -> None:  # a Retry-After or rate-limit wait ends at once on shutdown
+                halt.wait(seconds)
+
+        self._stop = stop
         self.limiter = TokenBucket(evict_qps, max(1, int(evict_burst)), clock=clock, sleep=sleep)
         self._clock = clock
         self._sleep = sleep
@@ -184,6 +193,8 @@ class Evictor:
         self, pod: Pod, node: str, deadline: float, before_send: Callable[[], str | None] | None
     ) -> tuple[EvictionOutcome, bool]:
         """The outcome, and whether it is worth an event on the pod (not when nothing was asked)."""
+        if self._stopping():
+            return EvictionOutcome("failed", "shutdown requested: eviction not attempted"), False
         if self._guard is not None and not self._guard():
             return EvictionOutcome("failed", "not the leader: eviction not attempted"), False
         if not self.limiter.acquire(deadline):
@@ -195,6 +206,8 @@ class Evictor:
         attempts = 0
         while True:
             attempts += 1
+            if self._stopping():
+                return EvictionOutcome("failed", "shutdown requested: eviction not attempted"), False
             if self._guard is not None and not self._guard():
                 return EvictionOutcome("failed", "lost leadership: eviction not attempted"), False
             if before_send is not None and not self.dry_run:
@@ -252,6 +265,9 @@ class Evictor:
         return EvictionOutcome(
             "unknown", f"{why}; counted as evicted until the cache shows whether the pod was evicted"
         )
+
+    def _stopping(self) -> bool:
+        return self._stop is not None and self._stop.is_set()
 
     @property
     def _method(self) -> str:

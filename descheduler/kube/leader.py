@@ -86,6 +86,8 @@ class LeaderElector:
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = -math.inf
         self.observed_holder = ""
+        self._write_sent: float | None = None
+        """When the last Lease write (create or update) was sent, on the monotonic clock."""
         self._path = (
             f"/apis/coordination.k8s.io/v1/namespaces/{path_segment(namespace)}/leases/{path_segment(name)}"
         )
@@ -103,10 +105,12 @@ class LeaderElector:
         with self._lock:
             return self._leader and self._clock() - self._last_renew < self.renew_deadline
 
-    def stop(self, release: bool = True) -> None:
+    def stop(self, release: bool = True, timeout: float | None = None) -> None:
+        """Stop renewing and (if leading) release the Lease. ``timeout`` bounds the wait for a renewal in
+        flight (default: its longest possible duration); the release is sent either way."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=self.renew_deadline + 5)
+            self._thread.join(timeout=self.renew_deadline + 5 if timeout is None else timeout)
         was_leader = self._set_leader(False)
         if release and was_leader:
             self._release()
@@ -115,12 +119,13 @@ class LeaderElector:
     # -- loop --------------------------------------------------------------------------------------------
     def _run(self) -> None:
         while not self._stop.is_set():
-            # A renewal counts from when it was sent: the server applied it no earlier than that.
-            attempt_started = self._clock()
+            # A renewal counts from when its write was sent: the server applied it no earlier than that,
+            # and other replicas time the Lease from when they see it change.
+            self._write_sent = None
             ok = self._try_acquire_or_renew()
             if ok:
                 with self._lock:
-                    self._last_renew = attempt_started
+                    self._last_renew = self._write_sent if self._write_sent is not None else self._clock()
                     self._leader = True
                 if not self._stop.is_set():
                     self._announce(True)
@@ -166,11 +171,16 @@ class LeaderElector:
             return self._last_renew + self.renew_deadline
 
     def _request_timeout(self) -> float:
-        """Short enough that a hanging request cannot outlast the renew deadline unnoticed."""
-        timeout = min(self.renew_deadline / 2, 10.0)
+        """How long one Lease request may take, derived from the lease settings as client-go does.
+
+        A leader's renewal may use all the time left before its renew deadline: a slow server that
+        applies it after a shorter client timeout would keep the Lease fresh with writes this replica
+        counted as failures, and the replica would step down while nobody else could take over. A
+        candidate may use ``renew_deadline`` (still shorter than ``lease_duration``).
+        """
         if self._leader_flag():
-            timeout = min(timeout, self._leadership_ends() - self._clock())
-        return max(0.05, timeout)
+            return max(0.05, self._leadership_ends() - self._clock())
+        return self.renew_deadline
 
     # -- lease operations -----------------------------------------------------------------------------------
     def _spec(self, previous: Mapping[str, Any] | None, now: float) -> dict[str, Any]:
@@ -229,6 +239,7 @@ class LeaderElector:
         return self._update(lease, self._spec(spec, now), timeout)
 
     def _create(self, now: float, timeout: float) -> bool:
+        self._write_sent = self._clock()
         body = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
@@ -244,6 +255,7 @@ class LeaderElector:
         return True
 
     def _update(self, lease: Mapping[str, Any], spec: dict[str, Any], timeout: float) -> bool:
+        self._write_sent = self._clock()
         body = {**lease, "spec": spec}
         try:
             updated = self.api.request("PUT", self._path, body=body, timeout=timeout)

@@ -473,6 +473,13 @@ class CycleRunner:
         self._journal_saved = tuple(entries)
         return None
 
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` for the cycle in progress (if any) to end; True if none is running."""
+        if not self._lock.acquire(timeout=max(0.0, timeout)):
+            return False
+        self._lock.release()
+        return True
+
     def run_cycle(self) -> CycleRecord | None:
         """Run one cycle; returns None if another is still running (cycles never overlap)."""
         if not self._lock.acquire(blocking=False):

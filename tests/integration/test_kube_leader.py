@@ -219,3 +219,35 @@ def test_no_pod_is_evicted_twice_or_by_a_non_leader_across_a_leadership_change(
     assert by_a and by_b
     assert max(by_a) < min(by_b)  # never both sending evictions: a stopped before b started
     assert min(by_b) >= b.started[0]
+
+
+def test_a_slow_but_working_server_keeps_a_leader(apiserver: ApiServer, replica: ReplicaFactory) -> None:
+    """Every Lease request takes 0.18 s, so acquiring (a GET, then a write) takes 0.36 of the 0.6 s renew
+    deadline. Leadership counts from when the write was sent (as other replicas time the Lease from its
+    change), so the replica keeps renewing; counted from the GET it expired before its first renewal and
+    the replica stepped down and up again and again while its late writes kept the Lease fresh."""
+    apiserver.inject(Fault(resource="leases", latency=0.18))
+    a = replica("a")
+    a.elector.start()
+    eventually(a.elector.is_leader, timeout=5, what="a to lead")
+    leaderless = 0.0
+    until = time.monotonic() + 3.0
+    while time.monotonic() < until:
+        if not a.elector.is_leader():
+            leaderless += 0.02
+        time.sleep(0.02)
+    assert a.stopped == [], f"stepped down under a slow server (leaderless for {leaderless:.2f}s)"
+    assert leaderless == 0.0
+
+
+def test_a_replica_that_stepped_down_takes_the_lease_again_when_the_server_answers_again(
+    apiserver: ApiServer, replica: ReplicaFactory
+) -> None:
+    a = replica("a")
+    a.elector.start()
+    eventually(a.elector.is_leader, timeout=5, what="a to lead")
+    fault = apiserver.inject(Fault(resource="leases", status=500))
+    eventually(lambda: a.stopped != [], timeout=5, what="a to step down")
+    apiserver.clear_faults()
+    eventually(a.elector.is_leader, timeout=5, what="a to lead again")
+    assert fault.hits >= 1 and len(a.started) == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -110,3 +111,33 @@ def test_the_process_exits_0_promptly_and_releases_the_lease(stopped: Stopped) -
     assert stopped.proc.exit_code == 0
     assert stopped.proc.exit_seconds is not None and stopped.proc.exit_seconds < 5
     assert stopped.lease["spec"]["holderIdentity"] == ""
+
+
+def test_sigterm_ends_a_retry_after_wait_at_once(usage_backend: UsageBackend, tmp_path: Path) -> None:
+    """The API server throttles the eviction with Retry-After 6 s inside an 8 s cycle: the evictor waits.
+    SIGTERM must end that wait at once, not after it (the old shutdown took the whole wait)."""
+    with live_cluster(tmp_path, usage_backend, build, full_window=True) as cluster:
+        server = cluster.server
+        server.inject(
+            Fault(verb="create", resource="pods", subresource="eviction", status=429, retry_after=6)
+        )
+        ports = Ports.free()
+        doc = service_config(
+            prometheus_url=usage_backend.url, ports=ports, consecutive_abnormalities=1, interval="8s"
+        )
+        doc["leaderElection"] = {"leaderElect": False}
+        doc["profiles"][0]["pluginConfig"][1]["args"]["objectLimiters"] = {}
+        with run_descheduler(
+            write_config(tmp_path / "config.yaml", doc), kubeconfig_of(server), ports, tmp_path
+        ) as proc:
+            proc.wait_for(lambda: evictions(server), timeout=30, what="a throttled eviction call")
+            proc.wait_for(lambda: proc.events("eviction_throttled_retrying"), timeout=5, what="the wait")
+            proc.process.send_signal(signal.SIGTERM)
+            proc.wait_exit(timeout=15)
+    print(f"\nFAULT sigterm-during-retry-after: exit_seconds={proc.exit_seconds:.2f}")
+    assert proc.exit_code == 0
+    assert proc.exit_seconds is not None and proc.exit_seconds < 3
+    assert len(evictions(server)) == 1, "no retry after SIGTERM"
+    (line,) = proc.events("eviction")
+    assert line["result"] == "failed" and line["message"].startswith("shutdown requested")
+    assert not any("leader" in str(r.get("message", "")) for r in proc.events("eviction"))
