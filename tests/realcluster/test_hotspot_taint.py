@@ -1,0 +1,360 @@
+"""The hotspot taint's life cycle on a real control plane (kube-apiserver, kube-scheduler, kwok nodes).
+
+``hotspotTaint`` puts a ``PreferNoSchedule`` taint of our key on a confirmed hotspot before its pods are
+evicted, so the stock kube-scheduler places the replacements elsewhere; it keeps it while the node is hot,
+removes it after cooling, on SIGTERM, and (left by a killed leader) in a new leader's first cycle. Dry-run
+writes nothing. Another taint on the node is never modified, and a patch computed from a stale read is
+refused by the real server (JSON patch ``test``) instead of overwriting a concurrent change.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from descheduler.kube.api import KubeApi
+from descheduler.kube.errors import ApiStatusError
+from descheduler.kube.taints import NodeTainter
+from descheduler.planner.steer import TAINT_EFFECT, TAINT_KEY
+from tests.controlplane.cluster import ControlPlane
+from tests.integration.service_fixtures import (
+    LEASE,
+    MANIFESTS,
+    Descheduler,
+    Ports,
+    UsageBackend,
+    run_descheduler,
+    usage_backend,
+    write_config,
+)
+from tests.realcluster.loop import HIGH_CPU, HotCluster, build_hot_cluster, loop_config
+from tests.realcluster.test_closed_loop import lease_namespace
+from tests.realcluster.test_rbac_and_leader import install_manifests
+
+pytestmark = pytest.mark.controlplane
+__all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
+
+TEAM = {"key": "team", "value": "a", "effect": "PreferNoSchedule"}
+OURS = {"key": TAINT_KEY, "value": "true", "effect": TAINT_EFFECT}
+NOTHING_MOVES = {"include": ["no-such-namespace"]}
+"""evictableNamespaces that leave every pod in place: the node stays hot."""
+
+
+def node_taints(plane: ControlPlane, node: str) -> list[dict[str, Any]]:
+    return list(plane.get_json("node", node)["spec"].get("taints") or [])
+
+
+def tainted(plane: ControlPlane, node: str) -> bool:
+    return OURS in node_taints(plane, node)
+
+
+def node_events(plane: ControlPlane, node: str) -> list[str]:
+    items = plane.get_json("events", "-n", "default", "--field-selector", f"involvedObject.name={node}")[
+        "items"
+    ]
+    return [e["reason"] for e in items if e["involvedObject"].get("kind") == "Node"]
+
+
+def taint_lines(proc: Descheduler, action: str) -> list[dict[str, Any]]:
+    return [e for e in proc.events("node_taint") if e.get("action") == action]
+
+
+def config(
+    backend: UsageBackend,
+    ports: Ports,
+    namespace: str,
+    path: Path,
+    *,
+    lease: str,
+    dry_run: bool = False,
+    consecutive: int = 2,
+    evictable: dict[str, Any] | None = None,
+) -> Path:
+    doc = loop_config(
+        backend.url,
+        ports,
+        namespace,
+        dry_run=dry_run,
+        lease_name=lease,
+        consecutive_abnormalities=consecutive,
+    )
+    args = doc["profiles"][0]["pluginConfig"][0]["args"]
+    args["hotspotTaint"] = {"enabled": True, "removeAfterCycles": 3}
+    if evictable is not None:
+        args["evictableNamespaces"] = evictable
+    return write_config(path, doc)
+
+
+@pytest.fixture(scope="module")
+def tainting_identity(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The descheduler's ServiceAccount with the shipped RBAC plus the hotspot-taint component."""
+    docs = install_manifests(control_plane)
+    component = MANIFESTS / "components" / "hotspot-taint"
+    control_plane.apply(
+        [
+            yaml.safe_load((component / name).read_text())
+            for name in ("clusterrole.yaml", "clusterrolebinding.yaml")
+        ]
+    )
+    (account,) = [d["metadata"] for d in docs if d["kind"] == "ServiceAccount"]
+    return control_plane.token_kubeconfig(
+        account["namespace"], account["name"], tmp_path_factory.mktemp("taint-identity") / "kubeconfig"
+    )
+
+
+# --- a hotspot cured with the taint on ----------------------------------------------------------------------
+
+
+@dataclass
+class Steered:
+    cluster: HotCluster
+    proc: Descheduler
+    taints_while_hot: list[dict[str, Any]]
+    taints_after: list[dict[str, Any]]
+    replacements: dict[str, str]
+    events: list[str]
+    evictions: list[dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def steered(
+    control_plane: ControlPlane,
+    tainting_identity: Path,
+    admin_api_module: KubeApi,
+    usage_backend: UsageBackend,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Steered]:
+    ns = "hotspot-taint"
+    control_plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}])
+    control_plane.wait_for(
+        "ServiceAccount default",
+        lambda: control_plane.kubectl("get", "sa", "default", "-n", ns, check=False).returncode == 0,
+    )
+    workdir = tmp_path_factory.mktemp("hotspot-taint")
+    cluster = build_hot_cluster(control_plane, admin_api_module, ns)
+    control_plane.kubectl("taint", "nodes", cluster.hot, "team=a:PreferNoSchedule")
+    with cluster.usage.following():
+        usage_backend.install(cluster.usage.model, full_window=True, timeout=30)
+        ports = Ports.free()
+        path = config(usage_backend, ports, ns, workdir / "config.yaml", lease=LEASE)
+        with run_descheduler(path, tainting_identity, ports, workdir) as proc:
+            proc.wait_ready(timeout=30)
+            proc.wait_for(lambda: tainted(control_plane, cluster.hot), timeout=60, what="the hotspot taint")
+            while_hot = node_taints(control_plane, cluster.hot)
+            proc.wait_for(
+                lambda: cluster.usage.node_percent(cluster.hot) < HIGH_CPU, timeout=90, what="the cure"
+            )
+            proc.wait_for(lambda: not tainted(control_plane, cluster.hot), timeout=30, what="the taint to go")
+            proc.wait_for(lambda: taint_lines(proc, "remove"), timeout=5, what="its log line")
+            proc.terminate()
+        replacements = {
+            name: node for name, node in cluster.usage.placements.items() if name not in cluster.initial_pods
+        }
+    time.sleep(1)  # events are written in the background
+    yield Steered(
+        cluster=cluster,
+        proc=proc,
+        taints_while_hot=while_hot,
+        taints_after=node_taints(control_plane, cluster.hot),
+        replacements=replacements,
+        events=node_events(control_plane, cluster.hot),
+        evictions=proc.events("eviction"),
+    )
+
+
+@pytest.fixture(scope="module")
+def admin_api_module(control_plane: ControlPlane) -> Iterator[KubeApi]:
+    from descheduler.kube.connection import connect
+
+    api = connect(str(control_plane.kubeconfig), qps=1000, burst=1000)
+    yield api
+    api.close()
+
+
+def test_the_hotspot_is_tainted_before_the_first_eviction_beside_the_taint_already_there(
+    steered: Steered,
+) -> None:
+    assert steered.taints_while_hot == [TEAM, OURS]
+    lines = [e for e in steered.proc.records() if e.get("event") in ("node_taint", "eviction")]
+    assert lines[0]["event"] == "node_taint" and lines[0]["action"] == "add"
+    assert lines[0]["node"] == steered.cluster.hot
+
+
+def test_the_replacements_land_off_the_hot_node_and_the_fewest_pods_are_evicted(steered: Steered) -> None:
+    assert steered.replacements and all(
+        node in steered.cluster.cool for node in steered.replacements.values()
+    )
+    # 3.9 cores of 4: two pods of 0.6 bring it to 2.7 (67.5%); with consecutiveAbnormalities 2 and a 5 s
+    # usage window, the migration-aware estimate keeps a cured node from being evicted from again.
+    assert [e["result"] for e in steered.evictions] == ["evicted", "evicted"]
+
+
+def test_the_taint_comes_off_after_cooling_and_only_our_entry_goes(steered: Steered) -> None:
+    (added,) = taint_lines(steered.proc, "add")
+    (removed,) = taint_lines(steered.proc, "remove")
+    assert removed["cycle"] - added["cycle"] >= 3
+    assert steered.taints_after == [TEAM]
+    assert steered.events.count("HotspotTainted") == 1 and steered.events.count("HotspotUntainted") == 1
+
+
+def test_every_request_was_allowed_by_the_shipped_rbac_plus_the_component(steered: Steered) -> None:
+    assert "orbidden" not in steered.proc.stderr()
+    assert steered.proc.events("node_taint_failed") == []
+
+
+# --- kept while hot, SIGTERM, a new leader, dry-run ----------------------------------------------------
+
+
+def test_the_taint_stays_while_the_node_is_hot_and_comes_off_on_sigterm(
+    control_plane: ControlPlane,
+    namespace: str,
+    admin_api: KubeApi,
+    usage_backend: UsageBackend,
+    tmp_path: Path,
+) -> None:
+    lease_namespace(control_plane)
+    cluster = build_hot_cluster(control_plane, admin_api, namespace)
+    with cluster.usage.following():
+        usage_backend.install(cluster.usage.model, full_window=True, timeout=30)
+        ports = Ports.free()
+        path = config(
+            usage_backend,
+            ports,
+            namespace,
+            tmp_path / "c.yaml",
+            lease=f"lease-{namespace}",
+            evictable=NOTHING_MOVES,
+        )
+        with run_descheduler(path, control_plane.kubeconfig, ports, tmp_path) as proc:
+            proc.wait_ready(timeout=30)
+            proc.wait_for(lambda: tainted(control_plane, cluster.hot), timeout=60, what="the hotspot taint")
+            seen = len(proc.events("cycle_summary"))
+            proc.wait_for(
+                lambda: len(proc.events("cycle_summary")) >= seen + 5, timeout=20, what="5 more cycles"
+            )
+            assert tainted(control_plane, cluster.hot), "kept while hot"
+            assert len(taint_lines(proc, "add")) == 1 and taint_lines(proc, "remove") == []
+            assert proc.terminate() == 0
+    assert node_taints(control_plane, cluster.hot) == []
+    (removed,) = taint_lines(proc, "remove")
+    assert "shutting down" in removed["message"]
+
+
+def test_a_new_leader_removes_the_taint_a_killed_leader_left_on_a_node_that_has_cooled(
+    control_plane: ControlPlane,
+    namespace: str,
+    admin_api: KubeApi,
+    usage_backend: UsageBackend,
+    tmp_path: Path,
+) -> None:
+    lease_namespace(control_plane)
+    cluster = build_hot_cluster(control_plane, admin_api, namespace)
+    with cluster.usage.following():
+        usage_backend.install(cluster.usage.model, full_window=True, timeout=30)
+        ports = Ports.free()
+        path = config(
+            usage_backend,
+            ports,
+            namespace,
+            tmp_path / "c.yaml",
+            lease=f"lease-{namespace}",
+            evictable=NOTHING_MOVES,
+        )
+        with run_descheduler(path, control_plane.kubeconfig, ports, tmp_path, name="first") as first:
+            first.wait_ready(timeout=30)
+            first.wait_for(lambda: tainted(control_plane, cluster.hot), timeout=60, what="the hotspot taint")
+            first.kill()  # no chance to clean up
+        assert tainted(control_plane, cluster.hot)
+        control_plane.kubectl("scale", "deployment", "busy", "-n", namespace, "--replicas=1")
+        control_plane.wait_for(
+            "the hot node to cool", lambda: cluster.usage.node_percent(cluster.hot) < 40, timeout_s=60
+        )
+        time.sleep(7)  # the 5 s usage window forgets the load
+        with run_descheduler(path, control_plane.kubeconfig, ports, tmp_path, name="second") as second:
+            second.wait_for(
+                lambda: not tainted(control_plane, cluster.hot), timeout=30, what="the stale taint"
+            )
+            (removed,) = second.wait_for(
+                lambda: taint_lines(second, "remove"), timeout=5, what="its log line"
+            )
+            second.terminate()
+    assert "previous leader" in removed["message"]
+    assert removed["cycle"] == 1, "at once, in its first cycle as leader"
+
+
+def test_dry_run_taints_nothing_and_says_what_it_would_taint(
+    control_plane: ControlPlane,
+    namespace: str,
+    admin_api: KubeApi,
+    usage_backend: UsageBackend,
+    tmp_path: Path,
+) -> None:
+    lease_namespace(control_plane)
+    cluster = build_hot_cluster(control_plane, admin_api, namespace)
+    with cluster.usage.following():
+        usage_backend.install(cluster.usage.model, full_window=True, timeout=30)
+        ports = Ports.free()
+        path = config(
+            usage_backend, ports, namespace, tmp_path / "c.yaml", lease=f"lease-{namespace}", dry_run=True
+        )
+        with run_descheduler(path, control_plane.kubeconfig, ports, tmp_path) as proc:
+            proc.wait_ready(timeout=30)
+
+            def would_taint() -> list[dict[str, Any]]:
+                return [
+                    change
+                    for audit in proc.events("audit_cycle")
+                    for change in audit.get("hotspotTaints", {}).get("changes", [])
+                    if change["result"] == "would-add"
+                ]
+
+            changes = proc.wait_for(would_taint, timeout=60, what="an audit saying it would taint")
+            proc.terminate()
+    assert changes[0]["node"] == cluster.hot
+    assert node_taints(control_plane, cluster.hot) == []
+    assert taint_lines(proc, "add") == [] and node_events(control_plane, cluster.hot) == []
+
+
+# --- the patch itself against the real server ---------------------------------------------------------------
+
+
+def test_a_patch_from_a_stale_read_is_refused_by_the_real_server_and_the_concurrent_taint_is_kept(
+    control_plane: ControlPlane, namespace: str, admin_api: KubeApi
+) -> None:
+    node = f"{namespace}-n"
+    control_plane.add_nodes(namespace, [node])
+    original = admin_api.request
+    raced: list[int] = []
+    answers: list[int] = []
+
+    def racing_request(method: str, path: str, **kwargs: Any) -> Any:
+        if method == "PATCH" and not raced:  # an operator taints the node between our read and our patch
+            raced.append(1)
+            control_plane.kubectl("taint", "nodes", node, "dedicated=gpu:NoSchedule")
+        try:
+            result = original(method, path, **kwargs)
+        except ApiStatusError as exc:
+            answers.append(exc.status)
+            raise
+        if method == "PATCH":
+            answers.append(200)
+        return result
+
+    admin_api.request = racing_request  # type: ignore[method-assign]
+    tainter = NodeTainter(admin_api, None, dry_run=False)
+    added = tainter.add(node, "hot")
+    assert added.result == "added"
+    assert node_taints(control_plane, node) == [
+        {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
+        OURS,
+    ]
+    assert answers == [422, 200], "the stale patch was refused by its test, not applied"
+    admin_api.request = original  # type: ignore[method-assign]
+    assert tainter.remove(node, "cool").result == "removed"
+    assert node_taints(control_plane, node) == [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
