@@ -92,20 +92,28 @@ def config(
 
 
 @pytest.fixture(scope="module")
-def tainting_identity(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The descheduler's ServiceAccount with the shipped RBAC plus the hotspot-taint component."""
+def tainting_identity(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """The descheduler's ServiceAccount with the shipped RBAC plus the hotspot-taint component (removed
+    again afterwards: the shared control plane's other tests check the shipped RBAC alone)."""
     docs = install_manifests(control_plane)
     component = MANIFESTS / "components" / "hotspot-taint"
-    control_plane.apply(
-        [
-            yaml.safe_load((component / name).read_text())
-            for name in ("clusterrole.yaml", "clusterrolebinding.yaml")
-        ]
-    )
+    added = [
+        yaml.safe_load((component / name).read_text())
+        for name in ("clusterrole.yaml", "clusterrolebinding.yaml")
+    ]
+    control_plane.apply(added)
     (account,) = [d["metadata"] for d in docs if d["kind"] == "ServiceAccount"]
-    return control_plane.token_kubeconfig(
-        account["namespace"], account["name"], tmp_path_factory.mktemp("taint-identity") / "kubeconfig"
-    )
+    try:
+        yield control_plane.token_kubeconfig(
+            account["namespace"], account["name"], tmp_path_factory.mktemp("taint-identity") / "kubeconfig"
+        )
+    finally:
+        for doc in reversed(added):
+            control_plane.kubectl(
+                "delete", doc["kind"].lower(), doc["metadata"]["name"], "--ignore-not-found"
+            )
 
 
 # --- a hotspot cured with the taint on ----------------------------------------------------------------------
