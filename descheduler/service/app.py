@@ -108,6 +108,8 @@ class Service:
         self.usage = build_source(config.metrics_providers, metrics_api=MetricsServerApi(self.api))
         self.events = EventRecorder(self.api)
         limiter = mc.object_limiters.get("workload")
+        self.usage_problem: list[str] = []
+        """Why the last cycle had no usable usage for any node (empty when it had): /readyz says it."""
         self.stop_requested = threading.Event()
         """Set by SIGTERM/SIGINT: every wait (Retry-After, rate limits, the loop) ends at once."""
         self.evictor = Evictor(
@@ -215,12 +217,10 @@ class Service:
 
     # -- health -----------------------------------------------------------------------------
     def _readiness(self) -> tuple[bool, str]:
-        if not self.cache.synced:
-            return False, "cache not synced"
-        stale = self.runner.stale_cache()
-        if stale:
-            return False, stale
-        return True, "ok"
+        from descheduler.service.audit import readiness
+
+        synced = self.cache.synced
+        return readiness(synced, self.runner.stale_cache() if synced else "", self.usage_problem)
 
     def _liveness(self) -> tuple[bool, str]:
         interval = self.effective.config.descheduling_interval
@@ -231,9 +231,11 @@ class Service:
         return True, "ok"
 
     def _observe(self, record: CycleRecord) -> None:
-        from descheduler.service.audit import observe_record
+        from descheduler.service.audit import observe_record, usage_unavailable
 
         observe_record(self.metrics, record, self.effective)
+        if not record.skipped:
+            self.usage_problem = usage_unavailable(record)
 
     # -- lifecycle --------------------------------------------------------------------------
     def start_edges(self) -> bool:

@@ -33,6 +33,25 @@ def usage_unavailable(record: CycleRecord) -> list[str]:
     return list(dict.fromkeys(r.skip_message for r in reports if r.skip_code in USAGE_SKIPS))
 
 
+def nodes_without_sample(record: CycleRecord) -> int:
+    """Nodes the cycle could not judge for want of a trustworthy usage sample: the source's errors and
+    every node the planner skipped as without usage, with an error, or with a sample too old."""
+    names = set(record.usage_errors)
+    names.update(r.node for r in record.plan.node_reports if r.skip_code in USAGE_SKIPS)
+    return len(names)
+
+
+def readiness(synced: bool, stale_cache: str, usage_problem: list[str]) -> tuple[bool, str]:
+    """/readyz: ready only with a synced, fresh cache and, in the last cycle, some usable usage."""
+    if not synced:
+        return False, "cache not synced"
+    if stale_cache:
+        return False, stale_cache
+    if usage_problem:
+        return False, "usage source unavailable in the last cycle: " + "; ".join(usage_problem[:3])
+    return True, "ok"
+
+
 def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveConfig) -> None:
     profile = effective.config.profiles[0].name if effective.config.profiles else ""
     metrics.cycle_duration.observe(record.duration)
@@ -69,7 +88,7 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
         metrics.journal_write_failures.labels(reason).inc()
     for skip in record.plan.pod_skips:
         metrics.pods_skipped.labels(skip.code).inc()
-    metrics.usage_errors.set(len(record.usage_errors))
+    metrics.usage_errors.set(nodes_without_sample(record))
     missing = usage_unavailable(record)
     metrics.usage_unavailable.set(1 if missing else 0)
     if missing:

@@ -69,7 +69,7 @@ def started(apiserver: ApiServer, tmp_path: Path, live_config: dict[str, Any]) -
     apiserver.create(objects.node("conv-1"))
     proc = start_run(tmp_path, apiserver, live_config, "--dry-run", "--log-level", "info")
     try:
-        proc.wait_ready()
+        proc.wait_alive()  # not ready: Prometheus is down, and /readyz says so
         proc.wait_for(lambda: proc.events("cycle_summary"), timeout=20, what="a first cycle")
         yield proc
     finally:
@@ -102,13 +102,21 @@ def test_a_cycle_without_any_usable_usage_logs_a_warning_every_cycle(started: De
     assert [w["cycle"] for w in warnings[:2]] == [1, 2]
 
 
+def test_readyz_says_the_usage_source_is_down(started: Descheduler) -> None:
+    _, body = started.wait_for(
+        lambda: (answer := started.get("/readyz"))[0] == 503 and answer, timeout=10, what="/readyz 503"
+    )
+    assert "usage source unavailable in the last cycle" in body
+    assert started.get("/healthz")[0] == 200, "alive all the same: a restart would not help"
+
+
 def test_log_level_warning_keeps_info_lines_out(
     apiserver: ApiServer, tmp_path: Path, live_config: dict[str, Any]
 ) -> None:
     apiserver.create(objects.node("quiet-1"))
     proc = start_run(tmp_path, apiserver, live_config, "--log-level", "warning")
     try:
-        proc.wait_ready()
+        proc.wait_alive()
         proc.wait_for(lambda: proc.events("usage_unavailable"), timeout=20, what="a warning")
     finally:
         proc.terminate()
