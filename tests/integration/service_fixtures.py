@@ -675,10 +675,6 @@ class Descheduler:
     def get(self, path: str) -> tuple[int, str]:
         return http_get(self.url(path))
 
-    def wait_alive(self, timeout: float = 20.0) -> None:
-        """/healthz answers 200 (the process serves; /readyz may still say why it is not ready)."""
-        self.wait_for(lambda: self.get("/healthz")[0] == 200, timeout=timeout, what="/healthz to answer 200")
-
     def wait_ready(self, timeout: float = 20.0) -> None:
         self.wait_for(lambda: self.get("/readyz")[0] == 200, timeout=timeout, what="/readyz to answer 200")
 

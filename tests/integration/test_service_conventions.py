@@ -55,6 +55,11 @@ def _ports_of(doc: dict[str, Any]) -> Ports:
     )
 
 
+def _wait_alive(proc: Descheduler) -> None:
+    """/healthz answers 200: the process serves (/readyz may still say why it is not ready)."""
+    proc.wait_for(lambda: proc.get("/healthz")[0] == 200, timeout=20, what="/healthz to answer 200")
+
+
 @pytest.fixture
 def live_config() -> dict[str, Any]:
     """A configuration that evicts for real (dryRun false), without leader election."""
@@ -69,7 +74,7 @@ def started(apiserver: ApiServer, tmp_path: Path, live_config: dict[str, Any]) -
     apiserver.create(objects.node("conv-1"))
     proc = start_run(tmp_path, apiserver, live_config, "--dry-run", "--log-level", "info")
     try:
-        proc.wait_alive()  # not ready: Prometheus is down, and /readyz says so
+        _wait_alive(proc)  # not ready: Prometheus is down, and /readyz says so
         proc.wait_for(lambda: proc.events("cycle_summary"), timeout=20, what="a first cycle")
         yield proc
     finally:
@@ -116,7 +121,7 @@ def test_log_level_warning_keeps_info_lines_out(
     apiserver.create(objects.node("quiet-1"))
     proc = start_run(tmp_path, apiserver, live_config, "--log-level", "warning")
     try:
-        proc.wait_alive()
+        _wait_alive(proc)
         proc.wait_for(lambda: proc.events("usage_unavailable"), timeout=20, what="a warning")
     finally:
         proc.terminate()
