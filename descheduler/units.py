@@ -80,9 +80,24 @@ def resource_amount(resource: str, value: object) -> int:
     return cpu_millis(value) if resource == "cpu" else memory_bytes(value)
 
 
+_PLAIN = re.compile(r"(\d{1,18})(m|Ki|Mi|Gi|Ti)?")
+_PLAIN_SCALE = {None: 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
 @functools.lru_cache(maxsize=8192)
 def _string_amount(resource: str, value: str) -> int:
-    """Memoised: a cluster writes the same few request strings ("100m", "128Mi") on thousands of pods."""
+    """Memoised: a cluster writes the same few request strings ("100m", "128Mi") on thousands of pods.
+
+    Whole numbers with no suffix, ``m`` or a binary suffix (what kubectl and usage files mostly hold) are
+    converted with integers alone, exactly as the ``Fraction`` path would; anything else takes that path.
+    """
+    plain = _PLAIN.fullmatch(value)
+    if plain is not None:
+        number, suffix = int(plain.group(1)), plain.group(2)
+        if suffix == "m":
+            return number if resource == "cpu" else -(-number // 1000)
+        scaled = number * _PLAIN_SCALE[suffix]
+        return scaled * 1000 if resource == "cpu" else scaled
     return cpu_millis(value) if resource == "cpu" else memory_bytes(value)
 
 

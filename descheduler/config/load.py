@@ -36,6 +36,11 @@ def read_text_file(path: str | Path) -> str:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise OSError(f"cannot read file: {exc.strerror or exc}") from None
+    return decode_utf8(data)
+
+
+def decode_utf8(data: bytes) -> str:
+    """``data`` as UTF-8, or ``ValueError`` saying where the first bad byte is."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -21,9 +21,10 @@ and print what it would evict and why: node classes, anomaly counts, evictions w
 reason text, and every pod left alone with its reason code. Nothing talks to a cluster.
 
 CONFIG   the configuration the service reads (DeschedulerConfiguration or a ConfigMap holding it)
-CLUSTER  Kubernetes objects as `kubectl get ... -o yaml` prints them (Node, Pod, PodDisruptionBudget,
-         ReplicaSet, Deployment, StatefulSet, ReplicationController, Namespace; other kinds ignored)
-USAGE    YAML: nodes: {NODE: SAMPLE or [SAMPLE per cycle]}, pods: {NAMESPACE/NAME: SAMPLE};
+CLUSTER  Kubernetes objects as `kubectl get nodes,pods,pdb,rs,deploy,sts -A -o json` (or -o yaml) prints
+         them, gzipped or not (Node, Pod, PodDisruptionBudget, ReplicaSet, Deployment, StatefulSet,
+         ReplicationController, Namespace; other kinds ignored); `descheduler snapshot` writes one
+USAGE    YAML or JSON: nodes: {NODE: SAMPLE or [SAMPLE per cycle]}, pods: {NAMESPACE/NAME: SAMPLE};
          SAMPLE is {cpu: QUANTITY, memory: QUANTITY, age: DURATION?}; memory excludes page cache.
          A node without an entry uses the sum of its pods' samples; a node with neither has no usage
          and is skipped, as the live service skips it. Samples the live usage sources would not trust
@@ -94,9 +95,18 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--config", required=True, metavar="CONFIG", help="configuration file or ConfigMap manifest"
     )
-    parser.add_argument("--cluster", required=True, metavar="CLUSTER", help="Kubernetes objects (YAML)")
     parser.add_argument(
-        "--usage", required=True, metavar="USAGE", help="measured usage of nodes and pods (YAML)"
+        "--cluster",
+        required=True,
+        metavar="CLUSTER",
+        help="Kubernetes objects: kubectl get nodes,pods,pdb,rs,deploy,sts -A -o json (or -o yaml), "
+        "gzipped or not",
+    )
+    parser.add_argument(
+        "--usage",
+        required=True,
+        metavar="USAGE",
+        help="measured usage of nodes and pods (YAML or JSON, gzipped or not)",
     )
     parser.add_argument(
         "--cycles", type=_positive, default=1, metavar="N", help="number of cycles (default 1)"

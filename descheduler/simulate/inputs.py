@@ -8,16 +8,17 @@ may be added as quantities). A list's last entry repeats for later cycles. Every
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import gc
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from descheduler.cluster import dump
 from descheduler.cluster.parse import ObjectError, build_snapshot, iter_objects
 from descheduler.cluster.types import ClusterSnapshot
-from descheduler.config.load import read_text_file
 from descheduler.units import parse_duration, resource_amount
 
 
@@ -48,16 +49,6 @@ class UsageSeries:
         return samples[min(cycle, len(samples)) - 1]
 
 
-def _read(path: str | Path, what: str) -> str:
-    try:
-        return read_text_file(path)
-    except OSError as exc:
-        message = str(exc).replace("cannot read file", f"cannot read {what} file")
-        raise InputError(f"{path}: {message}") from None
-    except ValueError as exc:
-        raise InputError(f"{path}: {exc}") from None
-
-
 def _yaml_error(path: str | Path, exc: yaml.YAMLError) -> InputError:
     mark = getattr(exc, "problem_mark", None)
     where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
@@ -66,27 +57,41 @@ def _yaml_error(path: str | Path, exc: yaml.YAMLError) -> InputError:
 
 
 def load_cluster(path: str | Path) -> ClusterSnapshot:
-    """Kubernetes objects as ``kubectl get -o yaml`` prints them (multi-document and/or ``kind: List``).
+    """Kubernetes objects as ``kubectl get nodes,pods,pdb,rs,deploy,sts -A -o json`` (or ``-o yaml``) prints
+    them, gzipped or not; multi-document and ``kind: List`` both work.
 
-    Every bad object, duplicate and dangling reference is reported at once in one ``InputError``."""
-    text = _read(path, "cluster")
+    JSON is read item by item (``cluster.dump``), so a dump of a large cluster needs little more memory
+    than its snapshot. Every bad object, duplicate and dangling reference is reported at once in one
+    ``InputError``."""
+    problems: list[str] = []
+    kinds: set[str] = set()
+
+    def objects() -> Iterator[Mapping[str, Any]]:
+        for doc in dump.load_documents(path, "cluster"):
+            try:
+                for obj in iter_objects([doc]):
+                    kinds.add(str(obj.get("kind")))
+                    yield obj
+            except ObjectError as exc:
+                problems.append(str(exc))
+
+    # The snapshot's values live for the whole run: the collector would only walk them again and again.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        documents = list(yaml.safe_load_all(text))
+        snapshot = build_snapshot(objects(), problems)
+    except dump.DumpError as exc:
+        raise InputError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise _yaml_error(path, exc) from None
-    problems: list[str] = []
-    objects: list[Mapping[str, Any]] = []
-    for doc in documents:
-        try:
-            objects.extend(iter_objects([doc]))
-        except ObjectError as exc:
-            problems.append(str(exc))
-    snapshot = build_snapshot(objects, problems)
+    finally:
+        gc.freeze()
+        if collecting:
+            gc.enable()
     problems += _cluster_problems(snapshot)
     if not snapshot.nodes and not problems:
-        kinds = sorted({str(o.get("kind")) for o in objects})
-        found = f"found {', '.join(kinds)}" if kinds else "the file is empty"
-        problems.append(f"no Node objects ({found}); give what `kubectl get nodes,pods,... -o yaml` prints")
+        found = f"found {', '.join(sorted(kinds))}" if kinds else "the file is empty"
+        problems.append(f"no Node objects ({found}); give what `kubectl get nodes,pods,... -o json` prints")
     if problems:
         raise InputError([f"{path}: {p}" for p in problems])
     return snapshot
@@ -155,9 +160,11 @@ def load_usage(path: str | Path, snapshot: ClusterSnapshot) -> UsageSeries:
 
     An empty file (or one without an entry for a node and its pods) is allowed: those nodes have no
     usage, and are skipped as the live service skips nodes its usage source has no sample for."""
-    text = _read(path, "usage")
     try:
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+        text = dump.read_text(path, "usage")
+        documents = [d for d in dump.iter_documents(path, text) if d is not None]
+    except dump.DumpError as exc:
+        raise InputError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise _yaml_error(path, exc) from None
     if len(documents) > 1:

@@ -15,6 +15,7 @@ from descheduler.units import (
     parse_duration,
     parse_int_or_percent,
     parse_quantity,
+    resource_amount,
 )
 
 
@@ -79,3 +80,16 @@ def test_int_or_percent_accepts_ints_and_percentages(value: object, parsed: obje
 def test_int_or_percent_refuses_everything_else(bad: object) -> None:
     with pytest.raises(ValueError):
         parse_int_or_percent(bad)
+
+
+@given(
+    st.integers(min_value=0, max_value=10**18 - 1),
+    st.sampled_from(["", "m", "Ki", "Mi", "Gi", "Ti"]),
+    st.sampled_from(["cpu", "memory", "pods", "nvidia.com/gpu"]),
+)
+def test_the_integer_fast_path_gives_exactly_what_the_exact_parser_gives(
+    number: int, suffix: str, resource: str
+) -> None:
+    text = f"{number}{suffix}"
+    exact = cpu_millis(text) if resource == "cpu" else memory_bytes(text)
+    assert resource_amount(resource, text) == exact
