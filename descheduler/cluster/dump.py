@@ -247,10 +247,9 @@ def load_documents(path: str | Path, what: str = "cluster") -> Iterator[Any]:
         def more(size: int) -> str:
             try:
                 return stream.read(size)
-            except UnicodeDecodeError as exc:
-                raise DumpError(
-                    f"{path}: not UTF-8 text: byte 0x{exc.object[exc.start]:02x}; save the file as UTF-8"
-                ) from None
+            except UnicodeDecodeError:
+                read_text(path, what)  # the whole file again, to say exactly where (raises DumpError)
+                raise  # not reached: read_text found the same bad byte
             except (OSError, EOFError, zlib.error) as exc:
                 raise DumpError(f"{path}: not a valid gzip file: {exc}") from None
 
