@@ -92,8 +92,25 @@ def _run(*args: str) -> dict[str, tuple[float, str]]:
                 "bound": "",
             },
         ),
+        (
+            ("benchmarks.simulate_dump", "--sizes", "20"),
+            {
+                "floor_20": "s",
+                "load_20": "s",
+                "simulate_20": "s",
+                "simulate_vs_floor_20": "x",
+                "simulate_rss_20": "MiB",
+            },
+        ),
     ],
-    ids=["cycle_cost", "control_plane_load", "balance_quality", "planning_shapes", "closedloop_variants"],
+    ids=[
+        "cycle_cost",
+        "control_plane_load",
+        "balance_quality",
+        "planning_shapes",
+        "closedloop_variants",
+        "simulate_dump",
+    ],
 )
 def test_each_benchmark_script_runs_small_and_ends_with_a_parsable_summary(
     command: tuple[str, ...], expected: dict[str, str]
