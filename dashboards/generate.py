@@ -496,7 +496,7 @@ def configmap_yaml(document: str) -> str:
 
 KUSTOMIZATION = """\
 # Optional: the Grafana dashboard as a ConfigMap for the Grafana sidecar (label grafana_dashboard: "1").
-# Add to an overlay with `components: [../components/grafana-dashboard]`, or apply alone with
+# Add to an overlay with `components: [../../components/grafana-dashboard]`, or apply alone with
 # `kubectl apply -k manifests/components/grafana-dashboard` (it then lands in your current namespace).
 apiVersion: kustomize.config.k8s.io/v1alpha1
 kind: Component

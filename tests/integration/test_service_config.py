@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.integration.apiserver import ApiServer
 from tests.integration.service_fixtures import (
@@ -130,13 +131,15 @@ def test_an_invalid_configuration_exits_2_naming_the_field_without_touching_the_
 def test_the_shipped_configmap_with_a_broken_value_names_the_path_inside_the_configmap(
     apiserver: ApiServer, tmp_path: Path
 ) -> None:
-    text = (
-        (MANIFESTS / "configmap.yaml")
-        .read_text()
-        .replace("deschedulingInterval: 60s", "deschedulingInterval: soon")
-    )
+    shipped = (MANIFESTS / "base" / "config.yaml").read_text()
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "load-aware-descheduler-config"},
+        "data": {"config.yaml": shipped.replace("deschedulingInterval: 60s", "deschedulingInterval: soon")},
+    }
     config = tmp_path / "configmap.yaml"
-    config.write_text(text)
+    config.write_text(yaml.safe_dump(configmap))
     assert apiserver.kubeconfig_path is not None
     result = _run(config, apiserver.kubeconfig_path)
     assert result.returncode == 2

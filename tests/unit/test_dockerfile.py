@@ -233,14 +233,13 @@ def test_entrypoint_runs_the_service_with_the_config_the_deployment_mounts(final
     command = json.loads(final.all("CMD")[-1].args)
     assert entrypoint == ["descheduler"]
     assert command == ["run", "--config", "/etc/descheduler/config.yaml"]
-    deployment = yaml.safe_load((REPO / "manifests" / "deployment.yaml").read_text())
+    deployment = yaml.safe_load((REPO / "manifests" / "base" / "deployment.yaml").read_text())
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[: len(command)] == command, f"the Deployment runs {args}, the image defaults to {command}"
 
 
 def test_exposed_ports_are_those_of_the_default_configuration(final: Stage) -> None:
-    configmap = yaml.safe_load((REPO / "manifests" / "configmap.yaml").read_text())
-    config = yaml.safe_load(configmap["data"]["config.yaml"])
+    config = yaml.safe_load((REPO / "manifests" / "base" / "config.yaml").read_text())
     wanted = {int(config[key].rsplit(":", 1)[1]) for key in ("healthzBindAddress", "metricsBindAddress")}
     exposed = {int(p.split("/")[0]) for ins in final.all("EXPOSE") for p in ins.args.split()}
     assert exposed == wanted

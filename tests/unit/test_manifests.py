@@ -36,7 +36,6 @@ Obj = dict[str, Any]
 # Every object the base must render: (kind, name, namespaced).
 EXPECTED_OBJECTS: list[tuple[str, str, bool]] = [
     ("Namespace", NAMESPACE, False),
-    ("PriorityClass", "load-aware-descheduler", False),
     ("ServiceAccount", "load-aware-descheduler", True),
     ("ClusterRole", "load-aware-descheduler", False),
     ("ClusterRoleBinding", "load-aware-descheduler", False),
@@ -61,8 +60,6 @@ EXPECTED_CLUSTER_RULES: list[tuple[str, str, tuple[str, ...]]] = [
     ("", "events", ("create", "patch")),
     ("metrics.k8s.io", "nodes", ("get", "list")),
     ("metrics.k8s.io", "pods", ("get", "list")),
-    # evictionPolicy: Delete only; must stay in a rule of its own so it can be removed on its own.
-    ("", "pods", ("delete",)),
 ]
 
 # Leader election and migration records in the descheduler's namespace: (apiGroup, resource, verbs,
@@ -126,20 +123,20 @@ def _kubernetes_validate() -> ModuleType:
     return module
 
 
-def _render() -> tuple[list[Obj], str]:
+def _render(folder: Path = MANIFESTS) -> tuple[list[Obj], str]:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.fail(
             "kubectl is not on PATH; it is needed to render manifests/ with `kubectl kustomize` "
-            "(install it, e.g. from https://kubernetes.io/docs/tasks/tools/)",
+            "(install kubectl >= 1.27)",
             pytrace=False,
         )
     proc = subprocess.run(
-        [kubectl, "kustomize", str(MANIFESTS)], capture_output=True, text=True, timeout=60, check=False
+        [kubectl, "kustomize", str(folder)], capture_output=True, text=True, timeout=60, check=False
     )
     if proc.returncode != 0:
         pytest.fail(
-            f"`kubectl kustomize manifests/` failed (exit {proc.returncode}):\n{proc.stderr}", pytrace=False
+            f"`kubectl kustomize {folder}` failed (exit {proc.returncode}):\n{proc.stderr}", pytrace=False
         )
     docs = [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
     return docs, proc.stderr
@@ -155,8 +152,16 @@ def rendered(rendering: tuple[list[Obj], str]) -> list[Obj]:
     return rendering[0]
 
 
+def _base_name(obj: Obj, name: str) -> str:
+    """A generated ConfigMap's name without kustomize's content-hash suffix."""
+    actual: str = obj["metadata"]["name"]
+    if obj["kind"] == "ConfigMap" and re.fullmatch(re.escape(name) + r"-[a-z0-9]{10}", actual):
+        return name
+    return actual
+
+
 def _one(objs: list[Obj], kind: str, name: str | None = None) -> Obj:
-    found = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    found = [o for o in objs if o["kind"] == kind and (name is None or _base_name(o, name) == name)]
     assert len(found) == 1, (
         f"expected exactly one {kind} {name or ''} in the rendered manifests, found {len(found)}"
     )
@@ -225,7 +230,7 @@ def _container_port(container: Obj, port: int | str) -> int:
 
 
 def test_kustomize_renders_exactly_the_expected_objects_in_the_right_namespace(rendered: list[Obj]) -> None:
-    got = sorted((o["kind"], o["metadata"]["name"]) for o in rendered)
+    got = sorted((o["kind"], _base_name(o, "load-aware-descheduler-config")) for o in rendered)
     assert got == sorted((kind, name) for kind, name, _ in EXPECTED_OBJECTS)
     for kind, name, namespaced in EXPECTED_OBJECTS:
         ns = _one(rendered, kind, name)["metadata"].get("namespace")
@@ -350,13 +355,11 @@ def test_grace_period_leaves_time_for_an_in_flight_eviction(pod_spec: Obj) -> No
     assert pod_spec.get("terminationGracePeriodSeconds", 30) >= 45
 
 
-def test_pod_uses_the_priority_class_shipped_with_the_manifests(rendered: list[Obj], pod_spec: Obj) -> None:
-    assert pod_spec.get("priorityClassName"), "the descheduler pod needs a priorityClassName"
-    priority_class = _one(rendered, "PriorityClass", pod_spec["priorityClassName"])
-    assert 0 < priority_class["value"] < 1_000_000_000, (
-        "must sit above workloads and below the system classes"
-    )
-    assert priority_class.get("globalDefault", False) is False
+def test_pod_uses_the_conventional_system_cluster_critical_priority_and_ships_no_class_of_its_own(
+    rendered: list[Obj], pod_spec: Obj
+) -> None:
+    assert pod_spec.get("priorityClassName") == "system-cluster-critical"
+    assert [o for o in rendered if o["kind"] == "PriorityClass"] == []
 
 
 def test_pod_runs_as_the_service_account_the_roles_are_bound_to(rendered: list[Obj], pod_spec: Obj) -> None:
@@ -372,10 +375,10 @@ def test_pod_runs_as_the_service_account_the_roles_are_bound_to(rendered: list[O
 # --- configuration, probes and Service ------------------------------------------------------------------
 
 
-def test_shipped_configuration_only_audits_on_a_first_install(config: Obj) -> None:
+def test_a_first_install_only_audits_through_the_dry_run_flag(config: Obj, container: Obj) -> None:
     assert config["apiVersion"] == "descheduler/v1alpha2"
     assert config["kind"] == "DeschedulerConfiguration"
-    assert config["dryRun"] is True
+    assert "--dry-run" in container["args"], "kubectl apply -k manifests/ must install the audit overlay"
 
 
 def test_configmap_holds_the_configuration_under_a_single_key(rendered: list[Obj]) -> None:
@@ -384,9 +387,20 @@ def test_configmap_holds_the_configuration_under_a_single_key(rendered: list[Obj
     assert "# " in configmap["data"][CONFIG_KEY], "the default configuration should explain its fields"
 
 
-def test_config_changes_apply_by_restart_not_by_a_checksum_annotation(deployment: Obj) -> None:
-    annotations = deployment["spec"]["template"]["metadata"].get("annotations", {})
-    assert not [k for k in annotations if "checksum" in k or "config-hash" in k], annotations
+def test_a_configuration_change_renames_the_configmap_so_the_deployment_rolls(
+    rendered: list[Obj], pod_spec: Obj, tmp_path: Path
+) -> None:
+    configmap = _one(rendered, "ConfigMap")
+    mounted = {v["configMap"]["name"] for v in pod_spec["volumes"] if "configMap" in v}
+    assert mounted == {configmap["metadata"]["name"]} != {"load-aware-descheduler-config"}
+    copy_of = tmp_path / "manifests"
+    shutil.copytree(MANIFESTS, copy_of)
+    config_file = copy_of / "base" / "config.yaml"
+    config_file.write_text(
+        config_file.read_text().replace("deschedulingInterval: 60s", "deschedulingInterval: 2m")
+    )
+    changed = _one(_render(copy_of)[0], "ConfigMap")
+    assert changed["metadata"]["name"] != configmap["metadata"]["name"]
 
 
 PROBES: list[tuple[str, str, str]] = [
@@ -461,15 +475,13 @@ def test_cluster_role_is_not_limited_by_names_or_extended_to_non_resource_urls(r
         assert "resourceNames" not in rule and "nonResourceURLs" not in rule, rule
 
 
-def test_pod_deletion_sits_in_a_rule_of_its_own(rendered: list[Obj]) -> None:
-    """So operators on the default Eviction policy can drop the one PDB-bypassing permission cleanly."""
-    deleting = [r for r in _one(rendered, "ClusterRole")["rules"] if "delete" in r["verbs"]]
-    assert len(deleting) == 1
-    assert (deleting[0]["apiGroups"], deleting[0]["resources"], deleting[0]["verbs"]) == (
-        [""],
-        ["pods"],
-        ["delete"],
-    )
+def test_pod_deletion_is_granted_only_by_the_optional_component(rendered: list[Obj], tmp_path: Path) -> None:
+    """The one PDB-bypassing permission exists only where `evictionPolicy: Delete` is chosen."""
+    assert not [r for r in _one(rendered, "ClusterRole")["rules"] if "delete" in r["verbs"]]
+    with_component = _overlay(tmp_path, components=["components/pod-delete"])
+    rules = _one(with_component, "ClusterRole")["rules"]
+    granted = set().union(*(_triples(rule) for rule in rules))
+    assert granted - _expand(EXPECTED_CLUSTER_RULES) == {("", "pods", "delete")}
 
 
 def test_leader_election_role_grants_only_the_configured_lease_and_its_migration_records(
@@ -538,3 +550,92 @@ def test_the_hotspot_taint_component_adds_node_patch_and_nothing_else(tmp_path: 
     ]
     base_role = _one(base, "ClusterRole")
     assert ("", "nodes", "patch") not in set().union(*(_triples(rule) for rule in base_role["rules"]))
+
+
+# --- overlays, components and the CronJob example --------------------------------------------------------
+
+
+def _overlay(tmp_path: Path, *, base: str = "overlays/live", components: list[str]) -> list[Obj]:
+    """Render a throw-away overlay of ``base`` with ``components``, as an operator would write one."""
+    copy_of = tmp_path / "manifests"
+    shutil.copytree(MANIFESTS, copy_of, dirs_exist_ok=True)
+    overlay = copy_of / "mine"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [f"../{base}"],
+                "components": [f"../{c}" for c in components],
+            }
+        )
+    )
+    return _render(overlay)[0]
+
+
+def _configuration(objs: list[Obj]) -> Any:
+    from descheduler.config.load import load_config_document
+
+    return load_config_document(_one(objs, "ConfigMap"))
+
+
+VARIANTS = ["overlays/audit", "overlays/live", "examples/cronjob"]
+
+
+@pytest.fixture(scope="module", params=VARIANTS)
+def variant(request: pytest.FixtureRequest) -> tuple[str, list[Obj]]:
+    return request.param, _render(MANIFESTS / request.param)[0]
+
+
+def test_every_variant_renders_valid_kubernetes_objects_and_a_configuration_the_descheduler_accepts(
+    variant: tuple[str, list[Obj]],
+) -> None:
+    kv = _kubernetes_validate()
+    name, objs = variant
+    for obj in objs:
+        try:
+            kv.validate(obj, OLDEST_SUPPORTED_KUBERNETES, strict=True)
+        except kv.ValidationError as exc:
+            pytest.fail(f"{name}: {obj['kind']}/{obj['metadata']['name']}: {exc.message}", pytrace=False)
+    assert _configuration(objs).low_node_load is not None
+
+
+def test_the_live_overlay_acts_and_the_audit_overlay_does_not(
+    variant: tuple[str, list[Obj]],
+) -> None:
+    name, objs = variant
+    if name == "examples/cronjob":
+        pod = _one(objs, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    else:
+        pod = _one(objs, "Deployment")["spec"]["template"]["spec"]
+    flagged = "--dry-run" in pod["containers"][0]["args"]
+    audits = flagged or _configuration(objs).dry_run
+    assert audits is (name == "overlays/audit")
+
+
+def test_the_cronjob_example_runs_one_cycle_at_a_time_with_a_single_look_configuration(
+    tmp_path: Path,
+) -> None:
+    objs = _render(MANIFESTS / "examples" / "cronjob")[0]
+    assert not [o for o in objs if o["kind"] in ("Deployment", "Service")]
+    cronjob = _one(objs, "CronJob")
+    assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+    job = cronjob["spec"]["jobTemplate"]["spec"]
+    assert job["backoffLimit"] == 0
+    pod = job["template"]["spec"]
+    assert pod["containers"][0]["args"][0] == "once"
+    assert pod["serviceAccountName"] == _one(objs, "ServiceAccount")["metadata"]["name"]
+    assert pod["volumes"][0]["configMap"]["name"] == _one(objs, "ConfigMap")["metadata"]["name"]
+    effective = _configuration(objs)
+    assert effective.low_node_load.anomaly_condition.consecutive_abnormalities == 1
+
+
+def test_the_servicemonitor_component_scrapes_the_metrics_service(tmp_path: Path) -> None:
+    objs = _overlay(tmp_path, components=["components/servicemonitor"])
+    monitor = _one(objs, "ServiceMonitor")
+    service = _one(objs, "Service")
+    assert monitor["metadata"]["namespace"] == service["metadata"]["namespace"] == NAMESPACE
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    ports = {p["name"] for p in service["spec"]["ports"]}
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} <= ports

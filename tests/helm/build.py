@@ -1,0 +1,48 @@
+"""``helm`` for the chart tests, built from the ``helm.sh/helm/v3`` Go module by the control-plane builder
+(``tests/controlplane/build.py``) and cached beside its binaries:
+``~/.cache/load-aware-descheduler/go-bin/helm-<version>/helm`` (``$DESCHEDULER_TEST_CACHE`` moves it).
+
+Run ``python -m tests.helm.build`` to build it ahead (a cold build takes several minutes); the chart tests
+call ``build_helm()``, which returns at once when the binary is cached.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tests.controlplane.build import BuildError, GoBuild, build
+
+HELM_VERSION = "v3.22.0"
+"""A Helm 3 release whose go.mod asks for Go 1.26 at most (it builds with the toolchain on PATH)."""
+
+HELM = GoBuild(
+    name="helm",
+    module="helm.sh/helm/v3",
+    version=HELM_VERSION,
+    packages={"helm": "helm.sh/helm/v3/cmd/helm"},
+    ldflags=(f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}",),
+    rewrite_replaces=False,  # Helm's go.mod replaces nothing
+)
+
+__all__ = ["HELM", "BuildError", "build_helm"]
+
+
+def build_helm() -> Path:
+    """The cached helm binary, built first if missing."""
+    build(HELM)
+    return HELM.binary("helm")
+
+
+def main() -> int:
+    try:
+        path = build_helm()
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

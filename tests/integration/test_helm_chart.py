@@ -1,0 +1,213 @@
+"""The Helm chart in ``charts/``: linted and rendered by a real ``helm`` (built from its Go module and cached,
+see ``tests/helm/build.py``), every rendered object validated against the Kubernetes schemas, and the
+values operators set doing what they say: the configuration (a Koordinator ConfigMap as is), dry-run,
+replicas and leader election, RBAC parts, metrics and the ServiceMonitor.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from descheduler.config.load import EffectiveConfig, load_config, load_config_document
+from descheduler.planner import validate as validate_planner_settings
+from tests.helm.build import BuildError, build_helm
+from tests.unit.test_manifests import (
+    EXPECTED_CLUSTER_RULES,
+    EXPECTED_LEADER_ELECTION_RULES,
+    OLDEST_SUPPORTED_KUBERNETES,
+    _expand,
+    _triples,
+)
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "load-aware-descheduler"
+KOORDINATOR_GUIDE = REPO / "tests" / "fixtures" / "koordinator-guide-configmap.yaml"
+NAMESPACE = "descheduling"
+RELEASE = "lad"
+
+Obj = dict[str, Any]
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    try:
+        return build_helm()
+    except BuildError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(helm), *args], capture_output=True, text=True, timeout=120, check=False)
+
+
+def render(helm: Path, *values: str) -> list[Obj]:
+    done = run_helm(helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE, *values)
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def one(objs: Sequence[Obj], kind: str) -> Obj:
+    found = [o for o in objs if o["kind"] == kind]
+    assert len(found) == 1, f"expected one {kind}, found {len(found)}"
+    return found[0]
+
+
+def configuration(objs: Sequence[Obj]) -> EffectiveConfig:
+    effective = load_config_document(one(objs, "ConfigMap"), "chart ConfigMap")
+    validate_planner_settings(effective)
+    return effective
+
+
+def container(objs: Sequence[Obj]) -> Obj:
+    first: Obj = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    return first
+
+
+VALUE_SETS: dict[str, list[str]] = {
+    "defaults": [],
+    "live": ["--set", "dryRun=false"],
+    "koordinator-configmap-as-is": ["--set-file", f"config={KOORDINATOR_GUIDE}"],
+    "delete-policy-rbac": ["--set", "rbac.podDelete=true,rbac.metricsServer=false"],
+    "hotspot-taint-rbac": ["--set", "rbac.hotspotTaint=true"],
+    "service-monitor": [
+        "--set",
+        "metrics.serviceMonitor.enabled=true,metrics.serviceMonitor.labels.release=kps",
+    ],
+    "two-replicas": ["--set", "replicas=2"],
+    "no-leader-election": ["--set", "leaderElection.enabled=false"],
+    "custom-image-and-ports": [
+        "--set",
+        "image.repository=registry.example.com/lad,image.tag=1.2.3,ports.healthz=8081,ports.metrics=8082",
+    ],
+}
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_helm_lint_passes_strictly(helm: Path, values: list[str]) -> None:
+    done = run_helm(helm, "lint", "--strict", str(CHART), "--namespace", NAMESPACE, *values)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_every_rendered_object_validates_against_the_kubernetes_schema_and_the_config_is_accepted(
+    helm: Path, values: list[str]
+) -> None:
+    import kubernetes_validate  # type: ignore[import-untyped,unused-ignore]
+
+    objs = render(helm, *values)
+    for obj in objs:
+        if obj["kind"] == "ServiceMonitor":
+            continue  # a CRD: no built-in schema; checked against the Service below
+        try:
+            kubernetes_validate.validate(obj, OLDEST_SUPPORTED_KUBERNETES, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            pytest.fail(f"{obj['kind']}/{obj['metadata']['name']}: {exc.message}", pytrace=False)
+    effective = configuration(objs)
+    election = effective.config.leader_election
+    assert election.resource_namespace == NAMESPACE
+    ports = {p["name"]: p["containerPort"] for p in container(objs)["ports"]}
+    assert effective.config.healthz_bind_address.endswith(f":{ports['healthz']}")
+    assert effective.config.metrics_bind_address.endswith(f":{ports['metrics']}")
+
+
+def test_a_koordinator_configmap_given_as_is_keeps_its_decisions(helm: Path) -> None:
+    ours = configuration(render(helm, "--set-file", f"config={KOORDINATOR_GUIDE}"))
+    theirs = load_config(KOORDINATOR_GUIDE)
+    assert ours.low_node_load == theirs.low_node_load
+    assert ours.migration == theirs.migration
+    assert ours.config.profiles[0].name == "koord-descheduler"
+
+
+def test_dry_run_is_the_default_and_a_flag_that_wins_over_the_configuration(helm: Path) -> None:
+    assert "--dry-run" in container(render(helm))["args"]
+    live = render(helm, "--set", "dryRun=false")
+    assert "--dry-run" not in container(live)["args"]
+    assert configuration(live).dry_run is False
+
+
+def rules_of(objs: Sequence[Obj]) -> set[tuple[str, str, str]]:
+    return set().union(*(_triples(rule) for rule in one(objs, "ClusterRole")["rules"]))
+
+
+def test_the_cluster_role_is_the_manifests_one_and_grows_only_by_the_optional_parts(helm: Path) -> None:
+    assert rules_of(render(helm)) == _expand(EXPECTED_CLUSTER_RULES)
+    optional = rules_of(render(helm, *VALUE_SETS["delete-policy-rbac"]))
+    assert optional - _expand(EXPECTED_CLUSTER_RULES) == {("", "pods", "delete")}
+    assert ("metrics.k8s.io", "nodes", "get") not in optional
+    tainting = rules_of(render(helm, *VALUE_SETS["hotspot-taint-rbac"]))
+    assert tainting - _expand(EXPECTED_CLUSTER_RULES) == {("", "nodes", "patch")}
+
+
+def role_rules(objs: Sequence[Obj]) -> set[tuple[str, str, str, tuple[str, ...]]]:
+    return {
+        (g, r, v, tuple(rule.get("resourceNames", [])))
+        for rule in one(objs, "Role")["rules"]
+        for g, r, v in _triples(rule)
+    }
+
+
+def expected_role_rules(lease: str, *, election: bool = True) -> set[tuple[str, str, str, tuple[str, ...]]]:
+    """The manifests' Role for ``lease``: the Lease (with election) and its migration-records ConfigMap."""
+    return {
+        (g, r, v, tuple(n.replace("<lease>", lease) for n in names))
+        for g, r, verbs, names in EXPECTED_LEADER_ELECTION_RULES
+        for v in verbs
+        if election or r != "leases"
+    }
+
+
+def test_the_role_grants_the_configured_lease_and_its_migration_records_like_the_manifests(
+    helm: Path,
+) -> None:
+    objs = render(helm, "--set", "leaderElection.resourceName=pool-a")
+    assert role_rules(objs) == expected_role_rules("pool-a")
+    assert configuration(objs).config.leader_election.resource_name == "pool-a"
+
+
+def test_leader_election_off_keeps_only_the_records_and_many_replicas_then_refuse_to_render(
+    helm: Path,
+) -> None:
+    objs = render(helm, *VALUE_SETS["no-leader-election"])
+    assert role_rules(objs) == expected_role_rules("load-aware-descheduler", election=False)
+    assert configuration(objs).config.leader_election.leader_elect is False
+    done = run_helm(helm, "template", RELEASE, str(CHART), "--set", "replicas=2,leaderElection.enabled=false")
+    assert done.returncode != 0
+    assert "replicas > 1 needs leaderElection.enabled" in done.stderr
+
+
+def test_a_configuration_change_changes_the_pod_template_so_the_pods_roll(helm: Path) -> None:
+    def checksum(*values: str) -> str:
+        template = one(render(helm, *values), "Deployment")["spec"]["template"]
+        return str(template["metadata"]["annotations"]["checksum/config"])
+
+    assert checksum() == checksum("--set", "image.tag=9.9.9")
+    assert checksum() != checksum("--set", "config.deschedulingInterval=2m")
+
+
+def test_the_service_monitor_selects_the_metrics_service_on_its_port(helm: Path) -> None:
+    objs = render(helm, *VALUE_SETS["service-monitor"])
+    monitor, service = one(objs, "ServiceMonitor"), one(objs, "Service")
+    assert monitor["metadata"]["labels"]["release"] == "kps"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert service["spec"]["selector"].items() <= (
+        one(objs, "Deployment")["spec"]["template"]["metadata"]["labels"].items()
+    )
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == [p["name"] for p in service["spec"]["ports"]]
+    assert not [o for o in render(helm) if o["kind"] == "ServiceMonitor"], "off by default"
+
+
+def test_image_resources_and_priority_follow_the_values(helm: Path) -> None:
+    objs = render(helm, *VALUE_SETS["custom-image-and-ports"])
+    assert container(objs)["image"] == "registry.example.com/lad:1.2.3"
+    assert container(render(helm))["image"] == "load-aware-descheduler:0.1.0"
+    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert container(objs)["resources"]["limits"]["memory"] == "1Gi"
