@@ -11,7 +11,7 @@ from typing import Any
 from descheduler.kube.api import DEFAULT_USER_AGENT, KubeApi
 from descheduler.kube.errors import ApiConnectionError, ClientThrottledError, ConfigError, KubeError
 
-REACH_BUDGET_SECONDS = 20.0
+REACH_BUDGET_SECONDS = 15.0
 """How long start-up keeps trying an API server that does not answer before giving up with its reason."""
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"

@@ -514,7 +514,7 @@ def add_service_parsers(sub: Any) -> None:
         help="run the descheduler as a service, a cycle every deschedulingInterval",
         description="Run continuously: watch the cluster, read usage, and every deschedulingInterval cure "
         "hotspots. Serves /healthz, /readyz and /metrics. SIGTERM stops it cleanly. Exits 1 when the API "
-        "server cannot be reached within 20 s at start-up, 2 for a bad configuration.",
+        "server cannot be reached within 15 s at start-up, 2 for a bad configuration.",
         epilog="example: descheduler run --config /etc/descheduler/config.yaml --dry-run",
     )
     run.set_defaults(func=cmd_run)
@@ -525,7 +525,7 @@ def add_service_parsers(sub: Any) -> None:
         help="run a single cycle and exit (CronJob use, or a one-off dry-run audit)",
         description="Run one cycle against the live cluster and print its record. With --dry-run nothing is "
         "evicted; each would-be eviction is checked with a server-side dry-run eviction. Exit codes: 0 the "
-        "cycle ran; 1 it could not run (API server unreachable within 20 s, cache not synced, Lease held "
+        "cycle ran; 1 it could not run (API server unreachable within 15 s, cache not synced, Lease held "
         "by a running replica); 2 bad configuration; 3 it ran but no node had a usable usage sample.",
         epilog="example: descheduler once --config config.yaml --dry-run --output text",
         formatter_class=argparse.RawDescriptionHelpFormatter,
