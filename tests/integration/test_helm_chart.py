@@ -61,7 +61,8 @@ def one(objs: Sequence[Obj], kind: str) -> Obj:
 
 
 def configuration(objs: Sequence[Obj]) -> EffectiveConfig:
-    effective = load_config_document(one(objs, "ConfigMap"), "chart ConfigMap")
+    (configmap,) = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-config")]
+    effective = load_config_document(configmap, "chart ConfigMap")
     validate_planner_settings(effective)
     return effective
 
@@ -82,6 +83,7 @@ VALUE_SETS: dict[str, list[str]] = {
         "metrics.serviceMonitor.enabled=true,metrics.serviceMonitor.labels.release=kps",
     ],
     "two-replicas": ["--set", "replicas=2"],
+    "grafana-dashboard": ["--set", "grafanaDashboard.enabled=true"],
     "no-leader-election": ["--set", "leaderElection.enabled=false"],
     "custom-image-and-ports": [
         "--set",
@@ -211,3 +213,14 @@ def test_image_resources_and_priority_follow_the_values(helm: Path) -> None:
     pod = one(objs, "Deployment")["spec"]["template"]["spec"]
     assert pod["priorityClassName"] == "system-cluster-critical"
     assert container(objs)["resources"]["limits"]["memory"] == "1Gi"
+
+
+def test_the_grafana_dashboard_is_optional_and_is_the_repositorys_dashboard(helm: Path) -> None:
+    import json
+
+    assert not [o for o in render(helm) if o["metadata"]["name"].endswith("-dashboard")]
+    objs = render(helm, *VALUE_SETS["grafana-dashboard"])
+    (board,) = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-dashboard")]
+    assert board["metadata"]["labels"]["grafana_dashboard"] == "1"
+    committed = json.loads((REPO / "dashboards" / "descheduler.json").read_text())
+    assert json.loads(board["data"]["load-aware-descheduler.json"]) == committed
