@@ -40,6 +40,9 @@ QUERY_NAMES = ("nodeCpu", "nodeMemory", "nodeSampleTime", "podCpu", "podMemory",
 MAX_POD_BATCHES = 4
 """Node names are split over at most this many queries per pod query, whatever their number."""
 
+NODES_PER_BATCH = 200
+"""Below this many names per query a matcher is short enough (a few KiB): no need to split further."""
+
 ALL_PODS_SHARE = 0.5
 """Above this share of the cluster's nodes, one unfiltered query is cheaper than long matchers."""
 
@@ -258,10 +261,9 @@ class PrometheusSource:
         if wanted is None or (total and len(with_pods) > ALL_PODS_SHARE * total):
             matchers = [""]
         else:
-            matchers = [
-                node_matcher(self.settings.pod_node_label, names)
-                for names in batches(with_pods, MAX_POD_BATCHES)
-            ]
+            count = min(MAX_POD_BATCHES, -(-len(with_pods) // NODES_PER_BATCH))
+            label = self.settings.pod_node_label
+            matchers = [node_matcher(label, names) for names in batches(with_pods, count)]
         results: dict[str, Vector | str] = {}
         for name in _POD_QUERIES.values():
             merged: Vector = {}

@@ -251,9 +251,9 @@ def test_pod_usage_is_fetched_only_for_the_wanted_nodes_so_prometheus_touches_fe
 
 
 def test_pod_queries_stay_bounded_however_many_nodes_need_pod_usage(prometheus: PrometheusServer) -> None:
-    nodes = [_node(f"node-{i:04d}") for i in range(1000)]
+    nodes = [_node(f"node-{i:04d}") for i in range(3000)]
     pods = [
-        Pod(namespace="default", name=f"p-{i}", uid=f"p-{i}", node_name=f"node-{i:04d}") for i in range(400)
+        Pod(namespace="default", name=f"p-{i}", uid=f"p-{i}", node_name=f"node-{i:04d}") for i in range(1000)
     ]
     source = PrometheusSource(PrometheusSettings(url=prometheus.url), clock=lambda: T)
     try:
@@ -261,7 +261,17 @@ def test_pod_queries_stay_bounded_however_many_nodes_need_pod_usage(prometheus: 
         source.fetch_pods({p.node_name for p in pods}, nodes, pods)
     finally:
         source.close()
-    assert source.cycle_queries == 3 + 3 * MAX_POD_BATCHES
+    assert source.cycle_queries == 3 + 3 * MAX_POD_BATCHES  # 1,000 names: 5 batches of 200, capped at 4
+
+
+def test_a_few_nodes_needing_pod_usage_take_one_query_per_pod_query(prometheus: PrometheusServer) -> None:
+    source = PrometheusSource(PrometheusSettings(url=prometheus.url), clock=lambda: T)
+    try:
+        source.fetch_nodes(NODES)
+        source.fetch_pods({"node-a", "node-b"}, NODES, PODS)
+    finally:
+        source.close()
+    assert source.cycle_queries == 3 + 3
 
 
 def test_data_older_than_the_window_gives_no_sample_for_any_node(prometheus: PrometheusServer) -> None:

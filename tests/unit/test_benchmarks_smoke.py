@@ -102,6 +102,10 @@ def _run(*args: str) -> dict[str, tuple[float, str]]:
                 "simulate_rss_20": "MiB",
             },
         ),
+        (
+            ("benchmarks.usage_fetch", "--nodes", "20"),
+            {"samples_one_step_20": "", "samples_two_steps_20": "", "work_reduction_20": "x"},
+        ),
     ],
     ids=[
         "cycle_cost",
@@ -110,6 +114,7 @@ def _run(*args: str) -> dict[str, tuple[float, str]]:
         "planning_shapes",
         "closedloop_variants",
         "simulate_dump",
+        "usage_fetch",
     ],
 )
 def test_each_benchmark_script_runs_small_and_ends_with_a_parsable_summary(
