@@ -275,7 +275,9 @@ class DryRun:
 def _audits_with(proc: Descheduler, result: str) -> list[dict[str, Any]]:
     """The audit_eviction records of shop-hot with this result, one per cycle."""
     return [
-        e for e in proc.events("audit_eviction") if e["pod"] == "default/shop-hot" and e["result"] == result
+        e
+        for e in proc.events("audit_eviction")
+        if e["pod"] == "default/shop-hot" and e["result"] == result
     ]
 
 

@@ -204,7 +204,9 @@ def test_the_projection_marks_unsettled_evictions_with_their_send_time() -> None
     config = settings(migration=OBJECT_LIMIT)
     before, state = first_run(config)
     unknown = before.evictions[0].pod.key
-    projected = records.project(state.migrations, {unknown: records.Unsettled(NOW + 5, "why", "cool")})
+    projected = records.project(
+        state.migrations, {unknown: records.Unsettled(NOW + 5, "why", "cool")}
+    )
     by_pod = {e.pod: e for e in projected}
     assert (by_pod[unknown].status, by_pod[unknown].at, by_pod[unknown].reason) == ("unknown", NOW + 5, "why")
     assert {e.status for p, e in by_pod.items() if p != unknown} == {"evicted"}

@@ -80,7 +80,9 @@ class FakeEvictor:
     sent: list[str] = field(default_factory=list)
     """Requests that left (``before_send`` allowed them)."""
 
-    def evict(self, pod: Pod, node: str, reason: str, deadline: float, before_send: Any = None) -> Outcome:
+    def evict(
+        self, pod: Pod, node: str, reason: str, deadline: float, before_send: Any = None
+    ) -> Outcome:
         self.calls.append(pod.key)
         if before_send is not None:
             refusal = before_send()
