@@ -15,7 +15,8 @@ it takes over the Lease. The rules that make that safe, all decided here over pl
   unknown outcome (pod gone or replaced: evicted; the same pod still running a minute after the request:
   never sent, and it stops counting).
 - Each record names the pod (key and uid), its source node, and its workload (kind, name and the
-  identity the limits count by), so a record maps back to its workload after the pod is gone.
+  identity the limits count by), so a record maps back to its workload after the pod is gone; and the
+  pod's usage when it left, so the usage estimate still subtracts a departure a successor did not see.
 
 Records of migrations that no longer matter are dropped by the planner (``plan`` keeps a migration while
 its pod exists or its window is open); the journal follows the state, so they leave with the next write.
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from descheduler.planner.model import PlannedEviction
-from descheduler.planner.state import Migration, PlannerState
+from descheduler.planner.state import Departure, Migration, PlannerState
 
 VERSION = 1
 INTENT = "intent"
@@ -61,6 +62,10 @@ class Entry:
     reason: str = ""
     destination: str = ""
     """Kept while unsettled: the Event that settles it names them."""
+    created: float = 0.0
+    usage: tuple[tuple[str, int], ...] = ()
+    """The pod's creation time and usage sample when it left: its load stays in its old node's sample
+    for one metrics window, so a successor's usage estimate must still subtract it (a ``Departure``)."""
 
     @property
     def namespace(self) -> str:
@@ -99,6 +104,10 @@ class Rebuilt:
 # --- records from the state, and back ------------------------------------------------------------------
 
 
+def _usage(values: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted((name, int(amount)) for name, amount in values.items() if name != "pods"))
+
+
 def intent(planned: PlannedEviction, at: float) -> Entry:
     """The record written before the request for ``planned`` is sent at ``at``."""
     return Entry(
@@ -112,6 +121,8 @@ def intent(planned: PlannedEviction, at: float) -> Entry:
         status=INTENT,
         reason=planned.reason,
         destination=planned.destination,
+        created=planned.pod.created,
+        usage=_usage(planned.usage),
     )
 
 
@@ -124,12 +135,18 @@ class Unsettled:
     destination: str
 
 
-def project(migrations: Iterable[Migration], unsettled: Mapping[str, Unsettled]) -> tuple[Entry, ...]:
+def project(
+    migrations: Iterable[Migration],
+    unsettled: Mapping[str, Unsettled],
+    departures: Iterable[Departure] = (),
+) -> tuple[Entry, ...]:
     """The records of the state's migrations; those still of unknown outcome (``unsettled``, by pod key)
-    carry their send time, reason and destination."""
+    carry their send time, reason and destination, those with a departure its usage."""
+    left = {(d.pod, d.uid): d for d in departures}
     out: list[Entry] = []
     for m in migrations:
         open_ = unsettled.get(m.pod)
+        gone = left.get((m.pod, m.uid))
         out.append(
             Entry(
                 pod=m.pod,
@@ -142,6 +159,8 @@ def project(migrations: Iterable[Migration], unsettled: Mapping[str, Unsettled])
                 status=UNKNOWN if open_ is not None else EVICTED,
                 reason=open_.reason if open_ is not None else "",
                 destination=open_.destination if open_ is not None else "",
+                created=gone.created if gone is not None else 0.0,
+                usage=_usage(gone.usage) if gone is not None else (),
             )
         )
     return tuple(sorted(out, key=lambda e: (e.at, e.pod)))
@@ -190,8 +209,21 @@ def rebuild(entries: Iterable[Entry]) -> Rebuilt:
         )
         for e in merged
     )
+    departures = tuple(
+        Departure(
+            pod=e.pod,
+            uid=e.uid,
+            node=e.node,
+            workload=e.workload,
+            created=e.created,
+            left=e.at,
+            usage=dict(e.usage),
+        )
+        for e in merged
+        if e.usage
+    )
     pending = tuple(e for e in merged if e.status in UNSETTLED)
-    return Rebuilt(state=PlannerState(migrations=migrations), pending=pending)
+    return Rebuilt(state=PlannerState(migrations=migrations, departures=departures), pending=pending)
 
 
 # --- the stored form ---------------------------------------------------------------------------------------
@@ -212,6 +244,9 @@ def encode(entries: Sequence[Entry], *, writer: str) -> str:
         if e.status in UNSETTLED:
             record["reason"] = e.reason
             record["destination"] = e.destination
+        if e.usage:
+            record["created"] = round(e.created, 3)
+            record["usage"] = dict(e.usage)
         records.append(json.dumps(record, separators=(",", ":"), sort_keys=False))
     head = json.dumps({"version": VERSION, "writer": writer}, separators=(",", ":"))
     body = ",\n".join(records)
@@ -260,6 +295,15 @@ def decode(text: str, source: str) -> tuple[Entry, ...]:
         status = item.get("status")
         if status not in STATUSES:
             raise bad(f"{where}.status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
+        usage = item.get("usage", {})
+        if not isinstance(usage, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            for k, v in usage.items()
+        ):
+            raise bad(f"{where}.usage", f"must map resource names to non-negative integers, got {usage!r}")
+        created = item.get("created", 0.0)
+        if isinstance(created, bool) or not isinstance(created, int | float) or not math.isfinite(created):
+            raise bad(f"{where}.created", f"must be seconds since the epoch, got {created!r}")
         out.append(
             Entry(
                 pod=pod,
@@ -272,6 +316,8 @@ def decode(text: str, source: str) -> tuple[Entry, ...]:
                 status=str(status),
                 reason=text_field("reason", item.get("reason", ""), required=False),
                 destination=text_field("destination", item.get("destination", ""), required=False),
+                created=float(created),
+                usage=tuple(sorted(usage.items())),
             )
         )
     return tuple(out)

@@ -251,7 +251,8 @@ class _WriteAhead:
         }
         # The journal as it must read during this cycle: the plan's migrations, then each intent.
         self.work: dict[tuple[str, str], Entry] = {
-            (e.pod, e.uid): e for e in records.project(decided.state.migrations, unsettled)
+            (e.pod, e.uid): e
+            for e in records.project(decided.state.migrations, unsettled, decided.state.departures)
         }
         self.sent: dict[tuple[str, str], float] = {}
         self.failures: list[str] = []
@@ -433,7 +434,11 @@ class CycleRunner:
         rebuilt = records.rebuild(entries)
         state = rebuilt.state
         if keep_anomalies:
-            state = replace(self.state, migrations=state.migrations)
+            known = {(d.pod, d.uid) for d in self.state.departures}
+            departures = self.state.departures + tuple(
+                d for d in state.departures if (d.pod, d.uid) not in known
+            )
+            state = replace(self.state, migrations=state.migrations, departures=departures)
         self.state = state
         for e in rebuilt.pending:
             if e.pod not in self.unconfirmed:
@@ -459,7 +464,7 @@ class CycleRunner:
             key: records.Unsettled(item.sent, item.reason, item.destination)
             for key, item in self.unconfirmed.items()
         }
-        return records.project(self.state.migrations, unsettled)
+        return records.project(self.state.migrations, unsettled, self.state.departures)
 
     def _write(self, entries: Sequence[Entry]) -> str | None:
         """Save ``entries``; on failure returns the reason code and forgets what the journal holds."""

@@ -12,7 +12,7 @@ from descheduler.planner import PlannerState, commit, reasons
 from descheduler.planner import journal as records
 from descheduler.planner.journal import Entry, JournalUnreadable
 from descheduler.planner.model import Plan
-from tests.unit.builders import NOW, World, cpu, settings, skip_codes
+from tests.unit.builders import NOW, World, cpu, report, settings, skip_codes
 
 WINDOW = 300.0
 
@@ -146,7 +146,9 @@ def test_a_record_names_its_workload_so_a_pod_long_gone_still_maps_back() -> Non
 
 @pytest.mark.parametrize("status", records.STATUSES)
 def test_the_stored_form_keeps_every_field_the_limits_and_events_need(status: str) -> None:
-    original = entry(status=status, at=NOW + 0.125)
+    original = entry(
+        status=status, at=NOW + 0.125, created=NOW - 600, usage=(("cpu", 500), ("memory", 2**30))
+    )
     text = records.encode([original], writer="host_1")
     assert json.loads(text)["writer"] == "host_1"
     assert records.decode(text, "x") == (original,)
@@ -169,6 +171,8 @@ BAD = [
      '"at":1,"status":"gone"}]}', "records[0].status: must be one of intent, unknown, evicted"),
     ("workload kind not text", '{"version":1,"records":[{"pod":"a/b","uid":"u","node":"n",'
      '"workload":{"kind":3},"at":1,"status":"evicted"}]}', "records[0].workload.kind"),
+    ("usage not a count", '{"version":1,"records":[{"pod":"a/b","uid":"u","node":"n","workload":{},"at":1,'
+     '"status":"evicted","usage":{"cpu":"5"}}]}', "records[0].usage: must map resource names"),
     ("missing node", '{"version":1,"records":[{"pod":"a/b","uid":"u","workload":{},"at":1,'
      '"status":"evicted"}]}', "records[0].node: must be a non-empty string"),
 ]  # fmt: skip
@@ -204,9 +208,7 @@ def test_the_projection_marks_unsettled_evictions_with_their_send_time() -> None
     config = settings(migration=OBJECT_LIMIT)
     before, state = first_run(config)
     unknown = before.evictions[0].pod.key
-    projected = records.project(
-        state.migrations, {unknown: records.Unsettled(NOW + 5, "why", "cool")}
-    )
+    projected = records.project(state.migrations, {unknown: records.Unsettled(NOW + 5, "why", "cool")})
     by_pod = {e.pod: e for e in projected}
     assert (by_pod[unknown].status, by_pod[unknown].at, by_pod[unknown].reason) == ("unknown", NOW + 5, "why")
     assert {e.status for p, e in by_pod.items() if p != unknown} == {"evicted"}
@@ -221,3 +223,23 @@ def test_when_two_writers_met_every_record_of_both_is_kept() -> None:
         ("default/web-1", "intent"),
         ("default/web-2", "evicted"),
     ]
+
+
+def test_a_successor_still_subtracts_the_load_of_pods_that_left_within_the_metrics_window() -> None:
+    config = settings(migration=OBJECT_LIMIT)
+    before, state = first_run(config)
+    assert state.departures, "the first run remembers what left"
+    written = records.project(state.migrations, {}, state.departures)
+    rebuilt = records.rebuild(records.decode(records.encode(written, writer="old"), "x"))
+    assert {(d.pod, d.node, dict(d.usage)["cpu"]) for d in rebuilt.state.departures} == {
+        (e.pod.key, "hot", e.usage["cpu"]) for e in before.evictions
+    }
+    # The node's sample still holds the evicted pods' load: with the records it is estimated away as
+    # the process that evicted them would have done; without them it is counted in full.
+    world = without(crowded(), [e.pod.key for e in before.evictions])
+
+    def hot_cpu(state: PlannerState) -> float:
+        result = world.plan(config, state, NOW + 30)
+        return next(r.usage for r in report(result, "hot").resources if r.resource == "cpu")
+
+    assert hot_cpu(rebuilt.state) == hot_cpu(state) < hot_cpu(PlannerState())
