@@ -62,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_simulate_parser(sub)
 
+    from descheduler.snapshot import add_snapshot_parser
+
+    add_snapshot_parser(sub)
+
     from descheduler.service.app import add_service_parsers
 
     add_service_parsers(sub)

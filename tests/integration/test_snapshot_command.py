@@ -1,0 +1,115 @@
+"""``descheduler snapshot`` writes what the cluster and Prometheus hold, and ``simulate`` replays it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks.fakeprom import FakePrometheus
+from descheduler.cli import main
+from descheduler.simulate.inputs import load_cluster
+from tests.integration.apiserver import ApiServer, objects
+
+CONFIG = """\
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerConfiguration
+profiles:
+- name: p
+  plugins: {balance: {enabled: [{name: LowNodeLoad}]}}
+  pluginConfig:
+  - name: LowNodeLoad
+    args:
+      lowThresholds: {cpu: 20}
+      highThresholds: {cpu: 50}
+      anomalyCondition: {consecutiveAbnormalities: 1}
+"""
+
+NODE_USAGE = {"node-hot": {"cpu": 6000, "memory": 4 * 2**30}, "node-cool": {"cpu": 500, "memory": 2**30}}
+POD_USAGE = {f"default/web-{i}": {"cpu": 1500, "memory": 2**28} for i in range(4)}
+
+
+@pytest.fixture
+def cluster(apiserver: ApiServer) -> ApiServer:
+    apiserver.create(objects.node("node-hot"))
+    apiserver.create(objects.node("node-cool"))
+    apiserver.create(objects.deployment("web", replicas=4))
+    apiserver.create(objects.replicaset("web-rs", replicas=4, deployment="web"))
+    for i in range(4):
+        apiserver.create(objects.pod(f"web-{i}", node="node-hot"))
+    return apiserver
+
+
+@pytest.fixture
+def prometheus() -> Iterator[FakePrometheus]:
+    prom = FakePrometheus(lambda: NODE_USAGE, lambda: POD_USAGE).start()
+    try:
+        yield prom
+    finally:
+        prom.stop()
+
+
+def test_a_snapshot_holds_every_object_and_usage_and_simulate_replays_it(
+    cluster: ApiServer, prometheus: FakePrometheus, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "incident"
+    code = main(
+        [
+            "snapshot",
+            "--kubeconfig",
+            str(cluster.kubeconfig_path),
+            "--output",
+            str(out),
+            "--prometheus",
+            prometheus.url,
+        ]
+    )
+    assert code == 0, capsys.readouterr().err
+    snapshot = load_cluster(out / "cluster.json.gz")
+    assert sorted(n.name for n in snapshot.nodes) == ["node-cool", "node-hot"]
+    assert sorted(p.key for p in snapshot.pods) == sorted(POD_USAGE)
+    assert sorted((w.kind, w.name) for w in snapshot.workloads) == [
+        ("Deployment", "web"),
+        ("ReplicaSet", "web-rs"),
+    ]
+    usage = yaml.safe_load((out / "usage.yaml").read_text())
+    assert usage["nodes"]["node-hot"]["cpu"] == "6000m"
+    assert usage["pods"]["default/web-0"]["memory"] == 2**28
+    (tmp_path / "config.yaml").write_text(CONFIG)
+    capsys.readouterr()
+    replay = [
+        "simulate",
+        "--config",
+        str(tmp_path / "config.yaml"),
+        "--cluster",
+        str(out / "cluster.json.gz"),
+        "--usage",
+        str(out / "usage.yaml"),
+        "--output",
+        "json",
+    ]
+    assert main(replay) == 0
+    assert '"destination": "node-cool"' in capsys.readouterr().out
+
+
+def test_a_snapshot_of_an_unreachable_cluster_fails_with_the_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    code = main(["snapshot", "--kubeconfig", str(kubeconfig), "--output", str(tmp_path / "out")])
+    assert code == 1
+    assert "error: reading the cluster" in capsys.readouterr().err
