@@ -50,8 +50,15 @@ BENCH_NAMESPACE = "peers-bench"
 OURS = "load-aware"
 OURS_TAINT = "load-aware+taint"
 """Ours with ``hotspotTaint`` on: a PreferNoSchedule taint keeps the stock scheduler off hotspots."""
+OURS_RAW = "load-aware-raw"
+"""Ours deciding on the raw usage samples, as before the migration-aware estimate (``raw_sample.py``)."""
 PEER = "k8s-descheduler"
-ACCOUNTS = {OURS: "load-aware-descheduler", OURS_TAINT: "load-aware-descheduler", PEER: "k8s-descheduler"}
+ACCOUNTS = {
+    OURS: "load-aware-descheduler",
+    OURS_TAINT: "load-aware-descheduler",
+    OURS_RAW: "load-aware-descheduler",
+    PEER: "k8s-descheduler",
+}
 
 LOW_CPU = 40.0
 HIGH_CPU = 70.0
@@ -707,13 +714,15 @@ def run_one(
         backend.install(usage.inner.model, full_window=True, timeout=60)
         start_percent = {n: usage.percent(n) for n in cluster.nodes}
         row.hot_nodes = sum(v > HIGH_CPU for v in start_percent.values())
-        if tool in (OURS, OURS_TAINT):
+        if tool in (OURS, OURS_TAINT, OURS_RAW):
             ports = Ports.free()
             config = workdir / "config.yaml"
             config.write_text(yaml.safe_dump(ours_config(cluster.group, backend.url, ports, settings)))
             argv = descheduler_command(
                 "run", "--config", str(config), "--kubeconfig", str(kubeconfig), "--log-format", "json"
             )
+            if tool == OURS_RAW:  # the same command line, with the estimate switched off
+                argv = [sys.executable, "-m", "benchmarks.raw_sample", *argv[3:]]
             env = subprocess_env()
             marker = '"event": "cycle_summary"'
         else:

@@ -263,3 +263,24 @@ def test_the_priority_first_bound_spends_every_lower_tier_before_touching_a_high
 def test_the_prometheus_stand_in_recognises_every_default_query(name: str) -> None:
     query = DEFAULT_QUERIES[name].replace("${window}", "300s").replace("${nodeLabel}", "instance")
     assert classify(query) == name
+
+
+def test_the_as_today_variant_decides_on_the_raw_sample_and_the_shipped_one_on_the_estimate() -> None:
+    """The benchmarks' "as today" rows switch the estimate off; check that they really do."""
+    from benchmarks.closedloop_variants import raw_samples
+    from descheduler.planner import commit
+    from tests.unit.builders import NOW, World, cpu, settings
+
+    world = World().node("hot", usage=cpu("9")).node("cool", usage=cpu("1"))
+    world.deployment("web", replicas=4)
+    world.pod("p", on="hot", owner="web", usage=cpu("4"))
+    world.pod("q", on="hot", owner="web", usage=cpu("1"))
+    first = world.plan(settings())
+    state = commit(first.state, first, ["default/p"], NOW)
+    world.remove_pod("p").set_node_usage("hot", cpu("8.2"))  # a minute later the sample still holds 4/5 of p
+    shipped = world.plan(settings(), state, NOW + 60)
+    with raw_samples():
+        as_today = world.plan(settings(), state, NOW + 60)
+    usage = {r.node: r.resources[0].usage for r in shipped.node_reports}
+    raw = {r.node: r.resources[0].usage for r in as_today.node_reports}
+    assert (usage["hot"], raw["hot"]) == (5000, 8200)
