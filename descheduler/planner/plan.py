@@ -52,10 +52,16 @@ def pod_usage_nodes(
 ) -> frozenset[str] | None:
     """The nodes whose pods' usage ``plan`` may read this cycle, judged from node usage alone.
 
-    That is the nodes over a high threshold (hotspots are among them; low and normal nodes only receive
-    pods, by node usage). None means every node: with ``prodHighThresholds`` a node's prod usage is the
-    sum of its prod pods' usage, so every node needs pod usage. Nothing when LowNodeLoad is off or
-    paused. ``usage.pods`` is not read. Callers may add nodes (e.g. whose pods changed recently).
+    That is the nodes over a high threshold (hotspots are among them; pods move only from them) and the
+    nodes holding a pod younger than the usage window plus ``nodeMetricExpirationSeconds``: only such a
+    pod's own sample changes its node's migration-aware estimate (``estimate.py``: a pod there for the
+    whole window counts as much in the sample as on the node, and departures carry their usage), so every
+    other node's estimate, and class, is the same with or without pod usage. None means every node:
+    with ``prodHighThresholds`` a node's prod usage is the sum of its prod pods' usage. Nothing when
+    LowNodeLoad is off or paused. ``usage.pods`` is not read. Callers may add nodes.
+
+    One approximation remains: a young pod with no sample of its own takes its workload's latest sample
+    (``UsageEstimator.latest``) only from the pods whose usage was fetched, else its requests.
     """
     settings = compile_settings(config)
     if not settings.enabled or settings.paused:
@@ -64,7 +70,10 @@ def pod_usage_nodes(
         return None
     cycle = _Cycle(snapshot, usage, settings, state, now)
     cycle._collect_nodes()
-    return frozenset(view.name for views in cycle.views.values() for view in views if view.over)
+    over = {view.name for views in cycle.views.values() for view in views if view.over}
+    recent = now - settings.usage_window - settings.metric_expiration
+    young = {pod.node_name for pod in snapshot.pods if pod.node_name and pod.created > recent}
+    return frozenset(over | young)
 
 
 class _Cycle:
