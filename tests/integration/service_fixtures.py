@@ -455,7 +455,7 @@ def live_cluster(
     """An API server (``cluster.server.kubeconfig_path`` is written) holding what ``build`` creates, its
     usage served through ``backend``'s Prometheus, and the simulated kubelets following the server."""
     workdir.mkdir(parents=True, exist_ok=True)
-    server = ApiServer(bookmark_interval=0.5).start()
+    server = ApiServer().start()
     try:
         server.write_kubeconfig(workdir / "kubeconfig")
         cluster = Cluster(server, SimulatedNodes())

@@ -131,9 +131,9 @@ def test_steady_state_sends_only_watches_no_list_or_get(apiserver: ApiServer, ca
     eventually(lambda: {"default/more-0", "default/more-2"} <= pod_names(c), what="new pods")
     for _ in range(200):
         c.snapshot()
-    time.sleep(1.2)  # a couple of bookmark intervals
+    apiserver.send_bookmarks()
+    eventually(lambda: c.stats()["pods"]["bookmarks"] >= 1, what="a bookmark on the open pod watch")
     assert [r.describe() for r in apiserver.requests] == []  # no LIST, no GET, not even a re-watch
-    assert c.stats()["pods"]["bookmarks"] >= 1
 
 
 def test_a_dropped_watch_resumes_from_the_last_resource_version_without_relisting(
@@ -321,6 +321,7 @@ def test_bookmarks_advance_the_resource_version_the_cache_resumes_from(
     c.start()
     assert c.wait_synced(10)
     before = int(c.resource_version("pods"))
+    eventually(lambda: apiserver.open_watches() == 2, what="both reflectors watching")
     for i in range(3):
         apiserver.create(objects.node(f"extra-{i}"))  # moves the global revision; no pod changes
     apiserver.send_bookmarks()

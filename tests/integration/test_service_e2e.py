@@ -223,7 +223,9 @@ def test_metrics_count_the_eviction_and_classify_every_node(live: LiveRun) -> No
     ((_, sample_age),) = metric_samples(live.metrics, "descheduler_usage_sample_age_seconds")
     assert 0.0 < sample_age < 10.0, "Prometheus scrapes every second: its newest samples are seconds old"
     ((_, cache_age),) = metric_samples(live.metrics, "descheduler_cache_age_seconds")
-    assert 0.0 <= cache_age < 5.0, "the watches hear bookmarks every half second"
+    # Like kube-apiserver, the test server sends a bookmark about once a minute; a quiet watch is heard
+    # from when the server ends it (timeoutSeconds 10 s plus up to 25% jitter) and it is opened again.
+    assert 0.0 <= cache_age < 15.0, "every watch is renewed within its timeout, bookmarks or not"
     (completed,) = metric_samples(live.metrics, "descheduler_cycles_total")
     assert completed[0] == {"outcome": "completed"} and completed[1] >= live.cycles_before_hot + 3
 

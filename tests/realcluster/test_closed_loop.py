@@ -99,8 +99,9 @@ def live_loop(
                 timeout=90,
                 what="the hot node to fall under its high threshold",
             )
+            # The cycle under way when the node was seen cured made the last eviction it needed (its log
+            # line may still be on its way); any eviction of a later cycle would be one too many.
             cured_at = len(proc.events("cycle_summary"))
-            evicted_at_cure = len(proc.events("eviction"))
             # Keep running: a cured node must not be evicted from again.
             proc.wait_for(
                 lambda: len(proc.events("cycle_summary")) >= cured_at + 4, timeout=30, what="4 more cycles"
@@ -117,7 +118,7 @@ def live_loop(
             budget_samples=budget.samples,
             running_after=control_plane.running_pods(ns, "app=busy"),
             events=control_plane.get_json("events", "-n", ns)["items"],
-            evictions_after_cure=len(proc.events("eviction")) - evicted_at_cure,
+            evictions_after_cure=sum(1 for e in proc.events("eviction") if e["cycle"] > cured_at + 1),
         )
     api.close()
     evicted = [e["pod"] for e in result.proc.events("eviction")]

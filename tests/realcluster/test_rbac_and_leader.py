@@ -74,7 +74,8 @@ NOT_NEEDED = [
     ("get", "secrets", "--all-namespaces"),
     ("create", "pods", "-n", "default"),
     ("update", "pods", "-n", "default"),
-    ("patch", "nodes"),
+    ("delete", "pods", "-n", "default"),  # only with the optional Delete-policy component
+    ("patch", "nodes"),  # only with the optional hotspot-taint component
     ("update", "deployments.apps", "-n", "default"),
     ("delete", "poddisruptionbudgets.policy", "-n", "default"),
     ("update", "leases.coordination.k8s.io/someone-elses", "-n", NAMESPACE),
@@ -130,7 +131,7 @@ def test_a_live_and_a_dry_run_cycle_succeed_as_the_service_account(
         )  # fmt: skip
         assert audit.returncode == 0, audit.stderr[-3000:]
         assert "would-evict" in audit.stdout
-        assert "403" not in audit.stderr and "orbidden" not in audit.stderr
+        assert "orbidden" not in audit.stderr, "a request the shipped RBAC does not allow"
         untouched = {p["metadata"]["name"] for p in control_plane.running_pods(namespace, "app=busy")}
         assert untouched == set(cluster.initial_pods)
         # Then the live service with the shipped Lease name, until it has evicted.

@@ -15,7 +15,7 @@ from tests.integration.apiserver.server import ApiServer
 @pytest.fixture
 def apiserver(tmp_path: Path) -> Iterator[ApiServer]:
     """A running server on a random 127.0.0.1 port, with ``kubeconfig_path`` written for it."""
-    server = ApiServer(bookmark_interval=0.5).start()
+    server = ApiServer().start()
     server.write_kubeconfig(tmp_path / "kubeconfig")
     try:
         yield server
@@ -48,7 +48,7 @@ def tls_files() -> tuple[str, str, str]:
 def tls_apiserver(tmp_path: Path, tls_files: tuple[str, str, str]) -> Iterator[ApiServer]:
     """Like ``apiserver`` but over HTTPS, CA in its kubeconfig (kubectl sends tokens only over TLS)."""
     ca, crt, key = tls_files
-    server = ApiServer(tls=(crt, key), bookmark_interval=0.5).start()
+    server = ApiServer(tls=(crt, key)).start()
     server.write_kubeconfig(tmp_path / "kubeconfig", ca_file=ca)
     try:
         yield server

@@ -152,13 +152,16 @@ class ApiServer:
         *,
         token: str | None = "test-token",
         tls: tuple[str, str] | None = None,
-        bookmark_interval: float = 1.0,
+        bookmark_interval: float = 60.0,
         history_limit: int = 10_000,
         default_watch_timeout: float = 1800.0,
     ) -> None:
         self.token = token
         self.tls = tls
         self.bookmark_interval = bookmark_interval
+        """Seconds between periodic BOOKMARKs on a quiet watch. kube-apiserver's watch cache sends them
+        about once a minute (measured on the real control plane: 55-62 s), so that is the default; a
+        client must not rely on hearing from a healthy watch more often (``send_bookmarks`` forces one)."""
         self.default_watch_timeout = default_watch_timeout
         self.store = store.Store(history_limit=history_limit)
         self._requests: list[RecordedRequest] = []
