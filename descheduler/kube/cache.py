@@ -137,7 +137,9 @@ class _Interner:
     """Share equal strings, maps and owner references between pods.
 
     Most pods of a workload carry the same labels, requests and owner; sharing them (and interning the
-    few strings every pod repeats) roughly halves the memory a parsed pod needs.
+    few strings every pod repeats) roughly halves the memory a parsed pod needs. Bounded: when a table
+    reaches ``limit`` entries it starts afresh (maps already shared stay with their pods), so values of
+    pods long gone (old ``pod-template-hash`` labels, deleted owners) are not kept forever.
     """
 
     def __init__(self, limit: int = 200_000) -> None:
@@ -152,8 +154,9 @@ class _Interner:
         shared = self._maps.get(key)
         if shared is None:
             shared = {sys.intern(k): sys.intern(v) if isinstance(v, str) else v for k, v in value.items()}
-            if len(self._maps) < self._limit:
-                self._maps[key] = shared
+            if len(self._maps) >= self._limit:
+                self._maps.clear()
+            self._maps[key] = shared
         return shared
 
     def owner(self, owner: OwnerRef | None) -> OwnerRef | None:
@@ -162,8 +165,9 @@ class _Interner:
         shared = self._owners.get(owner)
         if shared is None:
             shared = OwnerRef(sys.intern(owner.kind), owner.name, owner.uid, sys.intern(owner.api_version))
-            if len(self._owners) < self._limit:
-                self._owners[shared] = shared
+            if len(self._owners) >= self._limit:
+                self._owners.clear()
+            self._owners[shared] = shared
         return shared
 
     def pod(self, pod: Pod) -> Pod:
