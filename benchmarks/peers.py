@@ -24,6 +24,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import sys
@@ -166,6 +167,32 @@ def parse_audit(lines: Iterable[str]) -> list[AuditEvent]:
             )
         )
     return out
+
+
+_KLOG_CYCLE = re.compile(
+    r'^I(\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2}\.\d+)\s+\d+ \S+\] "Number of evictions/requests"'
+)
+
+
+def cycle_times(log_text: str, *, peer: bool, year: int) -> list[float]:
+    """Unix times at which each cycle ended, read from the log lines' own timestamps.
+
+    The log is read after the run, not counted while it runs: klog (the peer) flushes its buffer only every
+    few seconds, so counting lines as they appear would lag by up to that long. klog stamps local time
+    without a year; ours writes ISO 8601 UTC on each ``cycle_summary`` record.
+    """
+    out: list[float] = []
+    for line in log_text.splitlines():
+        if peer:
+            m = _KLOG_CYCLE.match(line)
+            if m:
+                month, day, hour, minute, sec = m.groups()
+                stamp = datetime(year, int(month), int(day), int(hour), int(minute)).timestamp()
+                out.append(stamp + float(sec))
+        elif '"cycle_summary"' in line:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                out.append(datetime.fromisoformat(json.loads(line)["timestamp"]).timestamp())
+    return sorted(out)
 
 
 def app_of(pod: str) -> str:
@@ -746,7 +773,7 @@ def run_one(
             proc = subprocess.Popen(argv, cwd=REPO if tool != PEER else workdir, env=env, stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
             try:
-                cycles_at_first, first_cycle_t, cured_t = 0, None, None
+                first_seen_t, cured_t = None, None
                 queries_at_first = 0.0
                 figures: tuple[float, float] = (float("nan"), float("nan"))
                 while True:
@@ -757,20 +784,18 @@ def run_one(
                             f"{name} exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}"
                         )
                     cycles = log_path.read_text(errors="replace").count(marker)
-                    if first_cycle_t is None and cycles >= 1:
-                        first_cycle_t, cycles_at_first = now, cycles
-                        queries_at_first = _queries_now(backend.url)
+                    if first_seen_t is None and cycles >= 1:
+                        first_seen_t, queries_at_first = now, _queries_now(backend.url)
                     hot = [n for n in cluster.nodes if usage.percent(n) > HIGH_CPU]
                     if not hot and cured_t is None:
-                        cured_t, row.cycles_to_cure, row.seconds_to_cure = now, cycles, now - t0
-                        print(f"{name}: no node hot after {cycles} cycles, {now - t0:.1f}s", flush=True)
+                        cured_t, row.seconds_to_cure = now, now - t0
+                        print(f"{name}: no node hot after {now - t0:.1f}s", flush=True)
                     if cured_t is not None and now - cured_t >= args.settle:
                         break
                     if cured_t is None and now - t0 > args.timeout:
                         print(f"{name}: {len(hot)} nodes still hot after {args.timeout:.0f}s", flush=True)
                         break
                 figures = proc_figures(proc.pid)
-                end_cycles = log_path.read_text(errors="replace").count(marker)
                 queries_at_end = _queries_now(backend.url)
                 stop_t = time.time()
             finally:
@@ -808,12 +833,21 @@ def run_one(
         cpus=NODE_CPUS,
         high=HIGH_CPU,
     )
-    if first_cycle_t is not None:
+    times = cycle_times(
+        log_path.read_text(errors="replace"), peer=tool == PEER, year=time.localtime(t0).tm_year
+    )
+    if cured_t is not None:
+        row.cycles_to_cure = sum(t <= cured_t for t in times)
+    if times:
+        first_cycle_t = times[0]
         row.first_cycle_s = first_cycle_t - t0
         after = [e for e in events if first_cycle_t <= e.received <= stop_t]
-        cycles_after = max(1, end_cycles - cycles_at_first)
+        cycles_after = max(1, sum(first_cycle_t < t <= stop_t for t in times))
         row.requests_per_cycle = len(after) / cycles_after
-        row.queries_per_cycle = (queries_at_end - queries_at_first) / cycles_after
+        if first_seen_t is not None:
+            row.queries_per_cycle = (queries_at_end - queries_at_first) / max(
+                1, sum(first_seen_t < t <= stop_t for t in times)
+            )
         mix = Counter(f"{e.verb} {e.resource}" for e in after)
         row.request_mix = {k: v / cycles_after for k, v in mix.items()}
     if done:

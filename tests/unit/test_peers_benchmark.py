@@ -15,6 +15,7 @@ from benchmarks.peers import (
     PEER_QUERY,
     Row,
     Settings,
+    cycle_times,
     needed_evictions,
     ours_config,
     parse_audit,
@@ -147,3 +148,26 @@ def test_prometheus_queries_are_read_from_its_own_request_counter_over_both_quer
         ]
     )
     assert prometheus_queries(text) == 75
+
+
+def test_cycles_are_read_from_each_logs_own_timestamps() -> None:
+    peer_log = "\n".join(
+        [
+            'I1123 16:10:16.604164   21240 feature_gate.go:477] "Updated" featureGates={}',
+            'I1123 16:10:27.353821   21240 descheduler.go:252] "Number of evictions/requests" n=10',
+            'I1123 16:10:29.234696   21240 descheduler.go:252] "Number of evictions/requests" n=10',
+        ]
+    )
+    peer = cycle_times(peer_log, peer=True, year=2026)
+    assert len(peer) == 2
+    assert peer[1] - peer[0] == pytest.approx(1.880875)
+    ours_log = "\n".join(
+        [
+            '{"event": "starting", "timestamp": "2026-11-23T15:26:23.844985Z"}',
+            '{"event": "cycle_summary", "cycle": 1, "timestamp": "2026-11-23T15:26:25.046095Z"}',
+            "not json",
+            '{"event": "cycle_summary", "cycle": 2, "timestamp": "2026-11-23T15:26:26.874108Z"}',
+        ]
+    )
+    ours = cycle_times(ours_log, peer=False, year=2026)
+    assert ours == [pytest.approx(1795447585.046095), pytest.approx(1795447586.874108)]
