@@ -44,7 +44,7 @@ SCRAPE_INTERVAL = 1.0
 NAMESPACE = "load-aware-descheduler"
 """Where the manifests run the descheduler, and so where its Lease lives."""
 LEASE = "load-aware-descheduler"
-"""The Lease name the shipped Role grants (``manifests/role.yaml``)."""
+"""The Lease name the shipped Role grants (``manifests/base/role.yaml``)."""
 
 
 # --- usage: simulated kubelets and a real Prometheus ------------------------------------------------------
@@ -839,4 +839,4 @@ def rbac_allows(rules: Sequence[Rule], request: RecordedRequest) -> bool:
 
 
 def shipped_rbac_rules() -> list[Rule]:
-    return load_rbac_rules(MANIFESTS / "clusterrole.yaml", MANIFESTS / "role.yaml")
+    return load_rbac_rules(MANIFESTS / "base" / "clusterrole.yaml", MANIFESTS / "base" / "role.yaml")
