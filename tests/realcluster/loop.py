@@ -17,7 +17,7 @@ from typing import Any
 from descheduler.kube.api import KubeApi
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
-from tests.integration.service_fixtures import LEASE, Ports, UsageBackend, service_config
+from tests.integration.service_fixtures import LEASE, NAMESPACE, Ports, UsageBackend, service_config
 from tests.realcluster.usage import ClusterUsage
 
 BUSY_REPLICAS = 6
@@ -73,6 +73,24 @@ def build_hot_cluster(plane: ControlPlane, api: KubeApi, namespace: str) -> HotC
     return HotCluster(
         namespace, hot, cool, usage, {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
     )
+
+
+def lease_namespace(plane: ControlPlane) -> None:
+    """The namespace the tests' Leases live in (the shipped manifests create it; admin tests need it too)."""
+    plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
+
+
+@contextlib.contextmanager
+def hot_cluster_serving_usage(
+    plane: ControlPlane, api: KubeApi, namespace: str, backend: UsageBackend
+) -> Iterator[HotCluster]:
+    """The hot cluster, its usage following where the pods run and served by ``backend``'s Prometheus
+    (a full window scraped before it is yielded), and the Lease namespace in place."""
+    lease_namespace(plane)
+    cluster = build_hot_cluster(plane, api, namespace)
+    with cluster.usage.following():
+        backend.install(cluster.usage.model, full_window=True, timeout=30)
+        yield cluster
 
 
 def loop_config(
@@ -136,7 +154,3 @@ def watching_budget(api: KubeApi, namespace: str, name: str) -> Iterator[BudgetW
     finally:
         stop.set()
         thread.join(timeout=5)
-
-
-def install_usage(backend: UsageBackend, cluster: HotCluster) -> None:
-    backend.install(cluster.usage.model, full_window=True, timeout=30)

@@ -30,7 +30,7 @@ from tests.realcluster.loop import (
     CONFIRM_CYCLES,
     HIGH_CPU,
     HotCluster,
-    build_hot_cluster,
+    hot_cluster_serving_usage,
     loop_config,
     watching_budget,
 )
@@ -41,10 +41,6 @@ __all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
 CURE_WITHIN_CYCLES = 2 * CONFIRM_CYCLES + 4
 """The hotspot is confirmed over CONFIRM_CYCLES; the PDB allows one pod unavailable, so the second pod
 goes after the first one's replacement runs and the node has been confirmed hot again."""
-
-
-def lease_namespace(plane: ControlPlane) -> None:
-    plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "load-aware-descheduler"}}])
 
 
 @dataclass
@@ -83,10 +79,10 @@ def live_loop(
     ns = namespace_module
     api = connect(str(control_plane.kubeconfig), qps=1000, burst=1000)
     workdir = tmp_path_factory.mktemp("closed-loop")
-    lease_namespace(control_plane)
-    cluster = build_hot_cluster(control_plane, api, ns)
-    with cluster.usage.following(), watching_budget(api, ns, "busy") as budget:
-        usage_backend.install(cluster.usage.model, full_window=True, timeout=30)
+    with (
+        hot_cluster_serving_usage(control_plane, api, ns, usage_backend) as cluster,
+        watching_budget(api, ns, "busy") as budget,
+    ):
         before = cluster.usage.node_percent(cluster.hot)
         ports = Ports.free()
         config = loop_config(usage_backend.url, ports, ns, dry_run=False, lease_name=f"lease-{ns}")
@@ -184,10 +180,7 @@ def test_a_dry_run_of_the_same_cluster_audits_evictions_and_changes_nothing(
     usage_backend: UsageBackend,
     tmp_path: Path,
 ) -> None:
-    lease_namespace(control_plane)
-    cluster = build_hot_cluster(control_plane, admin_api, namespace)
-    with cluster.usage.following():
-        usage_backend.install(cluster.usage.model, full_window=True, timeout=30)
+    with hot_cluster_serving_usage(control_plane, admin_api, namespace, usage_backend) as cluster:
         ports = Ports.free()
         config = loop_config(
             usage_backend.url, ports, namespace, dry_run=True, lease_name=f"lease-{namespace}"

@@ -24,7 +24,7 @@ from tests.integration.service_fixtures import (
     subprocess_env,
     usage_backend,
 )
-from tests.realcluster.loop import build_hot_cluster, loop_config
+from tests.realcluster.loop import hot_cluster_serving_usage, loop_config
 
 pytestmark = pytest.mark.controlplane
 __all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
@@ -90,9 +90,7 @@ def test_the_chart_installs_and_its_pod_command_runs_dry_run_cycles_as_its_servi
     assert args[:3] == ["run", "--config", "/etc/descheduler/config.yaml"] and "--dry-run" in args
     args[2] = str(config_file)
 
-    cluster = build_hot_cluster(control_plane, admin_api, namespace)
-    with cluster.usage.following():
-        usage_backend.install(cluster.usage.model, full_window=True, timeout=30)
+    with hot_cluster_serving_usage(control_plane, admin_api, namespace, usage_backend) as cluster:
         err, out = (tmp_path / "run.stderr").open("wb"), (tmp_path / "run.stdout").open("wb")
         process = subprocess.Popen(
             descheduler_command(*args, "--kubeconfig", str(identity)),

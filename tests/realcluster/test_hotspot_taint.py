@@ -33,8 +33,13 @@ from tests.integration.service_fixtures import (
     usage_backend,
     write_config,
 )
-from tests.realcluster.loop import HIGH_CPU, HotCluster, build_hot_cluster, loop_config
-from tests.realcluster.test_closed_loop import lease_namespace
+from tests.realcluster.loop import (
+    HIGH_CPU,
+    HotCluster,
+    build_hot_cluster,
+    hot_cluster_serving_usage,
+    loop_config,
+)
 from tests.realcluster.test_rbac_and_leader import install_manifests
 
 pytestmark = pytest.mark.controlplane
@@ -226,10 +231,7 @@ def test_the_taint_stays_while_the_node_is_hot_and_comes_off_on_sigterm(
     usage_backend: UsageBackend,
     tmp_path: Path,
 ) -> None:
-    lease_namespace(control_plane)
-    cluster = build_hot_cluster(control_plane, admin_api, namespace)
-    with cluster.usage.following():
-        usage_backend.install(cluster.usage.model, full_window=True, timeout=30)
+    with hot_cluster_serving_usage(control_plane, admin_api, namespace, usage_backend) as cluster:
         ports = Ports.free()
         path = config(
             usage_backend,
@@ -261,10 +263,7 @@ def test_a_new_leader_removes_the_taint_a_killed_leader_left_on_a_node_that_has_
     usage_backend: UsageBackend,
     tmp_path: Path,
 ) -> None:
-    lease_namespace(control_plane)
-    cluster = build_hot_cluster(control_plane, admin_api, namespace)
-    with cluster.usage.following():
-        usage_backend.install(cluster.usage.model, full_window=True, timeout=30)
+    with hot_cluster_serving_usage(control_plane, admin_api, namespace, usage_backend) as cluster:
         ports = Ports.free()
         path = config(
             usage_backend,
@@ -303,10 +302,7 @@ def test_dry_run_taints_nothing_and_says_what_it_would_taint(
     usage_backend: UsageBackend,
     tmp_path: Path,
 ) -> None:
-    lease_namespace(control_plane)
-    cluster = build_hot_cluster(control_plane, admin_api, namespace)
-    with cluster.usage.following():
-        usage_backend.install(cluster.usage.model, full_window=True, timeout=30)
+    with hot_cluster_serving_usage(control_plane, admin_api, namespace, usage_backend) as cluster:
         ports = Ports.free()
         path = config(
             usage_backend, ports, namespace, tmp_path / "c.yaml", lease=f"lease-{namespace}", dry_run=True

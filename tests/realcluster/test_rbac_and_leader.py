@@ -26,7 +26,7 @@ from tests.integration.service_fixtures import (
     usage_backend,
     write_config,
 )
-from tests.realcluster.loop import build_hot_cluster, loop_config
+from tests.realcluster.loop import hot_cluster_serving_usage, loop_config
 
 pytestmark = pytest.mark.controlplane
 __all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
@@ -116,9 +116,7 @@ def test_a_live_and_a_dry_run_cycle_succeed_as_the_service_account(
     usage_backend: UsageBackend,
     tmp_path: Path,
 ) -> None:
-    cluster = build_hot_cluster(control_plane, admin_api, namespace)
-    with cluster.usage.following():
-        usage_backend.install(cluster.usage.model, full_window=True, timeout=30)
+    with hot_cluster_serving_usage(control_plane, admin_api, namespace, usage_backend) as cluster:
         # A dry-run audit first, as `once`: it must see the hotspot and evict nothing.
         ports = Ports.free()
         dry = loop_config(usage_backend.url, ports, namespace, dry_run=True, consecutive_abnormalities=1)
