@@ -119,7 +119,20 @@ PEER_DESCHEDULER = GoBuild(
     packages={"descheduler": "sigs.k8s.io/descheduler/cmd/descheduler"},
 )
 
+HELM_VERSION = "v3.22.0"
+"""A Helm 3 release whose go.mod asks for Go 1.26 at most, for the chart tests."""
+HELM = GoBuild(
+    name="helm",
+    module="helm.sh/helm/v3",
+    version=HELM_VERSION,
+    packages={"helm": "helm.sh/helm/v3/cmd/helm"},
+    ldflags=(f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}",),
+    rewrite_replaces=False,  # Helm's go.mod replaces nothing
+)
+
 CONTROL_PLANE: tuple[GoBuild, ...] = (ETCD, KWOK, KUBERNETES)
+TEST_TOOLS: tuple[GoBuild, ...] = (*CONTROL_PLANE, HELM)
+"""Everything the test suite runs: ``python -m tests.controlplane.build`` builds it all up front."""
 
 
 def _log(msg: str) -> None:
@@ -263,7 +276,7 @@ def ensure_all(components: tuple[GoBuild, ...] = CONTROL_PLANE) -> dict[str, Pat
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    components = CONTROL_PLANE + ((PEER_DESCHEDULER,) if "--peers" in args else ())
+    components = TEST_TOOLS + ((PEER_DESCHEDULER,) if "--peers" in args else ())
     try:
         started = time.monotonic()
         paths = ensure_all(components)

@@ -11,21 +11,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.controlplane.build import BuildError, GoBuild, build
+from tests.controlplane.build import HELM, HELM_VERSION, BuildError, build
 
-HELM_VERSION = "v3.22.0"
-"""A Helm 3 release whose go.mod asks for Go 1.26 at most (it builds with the toolchain on PATH)."""
-
-HELM = GoBuild(
-    name="helm",
-    module="helm.sh/helm/v3",
-    version=HELM_VERSION,
-    packages={"helm": "helm.sh/helm/v3/cmd/helm"},
-    ldflags=(f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}",),
-    rewrite_replaces=False,  # Helm's go.mod replaces nothing
-)
-
-__all__ = ["HELM", "BuildError", "build_helm"]
+__all__ = ["HELM", "HELM_VERSION", "BuildError", "build_helm"]
 
 
 def build_helm() -> Path:
