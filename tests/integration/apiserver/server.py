@@ -144,6 +144,11 @@ class _Watcher:
     stalled: threading.Event = field(default_factory=threading.Event)
 
 
+def _watches(watcher: _Watcher, resource: str | None) -> bool:
+    """Whether ``watcher`` watches ``resource`` (a plural, or a storage key; None matches every watch)."""
+    return resource is None or watcher.storage.endswith("/" + resource) or watcher.storage == resource
+
+
 class ApiServer:
     """Start with ``start()`` (or as a context manager); ``url`` is then ``http://127.0.0.1:<port>``."""
 
@@ -283,45 +288,26 @@ class ApiServer:
 
     def drop_watches(self, resource: str | None = None) -> int:
         """Cut open watch connections without the closing chunk, as a broken network would."""
-        count = 0
-        with self._lock:
-            for watcher in self._watchers:
-                if (
-                    resource is None
-                    or watcher.storage.endswith("/" + resource)
-                    or watcher.storage == resource
-                ):
-                    watcher.dropped.set()
-                    count += 1
-        with self.store.lock:
-            self.store.changed.notify_all()
-        return count
+        return self._flag_watches(resource, "dropped")
 
     def stall_watches(self, resource: str | None = None) -> int:
         """Make open watch connections go silent without closing (a dropped NAT or load-balancer entry):
         no event, no bookmark, no end. Watches opened afterwards work normally."""
-        count = 0
-        with self._lock:
-            for watcher in self._watchers:
-                if (
-                    resource is None
-                    or watcher.storage.endswith("/" + resource)
-                    or watcher.storage == resource
-                ):
-                    watcher.stalled.set()
-                    count += 1
-        with self.store.lock:
-            self.store.changed.notify_all()
-        return count
+        return self._flag_watches(resource, "stalled")
 
     def open_watches(self, resource: str | None = None) -> int:
         with self._lock:
-            return sum(
-                1
-                for w in self._watchers
-                if not w.dropped.is_set()
-                and (resource is None or w.storage.endswith("/" + resource) or w.storage == resource)
-            )
+            return sum(1 for w in self._watchers if not w.dropped.is_set() and _watches(w, resource))
+
+    def _flag_watches(self, resource: str | None, flag: str) -> int:
+        """Set ``flag`` (an Event of the watcher) on every open watch of ``resource`` (all when None)."""
+        with self._lock:
+            chosen = [w for w in self._watchers if _watches(w, resource)]
+            for watcher in chosen:
+                getattr(watcher, flag).set()
+        with self.store.lock:
+            self.store.changed.notify_all()
+        return len(chosen)
 
     def send_bookmarks(self) -> None:
         """Make every open watch that asked for bookmarks send one now."""
