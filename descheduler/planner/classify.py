@@ -82,6 +82,7 @@ class Levels:
         usage: Mapping[str, int] | None = None,
         sampled: Mapping[str, int] | None = None,
         other: Mapping[str, int] | None = None,
+        running: Mapping[str, int] | None = None,
     ) -> tuple[ResourceReport, ...]:
         shown = usage if usage is not None else self.usage
         return tuple(
@@ -96,6 +97,11 @@ class Levels:
                 high_percent=self.high_percent[name],
                 sample=sampled.get(name) if sampled is not None else None,
                 other=other.get(name) if other is not None else None,
+                running=(
+                    running[name]
+                    if running is not None and running.get(name, shown[name]) != shown[name]
+                    else None
+                ),
             )
             for name in sorted(shown)
         )
@@ -110,7 +116,11 @@ class NodeView:
     pods: list[Pod]
     levels: Levels
     measured: dict[str, int]
-    """Usage estimated at the start of the cycle (``levels.usage`` drops as pods are planned away)."""
+    """Usage estimated at the start of the cycle, every pod bound to the node counted (the upper bound;
+    ``levels.usage`` starts from it, or from ``running`` on an over node, and drops as pods are planned
+    away)."""
+    running: dict[str, int] = field(default_factory=dict)
+    """The estimate without the pods that have not started yet (the lower bound): what makes it over."""
     sampled: dict[str, int] = field(default_factory=dict)
     """The node's raw usage sample (the estimate's input), for the audit."""
     other: dict[str, int] = field(default_factory=dict)
@@ -238,6 +248,7 @@ def build_view(
         pods=pods,
         levels=Levels(base, dict(measured)),
         measured=measured,
+        running=estimate.running,
         sampled=estimate.sample,
         other=estimate.other,
     )
@@ -315,8 +326,18 @@ def set_pool_thresholds(pool: PoolSettings, views: Sequence[NodeView]) -> None:
 
 
 def classify(view: NodeView) -> None:
-    """Over: some resource strictly above high. Low: schedulable and every resource at or below low."""
-    view.over = view.levels.is_over()
+    """Over: some resource strictly above high. Low: schedulable and every resource at or below low.
+
+    Each on the bound that errs on the safe side (``estimate.py``): over on the usage of the pods that run
+    (pods merely bound there do not make a node a source of evictions), low on the usage of every pod bound
+    there (they will take their room). An over node then gives pods away from its ``running`` figure.
+    """
+    running = view.running or view.levels.usage
+    view.over = any(
+        running.get(name, used) > view.levels.high[name] for name, used in view.levels.usage.items()
+    )
+    if view.over:
+        view.levels.usage = {name: running.get(name, used) for name, used in view.levels.usage.items()}
     view.low = not view.node.unschedulable and not view.over and view.levels.is_under_low()
     if view.prod is not None:
         view.prod_over = view.prod.is_over()

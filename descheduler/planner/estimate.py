@@ -11,6 +11,14 @@ has already cured, and pile pods onto a node that has just received some. So, pe
     usage(p)   = sample(p)                                   when p has its own sample
                = latest(p) * (1 - share(p))                  when it has none yet
 
+Two figures come out, because the two uses of a node's usage err in opposite directions ("assume the
+worst for safety"). ``usage`` counts every pod bound to the node, started or not: the *upper* bound, used
+where a node receives pods (is it low, is there room below its high threshold), so a replacement that
+was just bound there already takes its room. ``running`` leaves out the pods that have no sample and have
+not started (phase not ``Running``): the *lower* bound, used where a node gives pods away (is it over),
+because evicting on a projection of load that is not running yet is the unsafe direction; the node is
+judged again once those pods run.
+
 ``other`` is what runs outside the pods (system daemons, kubelet, page-cache-free kernel memory). "Pods
 on the node during the window" are the pods the snapshot puts there (terminating ones included) and the
 pods this descheduler evicted from it (``Departure``); "pods on the node now" leave out terminating and
@@ -28,7 +36,7 @@ Everything here is pure: ``plan`` calls it, so the live service, ``once`` and ``
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from descheduler.cluster.types import Pod, UsageSnapshot
 from descheduler.planner.index import ClusterIndex
@@ -47,6 +55,9 @@ class PodShare:
     """On the node now: not terminating, not evicted."""
     latest: Mapping[str, int] | None = None
     """For a pod without a sample: its workload's most recent sample, else its requests."""
+    running: bool = True
+    """Its containers have started (phase ``Running``). One that has not and has no sample counts in
+    ``usage`` (the node's room is taken) but not in ``running`` (the node is not over because of it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +67,14 @@ class NodeEstimate:
     other: dict[str, int]
     """Usage that belongs to no pod: the sample minus the pods' parts in it, never negative."""
     usage: dict[str, int]
-    """What the planner decides on: ``other`` plus the usage of the pods on the node now."""
+    """``other`` plus the usage of every pod on the node now: the upper bound, for receiving pods."""
+    running: dict[str, int] = field(default_factory=dict)
+    """As ``usage`` without the pods that have neither a sample nor started: the lower bound, for judging
+    whether the node is over (a source of evictions). Never above ``usage``; left empty, it is ``usage``."""
+
+    def __post_init__(self) -> None:
+        if not self.running:
+            self.running.update(self.usage)
 
 
 def window_share(start: float, end: float | None, sample_time: float, window: float) -> float:
@@ -82,6 +100,8 @@ def estimate_node_usage(
     names = [name for name in resources if name != "pods"]
     inside = dict.fromkeys(names, 0.0)
     now = dict.fromkeys(names, 0.0)
+    pending = dict.fromkeys(names, 0.0)
+    """The part of ``now`` projected for pods that have not started: in ``usage``, not in ``running``."""
     for pod in pods:
         if pod.sample is not None:
             for name in names:
@@ -91,14 +111,21 @@ def estimate_node_usage(
                     now[name] += amount
         elif pod.current and pod.latest is not None and pod.share < 1.0:
             for name in names:
-                now[name] += pod.latest.get(name, 0) * (1.0 - pod.share)
+                projected = pod.latest.get(name, 0) * (1.0 - pod.share)
+                now[name] += projected
+                if not pod.running:
+                    pending[name] += projected
     raw = {name: int(sample.get(name, 0)) for name in names}
     other = {name: max(0, raw[name] - round(inside[name])) for name in names}
     # other + now, except when the pods' samples add up to more than the node's own (two sources that
     # disagree): then the node's sample is trusted and only the change since it is applied, so an
     # unchanged node always keeps its sample.
     usage = {name: max(0, raw[name] - round(inside[name]) + round(now[name])) for name in names}
-    return NodeEstimate(sample=raw, other=other, usage=usage)
+    running = {
+        name: min(usage[name], max(0, raw[name] - round(inside[name]) + round(now[name] - pending[name])))
+        for name in names
+    }
+    return NodeEstimate(sample=raw, other=other, usage=usage, running=running)
 
 
 class UsageEstimator:
@@ -171,7 +198,11 @@ class UsageEstimator:
             own = self.own_sample(pod)
             current = not pod.terminating
             latest = self.latest(pod) if own is None and current and share < 1.0 else None
-            out.append(PodShare(sample=own, share=share, current=current, latest=latest))
+            out.append(
+                PodShare(
+                    sample=own, share=share, current=current, latest=latest, running=pod.phase == "Running"
+                )
+            )
         for departure in self.departed.get(node, ()):
             share = window_share(departure.created, departure.left, sample_time, self.window)
             out.append(PodShare(sample=departure.usage, share=share, current=False))
@@ -190,4 +221,5 @@ class UsageEstimator:
             result.sample["pods"] = len(pods)
             result.other["pods"] = 0
             result.usage["pods"] = sum(1 for pod in pods if not pod.terminating)
+            result.running["pods"] = result.usage["pods"]  # a bound pod takes its slot for real
         return result

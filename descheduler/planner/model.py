@@ -35,10 +35,19 @@ class ResourceReport:
     """The raw usage sample; ``usage`` is the migration-aware estimate decided on (``estimate.py``)."""
     other: int | None = None
     """The part of the sample that belongs to no pod."""
+    running: int | None = None
+    """Where it differs from ``usage``: the estimate without the pods bound here that have not started
+    (the lower bound, what makes a node over); ``usage`` counts them (the upper bound, what a destination
+    check uses)."""
 
     @property
     def over(self) -> bool:
-        return self.usage > self.high
+        """Over is judged on the pods that run: a pod merely bound here does not make the node a source."""
+        return (self.running if self.running is not None else self.usage) > self.high
+
+    @property
+    def running_percent(self) -> float | None:
+        return None if self.running is None else reasons.percent(self.running, self.base)
 
     @property
     def sample_percent(self) -> float | None:
@@ -61,6 +70,9 @@ class ResourceReport:
             out["samplePercent"] = round(reasons.percent(self.sample, self.base), 2)
         if self.other is not None:
             out["other"] = self.other
+        if self.running is not None:
+            out["running"] = self.running
+            out["runningPercent"] = round(reasons.percent(self.running, self.base), 2)
         return out
 
 

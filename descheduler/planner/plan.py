@@ -489,7 +489,7 @@ class _Cycle:
                         anomaly_count=view.anomaly_count,
                         consecutive_abnormalities=pool.consecutive_abnormalities,
                         cordoned=view.node.unschedulable,
-                        resources=view.levels.report(view.measured, view.sampled, view.other),
+                        resources=view.levels.report(view.measured, view.sampled, view.other, view.running),
                         prod_class=view.prod_class,
                         prod_anomaly_count=view.prod_anomaly_count,
                         prod_resources=view.prod.report(view.prod_measured) if view.prod is not None else (),

@@ -68,6 +68,8 @@ def _resource_cell(report: NodeReport, resource: str) -> str:
             sampled = item.sample_percent
             if item.sample is not None and item.sample != item.usage and sampled is not None:
                 cell += f" sampled {sampled:.2f}"  # the estimate differs from the raw sample
+            if item.running_percent is not None:
+                cell += f" running {item.running_percent:.2f}"  # pods bound here have not started
             return cell
     return "-"
 

@@ -7,6 +7,7 @@ holds 4/5 of its usage in its old node's sample, one that arrived 30 s ago holds
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -221,7 +222,9 @@ def test_usage_is_never_negative_whatever_the_samples_say(
     assert result.usage["cpu"] >= 0
 
 
-def _pod(name: str, node: str, created: float, *, uid: str = "", terminating: bool = False) -> Pod:
+def _pod(
+    name: str, node: str, created: float, *, uid: str = "", terminating: bool = False, phase: str = "Running"
+) -> Pod:
     owner = OwnerRef(kind="StatefulSet", name="db", uid="uid-db")
     return Pod(
         namespace="default",
@@ -232,6 +235,7 @@ def _pod(name: str, node: str, created: float, *, uid: str = "", terminating: bo
         owner=owner,
         terminating=terminating,
         requests={"cpu": 100},
+        phase=phase,
     )
 
 
@@ -239,7 +243,7 @@ pod_specs = st.lists(
     st.tuples(
         st.integers(0, 8000),  # true usage, millicores
         st.floats(NOW - 3 * WINDOW, NOW - 1),  # created
-        st.sampled_from(["stays", "evicted", "terminating", "new-no-sample"]),
+        st.sampled_from(["stays", "evicted", "terminating", "new-no-sample", "bound-not-started"]),
         st.floats(NOW - 2 * WINDOW, NOW - 1),  # when it was evicted
     ),
     min_size=1,
@@ -252,13 +256,15 @@ pod_specs = st.lists(
 def test_the_estimate_is_the_true_usage_of_what_runs_on_the_node_now(
     other: int, specs: list[tuple[int, float, str, float]], lag: float
 ) -> None:
-    """A node sample built as a window average of the truth: the estimate recovers the truth now."""
+    """A node sample built as a window average of the truth: the estimate recovers the truth now, the
+    upper bound with the pods bound to the node that have not started, the lower bound without them."""
     sample_time = NOW - lag
     pods: list[Pod] = []
     samples: dict[str, UsageSample] = {}
     departures: list[Departure] = []
     measured = float(other)
     truth = other
+    not_started = 0
     for i, (usage, created, fate, left) in enumerate(specs):
         name = f"db-{i}"
         left = max(left, created)
@@ -267,6 +273,23 @@ def test_the_estimate_is_the_true_usage_of_what_runs_on_the_node_now(
                 Departure(f"default/{name}", f"uid-{name}", "n", "uid-db", created, left, {"cpu": usage})
             )
             measured += usage * window_share(created, left, sample_time, WINDOW)
+            continue
+        if fate == "bound-not-started":
+            # Bound to the node after the sample: nothing of it measured, nothing of it running yet.
+            created = max(created, sample_time)
+            pods.append(_pod(name, "n", created, phase="Pending"))
+            departures.append(
+                Departure(
+                    f"default/{name}",
+                    f"uid-{name}-old",
+                    "elsewhere",
+                    "uid-db",
+                    created,
+                    NOW - 1e6,
+                    {"cpu": usage},
+                )
+            )
+            not_started += usage
             continue
         pods.append(_pod(name, "n", created, terminating=fate == "terminating"))
         measured += usage * window_share(created, None, sample_time, WINDOW)
@@ -291,7 +314,8 @@ def test_the_estimate_is_the_true_usage_of_what_runs_on_the_node_now(
     snapshot = ClusterSnapshot(pods=tuple(pods))
     estimator = UsageEstimator(UsageSnapshot(pods=samples), ClusterIndex(snapshot), departures, WINDOW)
     result = estimator.estimate("n", {"cpu": round(measured)}, sample_time, pods, CPU)
-    assert abs(result.usage["cpu"] - truth) <= len(specs) + 1  # rounding only
+    assert abs(result.usage["cpu"] - (truth + not_started)) <= len(specs) + 1  # rounding only
+    assert abs(result.running["cpu"] - truth) <= len(specs) + 1
 
 
 def test_with_no_window_an_instantaneous_sample_needs_no_correction() -> None:
@@ -303,3 +327,133 @@ def test_with_no_window_an_instantaneous_sample_needs_no_correction() -> None:
         0.0,
     )
     assert estimator.estimate("n", {"cpu": 1000}, NOW, pods, CPU).usage == {"cpu": 1000}
+
+
+# --- two bounds: a pod bound to a node but not started yet ---------------------------------------------
+
+
+def bound(part: float, latest: int) -> PodShare:
+    """A pod bound to the node whose containers have not started: no sample, phase not Running."""
+    return PodShare(sample=None, share=part, current=True, latest={"cpu": latest}, running=False)
+
+
+@pytest.mark.parametrize(
+    ("case", "sample", "pods", "usage", "running"),
+    [
+        ("a replacement bound here, not started: room taken, not load", 1000, [bound(0.0, 4000)], 5000, 1000),
+        (
+            "the same replacement once it runs counts in both",
+            1000,
+            [share(None, 0.0, latest=4000)],
+            5000,
+            5000,
+        ),
+        ("a started pod's own sample counts in both", 5000, [share(4000, 1.0)], 5000, 5000),
+        (
+            "an evicted pod leaves both, a bound one enters only the upper",
+            8200,
+            [share(4000, 0.8, False), bound(0.1, 3000)],
+            5000 + 2700,
+            5000,
+        ),
+        (
+            "pods summing to more than the sample: the lower bound is never above the upper",
+            1000,
+            [share(3000, 1.0), bound(0.0, 500)],
+            1500,
+            1000,
+        ),
+    ],
+)
+def test_a_pod_bound_but_not_started_counts_where_the_node_receives_not_where_it_gives(
+    case: str, sample: int, pods: Sequence[PodShare], usage: int, running: int
+) -> None:
+    result = estimate_node_usage({"cpu": sample}, pods, CPU)
+    assert (result.usage["cpu"], result.running["cpu"]) == (usage, running), case
+
+
+@given(
+    sample=st.integers(0, 100_000),
+    pods=st.lists(
+        st.tuples(
+            st.none() | st.integers(0, 100_000),
+            st.floats(0, 1),
+            st.booleans(),
+            st.none() | st.integers(0, 100_000),
+            st.booleans(),
+        ),
+        max_size=12,
+    ),
+)
+def test_the_lower_bound_is_between_zero_and_the_upper_and_equal_to_it_when_every_pod_runs(
+    sample: int, pods: list[tuple[int | None, float, bool, int | None, bool]]
+) -> None:
+    shares = [
+        PodShare(
+            sample=None if s is None else {"cpu": s},
+            share=part,
+            current=current,
+            latest=None if latest is None else {"cpu": latest},
+            running=running,
+        )
+        for s, part, current, latest, running in pods
+    ]
+    result = estimate_node_usage({"cpu": sample}, shares, CPU)
+    assert 0 <= result.running["cpu"] <= result.usage["cpu"]
+    everyone_runs = estimate_node_usage({"cpu": sample}, [replace(p, running=True) for p in shares], CPU)
+    assert everyone_runs.running == everyone_runs.usage == result.usage
+
+
+def cured_world(replacement_phase: str) -> World:
+    """hot (4 cores) gave away p (4 cores) a minute ago; p's replacement p-2 was just bound back onto hot."""
+    world = World().node("hot", usage=cpu("8.2")).node("cool", usage=cpu("1"))
+    world.deployment("web", replicas=4).deployment("api", replicas=4)
+    world.pod("q", on="hot", owner="api", usage=cpu("1"))
+    world.pod("p-2", on="hot", owner="web", created=NOW - 5, phase=replacement_phase)
+    return world
+
+
+def cured_state() -> PlannerState:
+    world = hot_world()
+    first = world.plan(settings(low={"cpu": 20}, high={"cpu": 50}))
+    assert evicted(first) == ["default/p"]
+    return commit(first.state, first, ["default/p"], NOW - 60)
+
+
+@pytest.mark.parametrize(
+    ("phase", "node_class", "running", "evictions"),
+    [
+        # 4 (other) + 1 (q) = 5 cores run; p-2 (4 cores by p's sample) is bound but has not started.
+        ("Pending", "normal", 5000, []),
+        # Once it runs it is load: the node is over again and gives a pod away.
+        ("Running", "hotspot", None, ["default/q"]),
+    ],
+)
+def test_a_replacement_bound_back_onto_a_cured_node_makes_it_over_only_once_it_runs(
+    phase: str, node_class: str, running: int | None, evictions: list[str]
+) -> None:
+    world = cured_world(phase)
+    config = settings(low={"cpu": 20}, high={"cpu": 50}, consecutive=1)
+    result = world.plan(config, cured_state(), NOW)
+    hot = report(result, "hot")
+    usage = hot.resources[0]
+    # Upper bound: 8.2 - 0.8 x 4 (p's part) - 1 (q) = 4 outside pods, + 1 (q) + 4 x 295/300 (p-2, p's sample).
+    assert (hot.node_class, usage.usage, usage.running) == (node_class, 8933, running)
+    assert evicted(result) == evictions
+
+
+def test_the_audit_and_simulate_show_both_bounds_where_they_differ() -> None:
+    from descheduler.simulate.render import render_plan_text
+
+    config = settings(low={"cpu": 20}, high={"cpu": 50})
+    pending = cured_world("Pending").plan(config, cured_state(), NOW)
+    nodes = {n["node"]: n["resources"][0] for n in pending.to_dict()["nodes"]}
+    assert (nodes["hot"]["usage"], nodes["hot"]["running"], nodes["hot"]["runningPercent"]) == (
+        8933,
+        5000,
+        50.0,
+    )
+    assert nodes["hot"]["over"] is False
+    assert "running" not in nodes["cool"]  # nothing bound there that has not started
+    hot_line = next(line for line in render_plan_text(pending, "c") if line.strip().startswith("hot "))
+    assert "89.33 (20-50) sampled 82.00 running 50.00" in hot_line
