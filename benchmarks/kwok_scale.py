@@ -685,9 +685,31 @@ class Client:
         return answer
 
 
+MIN_AVAILABLE_GIB = 3.0
+"""The run stops (and says so) when the machine has less memory available than this: it is shared."""
+
+
+class OutOfMemory(RuntimeError):
+    """The machine ran short of memory: the run stops before the kernel's OOM killer picks a victim."""
+
+
+def available_gib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 2**20
+    return float("inf")
+
+
+def check_memory(where: str) -> None:
+    free = available_gib()
+    if free < MIN_AVAILABLE_GIB:
+        raise OutOfMemory(f"{where}: only {free:.1f} GiB of memory available (limit {MIN_AVAILABLE_GIB} GiB)")
+
+
 def wait_until(what: str, check: Callable[[], Any], timeout: float, interval: float = 1.0) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        check_memory(f"waiting for {what}")
         value = check()
         if value:
             return value
@@ -758,6 +780,7 @@ def load_cluster(
     )
 
     def one(w: Workload) -> int:
+        check_memory("creating the workloads")
         base = f"/apis/apps/v1/namespaces/{w.namespace}"
         dep = client.create(f"{base}/deployments", deployment_object(w))
         rs = client.create(f"{base}/replicasets", replicaset_object(w, dep["metadata"]["uid"]))
@@ -773,7 +796,7 @@ def load_cluster(
         for n in pool.map(one, plan.workloads):
             out.requests += n
             done += 1
-            if done % max(1, len(plan.workloads) // 10) == 0:
+            if done % max(1, len(plan.workloads) // 20) == 0:
                 print(
                     f"  {done}/{len(plan.workloads)} workloads, {time.monotonic() - started:.0f}s", flush=True
                 )
@@ -1246,6 +1269,7 @@ def run(args: argparse.Namespace, workdir: Path) -> Figures:
                 raise RuntimeError(
                     f"descheduler exited with {popen.returncode}:\n{log_path.read_text()[-3000:]}"
                 )
+            check_memory("running the descheduler")
             cpu, now_rss, hwm = proc_cpu_rss(popen.pid)
             now = time.time()
             samples.append((now, cpu))
@@ -1344,6 +1368,11 @@ def run(args: argparse.Namespace, workdir: Path) -> Figures:
             f"{sum(q.samples for q in steady_q) / n_steady:,.0f} samples touched, "
             f"{sum(q.eval_seconds for q in steady_q) / n_steady:.3f}s evaluation, "
             f"{sum(q.bytes for q in steady_q) / n_steady / 1024:.0f} KiB of answers"
+        )
+        by_kind = {k: sum(q.samples for q in steady_q if q.kind == k) / n_steady for k in ("node", "pod")}
+        out.say(
+            f"  samples per steady cycle by kind: node queries {by_kind['node']:,.0f}, "
+            f"pod {by_kind['pod']:,.0f}"
         )
         first_q = [q for q in query_stats if q.at <= cycles[0][0]]
         out.say(
