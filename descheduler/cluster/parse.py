@@ -103,13 +103,20 @@ def _resources(obj: Obj, value: Any, path: str) -> dict[str, int]:
     return out
 
 
-def _timestamp(obj: Obj, value: Any, path: str) -> float:
-    if value in (None, ""):
+def timestamp_seconds(value: Any) -> float:
+    """An RFC 3339 time (or a YAML datetime) as seconds since the epoch; 0.0 when unset.
+
+    Raises ``ValueError`` for anything else (shared with the fast path, ``fastparse``)."""
+    if value is None or value == "":
         return 0.0
     if isinstance(value, datetime):  # YAML loaders turn unquoted timestamps into datetimes
         return value.timestamp()
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+
+
+def _timestamp(obj: Obj, value: Any, path: str) -> float:
     try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+        return timestamp_seconds(value)
     except ValueError:
         raise ObjectError(f"{_describe(obj)}: {path}: {value!r} is not an RFC 3339 time") from None
 

@@ -139,6 +139,14 @@ def status_error(method: str, path: str, response: Response) -> ApiStatusError:
     )
 
 
+def decode_json(method: str, path: str, data: bytes) -> Any:
+    """``json.loads`` of an answer; ``DecodeError`` naming the request when it is not JSON."""
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise DecodeError(f"{method} {path}: answer is not JSON: {data[:200]!r}") from exc
+
+
 class WatchStream:
     """An open WATCH response: iterate for decoded events; ``close()`` from any thread ends it."""
 
@@ -148,6 +156,12 @@ class WatchStream:
         self._closed = False
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        for line in self.lines():
+            yield self.decode(line)
+
+    def lines(self) -> Iterator[bytes]:
+        """The events as the server wrote them, one JSON document a line, for a decoder of one's own
+        (the cache's fast path); ``decode`` is the exact one."""
         buffer = b""
         try:
             for chunk in self._chunks():
@@ -155,9 +169,9 @@ class WatchStream:
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
-                        yield self._decode(line)
+                        yield line
             if buffer.strip() and not self._closed:
-                yield self._decode(buffer)
+                yield buffer
         except urllib3.exceptions.TimeoutError as exc:
             if not self._closed:
                 raise ApiTimeoutError(f"watch {self._path}: no data within the read timeout") from exc
@@ -177,7 +191,7 @@ class WatchStream:
                 return
             yield data
 
-    def _decode(self, line: bytes) -> dict[str, Any]:
+    def decode(self, line: bytes) -> dict[str, Any]:
         try:
             event = json.loads(line)
         except ValueError as exc:
@@ -316,10 +330,17 @@ class KubeApi:
             raise status_error(method, path, response)
         if not response.data:
             return None
-        try:
-            return json.loads(response.data)
-        except ValueError as exc:
-            raise DecodeError(f"{method} {path}: answer is not JSON: {response.data[:200]!r}") from exc
+        return decode_json(method, path, response.data)
+
+    def request_bytes(
+        self, method: str, path: str, *, query: Mapping[str, QueryValue] | None = None
+    ) -> bytes:
+        """A request's 2xx body as sent, for a decoder of one's own (the cache's LIST pages); non-2xx
+        raises ``ApiStatusError``."""
+        response = self.request_raw(method, path, query=query)
+        if not 200 <= response.status < 300:
+            raise status_error(method, path, response)
+        return response.data
 
     def get(
         self, path: str, *, query: Mapping[str, QueryValue] | None = None, timeout: float | None = None
