@@ -35,9 +35,11 @@ from typing import Any
 
 from benchmarks import synth
 from benchmarks.common import median, proc_status_kib, quiet_logs, summary_line, verdict
+from descheduler.cluster.types import UsageSample, UsageSnapshot
 
 PLAN_TARGET_S = 1.0
-RSS_TARGET_MIB = 600.0
+RSS_TARGET_MIB = 400.0
+STEADY_TARGET_S = 1.0
 SYNC_FLOOR_TARGET = 2.0
 
 
@@ -75,21 +77,93 @@ def _child_floor(kubeconfig: str, page_size: int, repeats: int) -> dict[str, Any
                 break
     fetch_wall = time.perf_counter() - started
     decode: list[float] = []
+    decode_gc_on: list[float] = []
     for _ in range(repeats):
-        cpu = time.process_time()
-        for body in bodies:
-            json.loads(body)
-        decode.append(time.process_time() - cpu)
+        decode.append(_cpu_of(lambda: [json.loads(body) for body in bodies], gc_off=True))
+        decode_gc_on.append(_cpu_of(lambda: [json.loads(body) for body in bodies], gc_off=False))
     return {
         "bytes": sum(len(b) for b in bodies),
         "pages": len(bodies),
         "fetch_decode_wall": fetch_wall,
         "decode_cpu": median(decode),
+        "decode_cpu_gc_on": median(decode_gc_on),
+        "decoders": _decoders(api, page_size, bodies, paths=[path for path, _, _ in lists]),
     }
 
 
+def _cpu_of(work: Any, *, gc_off: bool) -> float:
+    """Process CPU of ``work()``; with ``gc_off`` the collector is off meanwhile (the floor's rule)."""
+    gc.collect()
+    if gc_off:
+        gc.disable()
+    try:
+        cpu = time.process_time()
+        result = work()
+        spent = time.process_time() - cpu
+    finally:
+        gc.enable()
+    del result
+    gc.collect()
+    return spent
+
+
+def _decoders(api: Any, page_size: int, bodies: list[bytes], paths: list[str]) -> dict[str, float]:
+    """The decoders compared on the same pages, GC off (CPU s): bare decoding, and decoding into the
+    cache's values (the fast path, and ``json.loads`` + ``parse.py`` as before it)."""
+    from descheduler.cluster.fastparse import FAST_KINDS
+    from descheduler.kube.cache import ClusterCache
+
+    by_path = {r.spec.path: r for r in ClusterCache(api, page_size=page_size)._reflectors.values()}
+    pages: list[tuple[Any, bytes]] = []
+    for body in bodies:
+        # Which resource a page is of: its kind (PodList -> Pod) names the reflector.
+        kind = str(json.loads(body[:200].split(b',"metadata"')[0] + b"}").get("kind", ""))[: -len("List")]
+        reflector = next((r for r in by_path.values() if r.spec.kind == kind), None)
+        if reflector is None:
+            raise RuntimeError(f"page of unknown kind {kind!r}")
+        pages.append((reflector, body))
+    out: dict[str, float] = {}
+    try:
+        import orjson
+
+        out["orjson.loads"] = _cpu_of(lambda: [orjson.loads(b) for b in bodies], gc_off=True)
+    except ImportError:
+        pass
+    out["msgspec typed decode (structs only)"] = _cpu_of(
+        lambda: [
+            FAST_KINDS[r.spec.kind].decode_page(b) if r.spec.kind in FAST_KINDS else json.loads(b)
+            for r, b in pages
+        ],
+        gc_off=True,
+    )
+
+    def into_values(fast: bool) -> list[dict[str, Any]]:
+        stores: list[dict[str, Any]] = []
+        for reflector, body in pages:
+            items: dict[str, Any] = {}
+            reflector.fast = FAST_KINDS.get(reflector.spec.kind) if fast else None
+            decoded = reflector.fast.decode_page(body) if reflector.fast is not None else None
+            if decoded is not None:
+                reflector._store_fast(decoded[0], body, items, {}, {})
+            else:
+                reflector._store_page(body, items, {}, {})
+            stores.append(items)
+        return stores
+
+    out["json.loads + parse.py into values"] = _cpu_of(lambda: into_values(False), gc_off=True)
+    out["msgspec structs + fastparse into values"] = _cpu_of(lambda: into_values(True), gc_off=True)
+    return out
+
+
 def _child_sync(
-    kubeconfig: str, usage_file: str, page_size: int, plan_runs: int, profile: bool, no_gc: bool = False
+    kubeconfig: str,
+    usage_file: str,
+    page_size: int,
+    plan_runs: int,
+    profile: bool,
+    no_gc: bool = False,
+    exact_decode: bool = False,
+    prom_url: str = "",
 ) -> dict[str, Any]:
     """Sync a ClusterCache, snapshot it, plan on it; report times and peak RSS of this process.
 
@@ -97,14 +171,13 @@ def _child_sync(
     """
     if no_gc:
         gc.disable()
-    from descheduler.cluster.types import UsageSample, UsageSnapshot
     from descheduler.kube.cache import ClusterCache
     from descheduler.kube.connection import connect
     from descheduler.planner import PlannerState, plan
 
     baseline_kib = proc_status_kib("VmHWM")
     api = connect(kubeconfig, qps=50.0, burst=100)  # the configuration's clientConnection defaults
-    cache = ClusterCache(api, page_size=page_size)
+    cache = ClusterCache(api, page_size=page_size, fast_decode=not exact_decode)
     wall = time.perf_counter()
     cpu = time.process_time()
     cache.start()
@@ -139,7 +212,9 @@ def _child_sync(
         if plan_profile is not None and i == 0:
             plan_profile.disable()
         times.append(time.perf_counter() - started)
+    steady = _steady_cycles(cache, prom_url, config, now, cycles=3) if prom_url else []
     peak_kib = proc_status_kib("VmHWM")
+    fallbacks = sum(stats["fallbacks"] for stats in cache.stats().values())
     cache.stop()
     assert result is not None
     classes: dict[str, int] = {}
@@ -151,6 +226,8 @@ def _child_sync(
         "workloads": len(snapshot.workloads),
         "pdbs": len(snapshot.pdbs),
         "object_errors": len(errors),
+        "fallbacks": fallbacks,
+        "steady_cycle_cpu": steady,
         "sync_wall": sync_wall,
         "sync_cpu": sync_cpu,
         "snapshot_s": snapshot_s,
@@ -164,6 +241,33 @@ def _child_sync(
     if profile:
         out["profile"] = {"sync": _profile_sync(api, page_size), "plan": _top(plan_profile)}  # type: ignore[arg-type]
     return out
+
+
+def _steady_cycles(cache: Any, prom_url: str, config: Any, now: float, cycles: int) -> list[float]:
+    """CPU of steady cycles as the service runs them (``CycleRunner.run_cycle``'s steps): the cache's
+    snapshot, the node usage fetch from the Prometheus stand-in (served by the parent process, so its
+    CPU is not counted), the pod usage fetch for the nodes that need it, and the plan."""
+    from descheduler.planner import PlannerState, plan, pod_usage_nodes
+    from descheduler.usage.prometheus import PrometheusSource
+    from descheduler.usage.settings import PrometheusSettings
+
+    source = PrometheusSource(PrometheusSettings(url=prom_url), clock=lambda: now)
+    times: list[float] = []
+    try:
+        for _ in range(cycles):
+            gc.collect()
+            cpu = time.thread_time()
+            snapshot = cache.snapshot()
+            node_usage = source.fetch_nodes(snapshot.nodes)
+            state = PlannerState()
+            wanted = pod_usage_nodes(snapshot, node_usage, config, state, now)
+            pods = source.fetch_pods(wanted, snapshot.nodes, snapshot.pods)
+            cycle_usage = UsageSnapshot(nodes=node_usage.nodes, pods=pods, node_errors=node_usage.node_errors)
+            plan(snapshot, cycle_usage, config, state, now)
+            times.append(time.thread_time() - cpu)
+    finally:
+        source.close()
+    return times
 
 
 def _profile_sync(api: Any, page_size: int) -> list[str]:
@@ -214,59 +318,62 @@ def _run_child(args: list[str]) -> dict[str, Any]:
 
 
 def measure(
-    spec: synth.SynthSpec, runs: int, sync_runs: int, page_size: int, profile: bool, diagnose_gc: bool
+    spec: synth.SynthSpec,
+    runs: int,
+    sync_runs: int,
+    page_size: int,
+    profile: bool,
+    diagnose_gc: bool,
+    compare_exact: bool = True,
 ) -> dict[str, Any]:
     from benchmarks.apiserver import ServerProcess
+    from benchmarks.fakeprom import FakePrometheus
 
     cluster = synth.generate(spec)
     hot = len(cluster.hot_nodes)
+    node_usage, pod_usage = cluster.node_usage(), cluster.pod_usage()
+    pod_nodes = {pod.key: pod.node for pod in cluster.pods}
+    # The Prometheus stand-in of the steady cycles runs here, so its serving CPU is not the child's.
+    prom = FakePrometheus(lambda: node_usage, lambda: pod_usage, lambda: pod_nodes).start()
     with tempfile.TemporaryDirectory(prefix="cycle-cost-") as tmp:
         usage_file = Path(tmp) / "usage.json"
-        usage_file.write_text(json.dumps({"nodes": cluster.node_usage(), "pods": cluster.pod_usage()}))
+        usage_file.write_text(json.dumps({"nodes": node_usage, "pods": pod_usage}))
         del cluster
         gc.collect()
         started = time.perf_counter()
         with ServerProcess(spec, Path(tmp)) as server:
             load_s = time.perf_counter() - started
             kubeconfig = str(server.kubeconfig)
+
+            def sync(*extra: str, plan_runs: int = runs) -> dict[str, Any]:
+                return _run_child(
+                    [
+                        "--child",
+                        "sync",
+                        "--kubeconfig",
+                        kubeconfig,
+                        "--usage-file",
+                        str(usage_file),
+                        "--page-size",
+                        str(page_size),
+                        "--runs",
+                        str(plan_runs),
+                        "--prom-url",
+                        prom.url,
+                        *extra,
+                    ]
+                )
+
             floor = _run_child(
                 ["--child", "floor", "--kubeconfig", kubeconfig, "--page-size", str(page_size)]
             )
-            syncs = []
-            for i in range(sync_runs):
-                child = [
-                    "--child",
-                    "sync",
-                    "--kubeconfig",
-                    kubeconfig,
-                    "--usage-file",
-                    str(usage_file),
-                    "--page-size",
-                    str(page_size),
-                    "--runs",
-                    str(runs),
-                ]
-                if profile and i == 0:
-                    child.append("--profile")
-                syncs.append(_run_child(child))
-            no_gc = None
-            if diagnose_gc:
-                child = [
-                    "--child",
-                    "sync",
-                    "--kubeconfig",
-                    kubeconfig,
-                    "--usage-file",
-                    str(usage_file),
-                    "--page-size",
-                    str(page_size),
-                    "--runs",
-                    "1",
-                    "--no-gc",
-                ]
-                no_gc = _run_child(child)
+            syncs = [sync(*(["--profile"] if profile and i == 0 else [])) for i in range(sync_runs)]
+            exact = sync("--exact-decode", plan_runs=1) if compare_exact else None
+            no_gc = sync("--no-gc", plan_runs=1) if diagnose_gc else None
             objects = server.objects
+    prom.stop()
     plan_times = [t for s in syncs for t in s["plan_times"]]
+    steady = [t for s in syncs for t in s["steady_cycle_cpu"][1:]]
     return {
         "nodes": spec.nodes,
         "pods": syncs[0]["pods"],
@@ -275,10 +382,13 @@ def measure(
         "server_load_s": load_s,
         "floor": floor,
         "no_gc": no_gc,
+        "exact": exact,
         "syncs": syncs,
         "plan_median": median(plan_times),
         "plan_min": min(plan_times),
         "plan_max": max(plan_times),
+        "steady_median": median(steady),
+        "first_cycle": median([s["steady_cycle_cpu"][0] for s in syncs]),
         "sync_wall": median([s["sync_wall"] for s in syncs]),
         "sync_cpu": median([s["sync_cpu"] for s in syncs]),
         "snapshot_s": median([s["snapshot_s"] for s in syncs]),
@@ -319,6 +429,27 @@ def report(results: list[dict[str, Any]]) -> dict[str, str]:
             r["sync_wall"] / floor["fetch_decode_wall"] if floor["fetch_decode_wall"] > 0 else float("inf")
         )
         print(f"  sync / floor: {cpu_ratio:.2f}x CPU, {wall_ratio:.2f}x wall")
+        print(
+            f"  floor with the GC on (as reported before issue 15): {floor['decode_cpu_gc_on']:.2f} s; "
+            f"objects left to parse.py by the fast path: {first['fallbacks']}"
+        )
+        print("  decoders on the same pages, GC off (CPU):")
+        print(f"    {'json.loads (the floor)':44s} {floor['decode_cpu']:6.2f} s")
+        for name, seconds in floor["decoders"].items():
+            print(f"    {name:44s} {seconds:6.2f} s  ({seconds / floor['decode_cpu']:.2f}x)")
+        if r["exact"] is not None:
+            exact_cpu = r["exact"]["sync_cpu"]
+            exact_rss = r["exact"]["peak_rss_mib"]
+            print(
+                f"  the same sync through json.loads + parse.py (as before): {exact_cpu:.2f} s CPU "
+                f"({exact_cpu / floor['decode_cpu']:.2f}x the floor), peak RSS {exact_rss:.0f} MiB"
+            )
+            figures[f"sync_exact_cpu_{n}"] = f"{exact_cpu:.2f}s"
+        print(
+            f"  cycle CPU (snapshot + usage fetch + plan): first {r['first_cycle']:.3f} s, "
+            f"steady {r['steady_median']:.3f} s (median of {2 * len(r['syncs'])})"
+        )
+        figures[f"steady_cycle_{n}"] = f"{r['steady_median']:.3f}s"
         if r["no_gc"] is not None:
             off = r["no_gc"]["sync_cpu"]
             print(
@@ -366,8 +497,12 @@ def report(results: list[dict[str, Any]]) -> dict[str, str]:
         f"{verdict(big['peak_rss'] < RSS_TARGET_MIB)}"
     )
     print(
-        f"  sync within {SYNC_FLOOR_TARGET:g}x json.loads (CPU): {cpu_ratio:.2f}x -> "
+        f"  sync within {SYNC_FLOOR_TARGET:g}x json.loads with the GC off (CPU): {cpu_ratio:.2f}x -> "
         f"{verdict(cpu_ratio <= SYNC_FLOOR_TARGET)}"
+    )
+    print(
+        f"  steady cycle < {STEADY_TARGET_S:g} s CPU (usage fetch included): {big['steady_median']:.3f} s -> "
+        f"{verdict(big['steady_median'] < STEADY_TARGET_S)}"
     )
     return figures
 
@@ -385,7 +520,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--diagnose-gc", action="store_true", help="one more sync with the garbage collector off (diagnostic)"
     )
+    parser.add_argument(
+        "--no-compare-exact",
+        action="store_true",
+        help="skip the sync through json.loads + parse.py (the decoder before issue 15)",
+    )
     parser.add_argument("--no-gc", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--exact-decode", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--prom-url", default="", help=argparse.SUPPRESS)
     parser.add_argument("--child", choices=("floor", "sync"), help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     parser.add_argument("--usage-file", help=argparse.SUPPRESS)
@@ -397,7 +539,14 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.child == "sync":
         result = _child_sync(
-            args.kubeconfig, args.usage_file, args.page_size, args.runs, args.profile, args.no_gc
+            args.kubeconfig,
+            args.usage_file,
+            args.page_size,
+            args.runs,
+            args.profile,
+            args.no_gc,
+            args.exact_decode,
+            args.prom_url,
         )
         print(json.dumps(result))
         return
@@ -415,7 +564,15 @@ def main(argv: list[str] | None = None) -> None:
         )
         started = time.perf_counter()
         results.append(
-            measure(spec, args.runs, args.sync_runs, args.page_size, args.profile, args.diagnose_gc)
+            measure(
+                spec,
+                args.runs,
+                args.sync_runs,
+                args.page_size,
+                args.profile,
+                args.diagnose_gc,
+                compare_exact=not args.no_compare_exact,
+            )
         )
         print(f"[{nodes} nodes measured in {time.perf_counter() - started:.0f} s]", flush=True)
     figures = report(results)
