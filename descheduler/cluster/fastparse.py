@@ -21,7 +21,7 @@ timestamps through ``parse.timestamp_seconds``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
@@ -69,6 +69,13 @@ class Sharer(Protocol):
 
     def text(self, value: str) -> str: ...
 
+    def shared(self, key: Hashable, build: Callable[[], T]) -> T: ...
+
+
+_NULL = msgspec.Raw(b"null")
+"""Resource maps are kept as their JSON text (``msgspec.Raw``): the pods of a workload ask alike, so
+their requests are computed once per distinct text (``_requests``) and most maps are never decoded."""
+
 
 class _S(Struct, gc=False, rename="camel"):
     """Base of the slim structs: camelCase names as in the API, unknown fields skipped, GC-untracked."""
@@ -102,7 +109,9 @@ class _Condition(_S):
 
 
 # -- pods -----------------------------------------------------------------------------------------------
-class _Toleration(_S):
+class _Toleration(Struct, gc=False, rename="camel", frozen=True):
+    """Frozen, so hashable: the pods of a workload share one tuple of ``Toleration`` values."""
+
     key: str = ""
     operator: str = "Equal"
     value: str = ""
@@ -118,7 +127,7 @@ class _Volume(_S):
 
 class _Container(_S):
     name: str = ""
-    resources: Any = None
+    resources: msgspec.Raw = _NULL
     restart_policy: Any = None
 
 
@@ -156,15 +165,15 @@ class _PodSpec(_S):
     resource_claims: Any = None
     containers: list[_Container] | None = None
     init_containers: list[_Container] | None = None
-    overhead: Any = None
-    resources: Any = None
+    overhead: msgspec.Raw = _NULL
+    resources: msgspec.Raw = _NULL
     affinity: _Affinity | None = None
 
 
 class _ContainerStatus(_S):
     name: Any = None
-    allocated_resources: Any = None
-    resources: Any = None
+    allocated_resources: msgspec.Raw = _NULL
+    resources: msgspec.Raw = _NULL
 
 
 class _PodStatus(_S):
@@ -277,41 +286,75 @@ def _node_terms(spec: _PodSpec) -> tuple[NodeSelectorTerm, ...]:
     )
 
 
-def _container_dicts(containers: list[_Container]) -> list[dict[str, Any]]:
-    return [{"name": c.name, "resources": c.resources, "restartPolicy": c.restart_policy} for c in containers]
+def _tolerations(items: list[_Toleration], sharer: Sharer) -> tuple[Toleration, ...]:
+    """One tuple per distinct list (the pods of a workload tolerate alike): built once, shared."""
+    return sharer.shared(
+        ("tolerations", *items),
+        lambda: tuple(Toleration(t.key, t.operator, t.value, t.effect) for t in items),
+    )
 
 
-def _status_dicts(statuses: list[_ContainerStatus]) -> list[dict[str, Any]]:
-    return [
-        {"name": s.name, "allocatedResources": s.allocated_resources, "resources": s.resources}
-        for s in statuses
-    ]
+_RequestsKey = tuple[Any, ...]
 
 
-def _requests(spec: _PodSpec, status: _PodStatus | None) -> dict[str, int]:
+def _requests_key(spec: _PodSpec, status: _PodStatus | None) -> _RequestsKey:
+    """Everything ``pod_requests`` reads, as hashable JSON texts. Container statuses that report neither
+    allocated nor applied resources change nothing (``pod_requests`` compares those with the spec), so
+    they are left out, as on clusters before 1.33, and the pods of a workload share one key."""
+    statuses = None
+    if status is not None and (status.container_statuses or status.init_container_statuses):
+        apps = tuple(
+            (s.name, bytes(s.allocated_resources), bytes(s.resources))
+            for s in status.container_statuses or ()
+        )
+        inits = tuple(
+            (s.name, bytes(s.allocated_resources), bytes(s.resources))
+            for s in status.init_container_statuses or ()
+        )
+        if any(allocated != b"null" or applied != b"null" for _, allocated, applied in (*apps, *inits)):
+            resize = tuple(
+                (c.type, c.reason) for c in status.conditions or () if c.type == "PodResizePending"
+            )
+            statuses = (apps, inits, resize)
+    return (
+        "requests",
+        tuple((c.name, bytes(c.resources), c.restart_policy) for c in spec.containers or ()),
+        tuple((c.name, bytes(c.resources), c.restart_policy) for c in spec.init_containers or ()),
+        bytes(spec.resources),
+        bytes(spec.overhead),
+        statuses,
+    )
+
+
+def _requests_of(key: _RequestsKey) -> dict[str, int]:
     """``requests.pod_requests`` over small dicts holding just the fields it reads."""
+    _, containers, inits, pod_level, overhead, statuses = key
+    decode = msgspec.json.decode
     spec_map: dict[str, Any] = {}
-    if spec.containers:
-        spec_map["containers"] = _container_dicts(spec.containers)
-    if spec.init_containers:
-        spec_map["initContainers"] = _container_dicts(spec.init_containers)
-    if spec.resources is not None:
-        spec_map["resources"] = spec.resources
-    if spec.overhead is not None:
-        spec_map["overhead"] = spec.overhead
-    status_map: dict[str, Any] = {}
-    if status is not None:
-        if status.container_statuses:
-            status_map["containerStatuses"] = _status_dicts(status.container_statuses)
-        if status.init_container_statuses:
-            status_map["initContainerStatuses"] = _status_dicts(status.init_container_statuses)
-        if status_map and status.conditions:
-            status_map["conditions"] = [
-                {"type": c.type, "reason": c.reason}
-                for c in status.conditions
-                if c.type == "PodResizePending"
+    for name, items in (("containers", containers), ("initContainers", inits)):
+        if items:
+            spec_map[name] = [
+                {"name": n, "resources": decode(r), "restartPolicy": policy} for n, r, policy in items
             ]
+    if pod_level != b"null":
+        spec_map["resources"] = decode(pod_level)
+    if overhead != b"null":
+        spec_map["overhead"] = decode(overhead)
+    status_map: dict[str, Any] = {}
+    if statuses is not None:
+        apps, init_statuses, resize = statuses
+        for name, items in (("containerStatuses", apps), ("initContainerStatuses", init_statuses)):
+            if items:
+                status_map[name] = [
+                    {"name": n, "allocatedResources": decode(a), "resources": decode(r)} for n, a, r in items
+                ]
+        status_map["conditions"] = [{"type": t, "reason": r} for t, r in resize]
     return pod_requests(spec_map, status_map, _amounts)
+
+
+def _requests(spec: _PodSpec, status: _PodStatus | None, sharer: Sharer) -> Mapping[str, Any]:
+    key = _requests_key(spec, status)
+    return sharer.shared(key, lambda: sharer.share(_requests_of(key)))
 
 
 _EMPTY_SPEC = _PodSpec()
@@ -357,11 +400,11 @@ def convert_pod(obj: _Pod, sharer: Sharer) -> Pod:
         priority=spec.priority,
         priority_class_name=text(spec.priority_class_name or ""),
         qos_class=text(qos),
-        requests=sharer.share(_requests(spec, status)),
+        requests=_requests(spec, status, sharer),
         owner=_owner(meta, sharer),
         node_selector=sharer.share(spec.node_selector or {}),
         required_node_terms=_node_terms(spec),
-        tolerations=tuple(Toleration(t.key, t.operator, t.value, t.effect) for t in spec.tolerations or ()),
+        tolerations=_tolerations(spec.tolerations, sharer) if spec.tolerations else (),
         has_local_storage=local_storage,
         has_pvc=pvc,
         is_mirror="kubernetes.io/config.mirror" in annotations,

@@ -26,10 +26,10 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import structlog
 
@@ -55,6 +55,7 @@ from descheduler.kube.api import KubeApi, WatchStream, decode_json
 from descheduler.kube.errors import ApiStatusError, KubeError
 
 log = structlog.get_logger("descheduler.kube.cache")
+_T = TypeVar("_T")
 Obj = Mapping[str, Any]
 TERMINAL_PHASE_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
@@ -135,7 +136,7 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 class _Interner:
-    """Share equal strings, maps and owner references between pods.
+    """Share equal strings, maps, owner references, toleration tuples and requests between pods.
 
     Most pods of a workload carry the same labels, requests and owner; sharing them (and interning the
     few strings every pod repeats) roughly halves the memory a parsed pod needs. Bounded: when a table
@@ -146,6 +147,7 @@ class _Interner:
     def __init__(self, limit: int = 200_000) -> None:
         self._maps: dict[frozenset[tuple[str, Any]], Mapping[str, Any]] = {}
         self._owners: dict[OwnerRef, OwnerRef] = {}
+        self._values: dict[Hashable, Any] = {}
         self._limit = limit
 
     def share(self, value: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -162,6 +164,17 @@ class _Interner:
 
     def text(self, value: str) -> str:
         return sys.intern(value)
+
+    def shared(self, key: Hashable, build: Callable[[], _T]) -> _T:
+        """The value built for an equal ``key`` before: the pods of a workload share their toleration
+        tuple and requests (computed once per distinct resource text, ``fastparse``)."""
+        found = self._values.get(key)
+        if found is None:
+            found = build()
+            if len(self._values) >= self._limit:
+                self._values.clear()
+            self._values[key] = found
+        return cast(_T, found)
 
     def owner(self, owner: OwnerRef | None) -> OwnerRef | None:
         if owner is None:

@@ -682,6 +682,41 @@ def test_randomly_edited_objects_never_get_a_value_parse_py_would_not_give(case:
     agree(kind, copy.deepcopy(obj))
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(edited_objects(), min_size=2, max_size=8))
+def test_objects_decoded_one_after_another_with_one_interner_get_their_own_values(
+    cases: list[tuple[str, Obj]],
+) -> None:
+    """The cache converts every object with one interner, which shares what equal objects have in common
+    (requests computed once per distinct resource text, toleration tuples): no object may get another's."""
+    sharer = _Interner()
+    for kind, obj in cases:
+        expected = exact(kind, obj)
+        fast = FAST_KINDS[kind]
+        decoded = fast.decode_page(json.dumps({"items": [obj]}).encode())
+        if decoded is None:
+            continue
+        try:
+            value = fast.convert(decoded[0][0], sharer)
+        except Exception:
+            continue
+        assert value == expected
+
+
+def test_pods_of_one_workload_share_their_requests_and_tolerations() -> None:
+    sharer = _Interner()
+    first, second = (FAST_KINDS["Pod"].convert(fast_struct("Pod", real_pod()), sharer) for _ in range(2))
+    assert first.requests is second.requests and first.tolerations is second.tolerations
+    resized = FAST_KINDS["Pod"].convert(fast_struct("Pod", resized_pod()), sharer)
+    assert resized.requests != first.requests
+
+
+def fast_struct(kind: str, obj: Obj) -> Any:
+    decoded = FAST_KINDS[kind].decode_page(json.dumps({"items": [obj]}).encode())
+    assert decoded is not None
+    return decoded[0][0]
+
+
 # -- the cache: pages and events with good and bad objects, both ways -------------------------------------
 
 
