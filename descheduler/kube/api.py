@@ -2,8 +2,10 @@
 
 The official ``kubernetes`` package supplies the transport (its configured urllib3 pool: TLS, client
 certificates, proxies) and the credentials (bearer tokens with their refresh hooks). Bodies are decoded
-with ``json.loads`` and handed to our parsers: the client's model deserialization is many times slower
-on large lists and keeps every field. Every request passes one client-side token bucket (``qps``/``burst``).
+with ``json.loads`` and handed to our parsers, or handed over as bytes (``request_bytes``,
+``WatchStream.lines``) to the watch cache's own decoder: the client's model deserialization is many times
+slower on large lists and keeps every field. Every request passes one client-side token bucket
+(``qps``/``burst``).
 """
 
 from __future__ import annotations

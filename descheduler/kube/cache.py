@@ -14,9 +14,11 @@ goes silent without closing (a dropped NAT or load-balancer entry) is therefore 
 the server, so the caller can refuse to act on a cache older than it trusts.
 
 Only parsed snapshot values are kept (``descheduler.cluster.types``), so a cycle
-reads memory and sends no request. Objects that fail to parse are not guessed at: they are left out,
-named in ``object_errors``, and a node hosting such a pod is listed in ``nodes_with_unparsed_pods`` so
-the caller can leave it alone.
+reads memory and sends no request. LIST pages and watch events of nodes, pods and workloads are decoded
+by ``fastparse`` (msgspec, into slim structs) and what it does not reproduce exactly by ``json.loads`` and
+``parse.py``, the definition of every value. Objects that fail to parse are not guessed at: they are left
+out, named in ``object_errors``, and a node hosting such a pod is listed in ``nodes_with_unparsed_pods``
+so the caller can leave it alone.
 """
 
 from __future__ import annotations
