@@ -28,6 +28,7 @@ import random
 import sys
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -46,12 +47,8 @@ from descheduler.cluster.parse import (
 )
 from descheduler.cluster.types import (
     ClusterSnapshot,
-    Namespace,
-    Node,
     OwnerRef,
     Pod,
-    PodDisruptionBudget,
-    Workload,
 )
 from descheduler.kube.api import KubeApi, WatchStream, decode_json
 from descheduler.kube.errors import ApiStatusError, KubeError
@@ -100,6 +97,18 @@ DEFAULT_RESOURCES = frozenset(spec.name for spec in RESOURCES) - {"namespaces"}
 name only, and the shipped RBAC does not grant them."""
 
 
+_SNAPSHOT_PARTS = (
+    "nodes",
+    "pods",
+    "poddisruptionbudgets",
+    "replicasets",
+    "deployments",
+    "statefulsets",
+    "replicationcontrollers",
+    "namespaces",
+)
+
+
 class _Expired(Exception):
     """The resourceVersion we hold is compacted away: relist."""
 
@@ -135,6 +144,7 @@ class Backoff:
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+_ABSENT = object()
 
 
 class _Interner:
@@ -238,8 +248,13 @@ class _Reflector:
         self.wall_clock = wall_clock
         self.lock = threading.Lock()
         self.items: dict[str, Any] = {}
-        self._sorted: list[Any] | None = None
+        self._sorted: tuple[Any, ...] | None = None
         """``values()`` in key order, kept until the next change: an unchanged cycle's snapshot is free."""
+        self._keys: list[str] | None = None
+        """``items``' keys in order, and ``_ordered`` their values: updated from ``_dirty`` (the keys
+        changed since), so a snapshot after a few watch events costs a few bisections, not a sort."""
+        self._ordered: list[Any] = []
+        self._dirty: set[str] = set()
         self.errors: dict[str, str] = {}
         self.bad_pod_nodes: dict[str, str] = {}
         self.resource_version = ""
@@ -369,6 +384,7 @@ class _Reflector:
         with self.lock:
             self.items = items
             self._sorted = None
+            self._keys = None
             self.errors = errors
             self.bad_pod_nodes = bad_nodes
             self.resource_version = resource_version
@@ -494,6 +510,7 @@ class _Reflector:
         with self.lock:
             self._sorted = None
             if key is not None:
+                self._dirty.add(key)
                 if converted is None:
                     self.items.pop(key, None)
                 else:
@@ -540,7 +557,9 @@ class _Reflector:
                     self.errors.pop(key, None)
                     self.bad_pod_nodes.pop(key, None)
             else:
-                self._store(obj, self.items, self.errors, self.bad_pod_nodes)
+                key = self._store(obj, self.items, self.errors, self.bad_pod_nodes)
+            if key is not None:
+                self._dirty.add(key)
             if resource_version:
                 self.resource_version = resource_version
 
@@ -554,14 +573,15 @@ class _Reflector:
 
     def _store(
         self, obj: Any, items: dict[str, Any], errors: dict[str, str], bad_nodes: dict[str, str]
-    ) -> None:
+    ) -> str | None:
+        """Parse ``obj`` into ``items`` (or its error into ``errors``); the key it has, if any."""
         if not isinstance(obj, Mapping):
             errors[f"<{self.spec.kind} #{len(errors)}>"] = f"{self.spec.kind}: object is not a JSON object"
-            return
+            return None
         key = self._key(obj)
         if key is None:
             errors[f"<{self.spec.kind} #{len(errors)}>"] = f"{self.spec.kind}: metadata.name is required"
-            return
+            return None
         try:
             value = self.spec.parse(obj)
         except (ObjectError, ValueError, TypeError, AttributeError) as exc:
@@ -575,18 +595,46 @@ class _Reflector:
                 node = spec.get("nodeName") if isinstance(spec, Mapping) else None
                 if isinstance(node, str) and node:
                     bad_nodes[key] = node
-            return
+            return key
         if isinstance(value, Pod):
             value = self.interner.pod(value)
         items[key] = value
         errors.pop(key, None)
         bad_nodes.pop(key, None)
+        return key
 
-    def values(self) -> list[Any]:
+    def values(self) -> tuple[Any, ...]:
+        """The values in key order (the same tuple until something changes)."""
         with self.lock:
             if self._sorted is None:
-                self._sorted = [value for _, value in sorted(self.items.items())]
+                self._reorder()
+                self._sorted = tuple(self._ordered)
             return self._sorted
+
+    def _reorder(self) -> None:
+        """Bring ``_keys``/``_ordered`` up to date: the changed keys one by one when they are few, else
+        a sort of everything (after a LIST, or a burst of changes)."""
+        items, keys, dirty = self.items, self._keys, self._dirty
+        if keys is None or len(dirty) > max(64, len(items) // 16):
+            self._keys = keys = sorted(items)
+            self._ordered = [items[key] for key in keys]
+            dirty.clear()
+            return
+        ordered = self._ordered
+        for key in dirty:
+            i = bisect_left(keys, key)
+            present = i < len(keys) and keys[i] == key
+            value = items.get(key, _ABSENT)
+            if value is _ABSENT:
+                if present:
+                    del keys[i]
+                    del ordered[i]
+            elif present:
+                ordered[i] = value
+            else:
+                keys.insert(i, key)
+                ordered.insert(i, value)
+        dirty.clear()
 
 
 class ClusterCache:
@@ -625,6 +673,7 @@ class ClusterCache:
         self._stop = threading.Event()
         self._wall_clock = wall_clock
         self._started = False
+        self._last_snapshot: tuple[tuple[tuple[Any, ...], ...], ClusterSnapshot] | None = None
         interner = _Interner()
         self._reflectors: dict[str, _Reflector] = {}
         for spec in RESOURCES:
@@ -685,29 +734,32 @@ class ClusterCache:
             for name, r in self._reflectors.items()
         }
 
-    def _values(self, name: str) -> list[Any]:
+    def _values(self, name: str) -> tuple[Any, ...]:
         reflector = self._reflectors.get(name)
-        return reflector.values() if reflector is not None else []
+        return reflector.values() if reflector is not None else ()
 
     def snapshot(self) -> ClusterSnapshot:
-        """The cluster as last seen, from memory. With a node selector, only pods on selected nodes."""
-        nodes: list[Node] = self._values("nodes")
-        pods: list[Pod] = self._values("pods")
+        """The cluster as last seen, from memory. With a node selector, only pods on selected nodes.
+
+        The same object as last time when nothing changed, so what is derived from it (``ClusterIndex``)
+        is reused."""
+        parts = tuple(self._values(name) for name in _SNAPSHOT_PARTS)
+        last = self._last_snapshot
+        if last is not None and all(a is b for a, b in zip(last[0], parts, strict=True)):
+            return last[1]
+        nodes, pods, pdbs, replicasets, deployments, statefulsets, controllers, namespaces = parts
         if self.node_selector is not None:
             names = {node.name for node in nodes}
-            pods = [pod for pod in pods if pod.node_name in names]
-        pdbs: list[PodDisruptionBudget] = self._values("poddisruptionbudgets")
-        workloads: list[Workload] = []
-        for name in ("replicasets", "deployments", "statefulsets", "replicationcontrollers"):
-            workloads.extend(self._values(name))
-        namespaces: list[Namespace] = self._values("namespaces")
-        return ClusterSnapshot(
-            nodes=tuple(nodes),
-            pods=tuple(pods),
-            pdbs=tuple(pdbs),
-            workloads=tuple(workloads),
-            namespaces=tuple(namespaces),
+            pods = tuple(pod for pod in pods if pod.node_name in names)
+        snapshot = ClusterSnapshot(
+            nodes=nodes,
+            pods=pods,
+            pdbs=pdbs,
+            workloads=replicasets + deployments + statefulsets + controllers,
+            namespaces=namespaces,
         )
+        self._last_snapshot = (parts, snapshot)
+        return snapshot
 
     @property
     def object_errors(self) -> dict[str, str]:

@@ -39,11 +39,15 @@ class ClusterIndex:
     @classmethod
     def of(cls, snapshot: ClusterSnapshot) -> ClusterIndex:
         """The index of ``snapshot``, reused while the same snapshot object is planned again (a cycle
-        classifies nodes for the usage fetch and then plans on one snapshot). Indexes hold no cycle state."""
+        classifies nodes for the usage fetch and then plans on one snapshot; the watch cache hands out the
+        same snapshot while nothing changed), and derived from the last one when only a few pods changed.
+        Indexes hold no cycle state."""
         last = cls._last
         if last is not None and last[0] is snapshot:
             return last[1]
-        index = cls(snapshot)
+        index = last[1].updated(snapshot) if last is not None else None
+        if index is None:
+            index = cls(snapshot)
         cls._last = (snapshot, index)
         return index
 
@@ -53,6 +57,8 @@ class ClusterIndex:
         self.pods_by_node: dict[str, list[Pod]] = {}
         """Non-terminal pods (terminating included) per node: what runs there and counts as ``pods``."""
         self.pod_uids: set[str] = set()
+        self._pod_ids: set[int] | None = None
+        """``id()`` of every pod of the snapshot (kept alive by it): what ``updated`` diffs against."""
         by_node = self.pods_by_node
         for pod in snapshot.pods:
             self.pod_uids.add(pod.uid)
@@ -62,6 +68,7 @@ class ClusterIndex:
                     by_node[pod.node_name] = [pod]
                 else:
                     bucket.append(pod)
+        self._unique_uids = len(self.pod_uids) == len(snapshot.pods)
         self._pod_keys: set[str] | None = None
         self._workloads_by_uid: dict[str, Workload] = {}
         self._workloads_by_name: dict[tuple[str, str, str], Workload] = {}
@@ -71,6 +78,71 @@ class ClusterIndex:
             self._workloads_by_name[(workload.kind, workload.namespace, workload.name)] = workload
         self._resolved: dict[tuple[str, str, str, str], WorkloadRef] = {}
         self._unavailable: dict[str, set[str]] | None = None
+
+    def _ids(self) -> set[int]:
+        if self._pod_ids is None:
+            self._pod_ids = set(map(id, self.snapshot.pods))
+        return self._pod_ids
+
+    def updated(self, snapshot: ClusterSnapshot) -> ClusterIndex | None:
+        """The index of ``snapshot``, built from this one when they differ in a few pods (the watch cache
+        keeps unchanged pods as the same objects); None when a full build is as cheap or the shortcut does
+        not apply. Equal to ``ClusterIndex(snapshot)`` (a randomised test checks it)."""
+        if not self._unique_uids:
+            return None
+        old_ids = self._ids()
+        new_ids = set(map(id, snapshot.pods))
+        removed_ids = old_ids - new_ids
+        added_ids = new_ids - old_ids
+        if len(removed_ids) + len(added_ids) > len(snapshot.pods) // 8:
+            return None
+        removed = [p for p in self.snapshot.pods if id(p) in removed_ids] if removed_ids else []
+        added = [p for p in snapshot.pods if id(p) in added_ids] if added_ids else []
+        uids = set(self.pod_uids)
+        for pod in removed:
+            uids.discard(pod.uid)
+        for pod in added:
+            if pod.uid in uids:
+                return None  # a duplicate uid: only a full build counts them right
+            uids.add(pod.uid)
+        if len(uids) != len(snapshot.pods):
+            return None
+        index = ClusterIndex.__new__(ClusterIndex)
+        index.snapshot = snapshot
+        index.nodes = {n.name: n for n in snapshot.nodes}
+        index.pod_uids = uids
+        index._pod_ids = new_ids
+        index._unique_uids = True
+        index._pod_keys = None
+        by_node = dict(self.pods_by_node)
+        touched = {p.node_name for p in (*removed, *added) if p.node_name}
+        for name in touched:
+            by_node.pop(name, None)
+        if touched:
+            # The touched nodes' buckets, in snapshot order, exactly as the full build fills them.
+            for pod in snapshot.pods:
+                name = pod.node_name
+                if name in touched and pod.phase not in ("Succeeded", "Failed"):
+                    bucket = by_node.get(name)
+                    if bucket is None:
+                        by_node[name] = [pod]
+                    else:
+                        bucket.append(pod)
+        index.pods_by_node = by_node
+        if snapshot.workloads == self.snapshot.workloads:
+            index._workloads_by_uid = self._workloads_by_uid
+            index._workloads_by_name = self._workloads_by_name
+            index._resolved = self._resolved  # resolutions read the workloads alone
+        else:
+            index._workloads_by_uid = {}
+            index._workloads_by_name = {}
+            for workload in snapshot.workloads:
+                if workload.uid:
+                    index._workloads_by_uid[workload.uid] = workload
+                index._workloads_by_name[(workload.kind, workload.namespace, workload.name)] = workload
+            index._resolved = {}
+        index._unavailable = None
+        return index
 
     def pods_on(self, node: str) -> list[Pod]:
         return self.pods_by_node.get(node, [])
