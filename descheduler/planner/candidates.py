@@ -73,6 +73,9 @@ class PodFilter:
         self.settings = settings
         self.index = index
         self.threshold, self.threshold_problem = resolve_priority_threshold(settings, index)
+        self._workload_verdicts: dict[int, tuple[WorkloadRef, Rejection | None]] = {}
+        """The workload checks' answer per resolved workload (by identity: the index hands out one
+        ``WorkloadRef`` per owner), the same for every pod of it: each workload has pods on many hotspots."""
 
     def check(self, pod: Pod) -> Rejection | None:
         """Why this pod can never be moved by this configuration; None if it is a candidate."""
@@ -87,18 +90,20 @@ class PodFilter:
             return Rejection(
                 reasons.FILTERED_DAEMONSET, f"owned by DaemonSet {pod.owner.name}: it runs on every node"
             )
-        if annotation_int32(pod, EVICTION_COST) == INT32_MAX:
+        annotations = pod.annotations
+        if EVICTION_COST in annotations and annotation_int32(pod, EVICTION_COST) == INT32_MAX:
             return Rejection(
                 reasons.FILTERED_EVICTION_COST, f"annotation {EVICTION_COST} is int32 max: never evicted"
             )
-        rejected = _namespace_rejected(
-            s.evictable_namespaces, pod.namespace, "LowNodeLoadArgs.evictableNamespaces"
-        )
-        rejected = rejected or _namespace_rejected(
-            s.namespaces, pod.namespace, "MigrationControllerArgs.namespaces"
-        )
-        if rejected is not None:
-            return rejected
+        if s.evictable_namespaces is not None or s.namespaces is not None:
+            rejected = _namespace_rejected(
+                s.evictable_namespaces, pod.namespace, "LowNodeLoadArgs.evictableNamespaces"
+            )
+            rejected = rejected or _namespace_rejected(
+                s.namespaces, pod.namespace, "MigrationControllerArgs.namespaces"
+            )
+            if rejected is not None:
+                return rejected
         if s.label_selector is not None and not selector_matches(s.label_selector, pod.labels):
             return Rejection(
                 reasons.FILTERED_LABEL_SELECTOR, "labels do not match MigrationControllerArgs.labelSelector"
@@ -107,7 +112,7 @@ class PodFilter:
             return Rejection(
                 reasons.FILTERED_POD_SELECTOR, "labels match none of LowNodeLoadArgs.podSelectors"
             )
-        if pod.annotations.get(EVICT_ANNOTATION) is not None:
+        if annotations.get(EVICT_ANNOTATION) is not None:
             return None
         if pod.owner is None:
             failed_ok = s.evict_failed_bare_pods and pod.phase == "Failed"
@@ -141,9 +146,14 @@ class PodFilter:
                 "holds DRA devices (spec.resourceClaims); see evictResourceClaimPods",
             )
         workload = self.index.workload_of(pod)
-        if workload is not None:
-            return self._check_workload(workload)
-        return None
+        if workload is None:
+            return None
+        known = self._workload_verdicts.get(id(workload))
+        if known is not None and known[0] is workload:
+            return known[1]
+        verdict = self._check_workload(workload)
+        self._workload_verdicts[id(workload)] = (workload, verdict)
+        return verdict
 
     def _check_workload(self, workload: WorkloadRef) -> Rejection | None:
         s = self.settings

@@ -216,7 +216,64 @@ class UsageEstimator:
         pods: Sequence[Pod],
         resources: Sequence[str],
     ) -> NodeEstimate:
-        result = estimate_node_usage(sample, self.shares(node, pods, sample_time), resources)
+        """``estimate_node_usage(sample, self.shares(...), resources)`` in one pass over the node's pods.
+
+        Every node is estimated every cycle (150,000 pods at 5,000 nodes), so this does not build a
+        ``PodShare`` per pod; the arithmetic is the same, term by term in the same order, so the figures
+        are identical to the last bit (a unit test holds the two together)."""
+        names = [name for name in resources if name != "pods"]
+        inside = [0.0] * len(names)
+        now = [0.0] * len(names)
+        window = self.window
+        start = sample_time - window
+        # window_share(created, None, sample_time, window), inlined; the same for every pod that was
+        # there for the whole window (most of them).
+        whole = window_share(start, None, sample_time, window)
+        claimed = self.claimed
+        samples = self.usage.pods
+        for pod in pods:
+            created = pod.created
+            if window <= 0:
+                share = 1.0 if created <= sample_time else 0.0
+            elif created <= start:
+                share = whole
+            else:
+                share = max(0.0, min(1.0, (sample_time - created) / window))
+            key = f"{pod.namespace}/{pod.name}"  # pod.key, without the property call
+            found = samples.get(key)
+            if found is not None and claimed:
+                predecessor = claimed.get(key)
+                if predecessor is not None and predecessor.uid != pod.uid:
+                    found = None
+            if found is not None:
+                own = found.resources
+                i = 0
+                if pod.terminating:
+                    for name in names:
+                        inside[i] += own.get(name, 0) * share
+                        i += 1
+                else:
+                    for name in names:
+                        amount = own.get(name, 0)
+                        inside[i] += amount * share
+                        now[i] += amount
+                        i += 1
+            elif not pod.terminating and share < 1.0:
+                latest = self.latest(pod)
+                for i, name in enumerate(names):
+                    now[i] += latest.get(name, 0) * (1.0 - share)
+        for departure in self.departed.get(node, ()):
+            share = window_share(departure.created, departure.left, sample_time, window)
+            for i, name in enumerate(names):
+                inside[i] += departure.usage.get(name, 0) * share
+        raw = {name: int(sample.get(name, 0)) for name in names}
+        other: dict[str, int] = {}
+        usage: dict[str, int] = {}
+        for i, name in enumerate(names):
+            parts = round(inside[i])
+            other[name] = max(0, raw[name] - parts)
+            usage[name] = max(0, raw[name] - parts + round(now[i]))
+        result = NodeEstimate(sample=raw, other=other, usage=usage)
         if "pods" in resources:
             result.sample["pods"] = len(pods)
             result.other["pods"] = 0

@@ -225,14 +225,30 @@ class PdbTracker:
         self.refusals = refusals or {}
         """Budgets the API server refused recently (``namespace/name`` -> until when, wall clock)."""
         self.by_namespace: dict[str, list[PodDisruptionBudget]] = {}
+        """Per namespace, the budgets without ``matchLabels`` (None selectors select nothing)."""
+        self.by_label: dict[tuple[str, str, str], list[PodDisruptionBudget]] = {}
+        """Budgets with ``matchLabels``, under their first pair: only they can match a pod with that label."""
         for pdb in pdbs:
-            self.by_namespace.setdefault(pdb.namespace, []).append(pdb)
+            if pdb.selector is None:
+                continue
+            if pdb.selector.match_labels:
+                key, value = next(iter(pdb.selector.match_labels.items()))
+                self.by_label.setdefault((pdb.namespace, key, value), []).append(pdb)
+            else:
+                self.by_namespace.setdefault(pdb.namespace, []).append(pdb)
         self.used: Counter[tuple[str, str]] = Counter()
 
     def matching(self, pod: Pod) -> list[PodDisruptionBudget]:
-        return [
-            p for p in self.by_namespace.get(pod.namespace, ()) if selector_matches(p.selector, pod.labels)
-        ]
+        """The budgets selecting the pod, looked up by its labels (a namespace can hold thousands)."""
+        namespace, labels = pod.namespace, pod.labels
+        found = [p for p in self.by_namespace.get(namespace, ()) if selector_matches(p.selector, labels)]
+        by_label = self.by_label
+        if by_label:
+            for key, value in labels.items():
+                for pdb in by_label.get((namespace, key, value), ()):
+                    if selector_matches(pdb.selector, labels):
+                        found.append(pdb)
+        return found
 
     def check(self, pod: Pod) -> LimitHit | None:
         found = self.matching(pod)

@@ -8,7 +8,8 @@ so the order is total and the plan reproducible.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import groupby
 
 from descheduler.cluster.types import Pod
 
@@ -41,8 +42,9 @@ def koord_qos(pod: Pod) -> str:
     return _QOS_FROM_KUBE.get(pod.qos_class, NONE)
 
 
-def koord_priority_class(pod: Pod) -> str:
-    """Koordinator priority class: label, else ``spec.priority`` band, else derived from Koordinator QoS."""
+def koord_priority_class(pod: Pod, qos: str | None = None) -> str:
+    """Koordinator priority class: label, else ``spec.priority`` band, else derived from Koordinator QoS
+    (``qos``: the pod's ``koord_qos`` when the caller has it already)."""
     label = pod.labels.get(PRIORITY_CLASS_LABEL)
     raw = NONE
     if label is not None:
@@ -54,7 +56,8 @@ def koord_priority_class(pod: Pod) -> str:
                 break
     if raw != NONE:
         return raw
-    qos = koord_qos(pod)
+    if qos is None:
+        qos = koord_qos(pod)
     if qos in ("SYSTEM", "LSE", "LSR", "LS"):
         return PROD
     if qos == "BE":
@@ -110,17 +113,111 @@ def usage_score(usage: Mapping[str, int], excess: Mapping[str, int], weights: Ma
     return weighted_mean(usage, excess, weights, _fit_score)
 
 
-def sort_key(pod: Pod, score: float) -> tuple[int, int, int, int, int, int, float, float, str, str]:
-    """Ascending key: the first pod in this order is evicted first."""
+class UsageScorer:
+    """``usage_score`` of many pods against one excess, with the per-resource terms resolved once.
+
+    The arithmetic is ``weighted_mean``'s, term by term in the same order, so the scores are identical
+    to the last bit (the order of pods with close scores depends on it)."""
+
+    __slots__ = ("terms", "weight_sum")
+
+    def __init__(self, resources: Sequence[str], weights: Mapping[str, int]) -> None:
+        self.terms = [(name, weights.get(name, 0)) for name in dict.fromkeys(resources)]
+        self.terms = [(name, weight) for name, weight in self.terms if weight > 0]
+        self.weight_sum = sum(weight for _, weight in self.terms)
+
+    def against(self, excess: Mapping[str, int]) -> Callable[[Mapping[str, int]], float]:
+        """The score function for this excess (resources not in excess add nothing but keep their weight)."""
+        active = [(name, weight, excess[name]) for name, weight in self.terms if excess.get(name, 0) > 0]
+        weight_sum = self.weight_sum
+
+        def score(usage: Mapping[str, int]) -> float:
+            if not weight_sum:
+                return 0.0
+            total = 0.0
+            for name, weight, reference in active:
+                ratio = usage.get(name, 0) / reference
+                total += weight * (1.0 / ratio + 1.0 if ratio >= 1.0 else ratio)
+            return total / weight_sum
+
+        return score
+
+
+StaticKey = tuple[int, int, int, int, int, int]
+"""The part of a pod's sort key that does not depend on the node's excess."""
+
+
+def static_key(pod: Pod) -> StaticKey:
+    """Koordinator's keys before the usage score: priority class, ``spec.priority``, QoS (Kubernetes,
+    then Koordinator), deletion cost, eviction cost. Computed once per pod and cycle, then reused by
+    every re-ranking (only the score changes as the node's excess shrinks)."""
+    qos = koord_qos(pod)
     return (
-        _PRIORITY_CLASS_ORDER[koord_priority_class(pod)],
+        _PRIORITY_CLASS_ORDER[koord_priority_class(pod, qos)],
         pod.priority or 0,
         _KUBE_QOS_ORDER.get(pod.qos_class, 0),
-        _KOORD_QOS_ORDER[koord_qos(pod)],
+        _KOORD_QOS_ORDER[qos],
         annotation_int32(pod, DELETION_COST),
         annotation_int32(pod, EVICTION_COST),
-        -score,
-        -pod.created,
-        pod.namespace,
-        pod.name,
     )
+
+
+def tie_key(pod: Pod, score: float) -> tuple[float, float, str, str]:
+    """The rest of the sort key: usage score descending, newest first, then namespace/name."""
+    return (-score, -pod.created, pod.namespace, pod.name)
+
+
+def sort_key(pod: Pod, score: float) -> tuple[int, int, int, int, int, int, float, float, str, str]:
+    """Ascending key: the first pod in this order is evicted first."""
+    return static_key(pod) + tie_key(pod, score)
+
+
+Candidate = tuple[Pod, dict[str, int]]
+"""A pod that passed the filters and its usage over the pool's resources."""
+
+
+class Ranking:
+    """One hotspot's candidates in ``sort_key`` order, re-ranked after each eviction (``rerank``).
+
+    Iterating yields the best candidate first. The static part of the key splits the candidates into
+    tiers taken in turn; only the tier being worked on is ranked by usage score, at the excess of that
+    moment, and ranked again on the next step after ``rerank`` (the excess shrank, so the pod that now
+    best covers what is left may be another). That is exactly the order of sorting every candidate by
+    the full key and re-sorting the rest after each eviction, without scoring the tiers never reached
+    (a hotspot is usually cured by its first pods)."""
+
+    def __init__(
+        self,
+        candidates: Sequence[Candidate],
+        resources: Sequence[str],
+        weights: Mapping[str, int],
+        excess: Callable[[], Mapping[str, int]],
+    ) -> None:
+        keyed = sorted(((static_key(pod), (pod, vector)) for pod, vector in candidates), key=_first)
+        self._tiers = [[item for _, item in tier] for _, tier in groupby(keyed, key=_first)]
+        self._scorer = UsageScorer(resources, weights)
+        self._excess = excess
+        self._stale = True
+
+    def rerank(self) -> None:
+        """The node's excess changed: rank the candidates not yet yielded again before the next one."""
+        self._stale = True
+
+    def __iter__(self) -> Iterator[Candidate]:
+        for tier in self._tiers:
+            self._stale = True
+            position = 0
+            while position < len(tier):
+                if self._stale:
+                    self._stale = False
+                    if len(tier) - position > 1:
+                        score = self._scorer.against(self._excess())
+                        tier[position:] = sorted(
+                            tier[position:], key=lambda item: tie_key(item[0], score(item[1]))
+                        )
+                yield tier[position]
+                position += 1
+
+
+def _first(pair: tuple[StaticKey, Candidate]) -> StaticKey:
+    return pair[0]

@@ -32,7 +32,7 @@ from descheduler.planner.fit import DestinationSet
 from descheduler.planner.index import ClusterIndex
 from descheduler.planner.limits import GLOBAL, NODE, LimitHit, LimitTracker, PdbTracker
 from descheduler.planner.model import SKIPPED, NodeReport, Plan, PlannedEviction, PodSkip
-from descheduler.planner.order import is_prod, sort_key, usage_score
+from descheduler.planner.order import Ranking, is_prod
 from descheduler.planner.settings import PoolSettings, Settings, compile_settings
 from descheduler.planner.state import AnomalyCount, PlannerState
 
@@ -303,7 +303,11 @@ class _Cycle:
         age = self.now - sample.timestamp
         if age > self.settings.metric_expiration:
             return None, f"pod usage sample is {age:.0f}s old, older than nodeMetricExpirationSeconds"
-        return {name: 1 if name == "pods" else int(sample.resources.get(name, 0)) for name in resources}, ""
+        measured = sample.resources
+        vector = {name: int(measured.get(name, 0)) for name in resources}
+        if "pods" in vector:
+            vector["pods"] = 1
+        return vector, ""
 
     def _rejection(self, pod: Pod) -> Rejection | None:
         if pod.uid not in self._rejections:
@@ -335,21 +339,9 @@ class _Cycle:
                 self._skip(pod, source.name, reasons.NO_POD_USAGE, problem, prod)
                 continue
             candidates.append((pod, vector))
-        excess = levels.excess()
         resources = pool.prod_resources if prod else pool.resources
-
-        def key(
-            item: tuple[Pod, dict[str, int]],
-        ) -> tuple[int, int, int, int, int, int, float, float, str, str]:
-            pod, vector = item
-            scored = {name: vector.get(name, 0) for name in resources}
-            return sort_key(pod, usage_score(scored, excess, pool.weights))
-
-        candidates.sort(key=key)
-        position = 0
-        while position < len(candidates):
-            pod, vector = candidates[position]
-            position += 1
+        ranking = Ranking(candidates, resources, pool.weights, levels.excess)
+        for pod, vector in ranking:
             if not levels.is_over():
                 break
             used_up = sorted(name for name, room in headroom.items() if room <= 0)
@@ -417,10 +409,8 @@ class _Cycle:
             if source.prod is not None and prod_vector is not None:
                 for name in source.prod.usage:
                     source.prod.usage[name] -= prod_vector.get(name, 0)
-            # The excess shrank: the pod that now best covers what is left may be another one. Re-rank the
-            # rest (a handful of evictions per hotspot, so this stays cheap).
-            excess = levels.excess()
-            candidates[position:] = sorted(candidates[position:], key=key)
+            # The excess shrank: the pod that now best covers what is left may be another one.
+            ranking.rerank()
             moved = prod_vector if prod and prod_vector is not None else vector
             for name in headroom:
                 headroom[name] -= moved.get(name, 0)

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import importlib
 import random
-from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from descheduler.cluster.types import Pod
 from descheduler.planner import reasons
-from descheduler.planner.classify import NodeView
 from descheduler.planner.fit import DestinationSet
 from tests.unit.builders import World, cpu, evicted, report, settings, skip_codes
+from tests.unit.reference import Exhaustive
 
 
 def one_pod(pod: dict[str, Any] | None = None, **cool: Any) -> World:
@@ -216,18 +214,6 @@ def test_a_hotspot_stops_once_no_low_node_has_a_pod_slot_left() -> None:
     assert len(result.evictions) == 1
     assert report(result, "hot").stop_code == reasons.STOP_HEADROOM_USED
     assert report(result, "hot").stop_message == "the low nodes have no pod slot left"
-
-
-class Exhaustive(DestinationSet):
-    """The reference search: every low node, coolest first, no bound and no cache."""
-
-    def find(
-        self, pod: Pod, usage: Mapping[str, int], prod_usage: Mapping[str, int] | None
-    ) -> tuple[NodeView | None, str]:
-        for _, name in self.order:
-            if not self._reject(self.views[name], pod, usage, prod_usage):
-                return self.views[name], ""
-        return None, "no low node fits"
 
 
 def random_world(seed: int) -> World:

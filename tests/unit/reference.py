@@ -1,0 +1,130 @@
+"""The planner's straightforward reference: every shortcut the fast planner takes, undone.
+
+``reference_planner(monkeypatch)`` swaps, inside ``descheduler.planner.plan``:
+
+- ``Ranking`` for ``FullSortRanking``: every candidate sorted by the full ``order.sort_key`` (usage
+  score from ``order.usage_score``), the rest sorted again after each eviction;
+- ``PodFilter`` for one that decides the workload checks again for every pod (no per-workload verdict);
+- ``PdbTracker`` for one that tries every budget of the pod's namespace;
+- ``UsageEstimator`` for one that builds every ``PodShare`` and calls ``estimate_node_usage``;
+- ``DestinationSet`` for the exhaustive search (every low node, coolest first, no bound, no cache).
+
+A plan made under it must equal, field for field, the plan made without it: the shortcuts are for speed
+only and may never change which pods move, in which order, where to, or why the others stay.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+import pytest
+
+from descheduler.cluster.selectors import selector_matches
+from descheduler.cluster.types import Pod, PodDisruptionBudget
+from descheduler.planner.candidates import PodFilter, Rejection
+from descheduler.planner.classify import NodeView
+from descheduler.planner.estimate import NodeEstimate, UsageEstimator, estimate_node_usage
+from descheduler.planner.fit import DestinationSet
+from descheduler.planner.limits import PdbTracker
+from descheduler.planner.order import Candidate, sort_key, usage_score
+
+
+class FullSortRanking:
+    """All candidates sorted by the full key at the current excess, re-sorted after each eviction."""
+
+    def __init__(
+        self,
+        candidates: Sequence[Candidate],
+        resources: Sequence[str],
+        weights: Mapping[str, int],
+        excess: Callable[[], Mapping[str, int]],
+    ) -> None:
+        self.items = list(candidates)
+        self.resources = resources
+        self.weights = weights
+        self.excess = excess
+        self._sort(0)
+
+    def _sort(self, start: int) -> None:
+        excess = self.excess()
+
+        def key(item: Candidate) -> tuple[int, int, int, int, int, int, float, float, str, str]:
+            pod, vector = item
+            scored = {name: vector.get(name, 0) for name in self.resources}
+            return sort_key(pod, usage_score(scored, excess, self.weights))
+
+        self.items[start:] = sorted(self.items[start:], key=key)
+        self.position = start
+
+    def rerank(self) -> None:
+        self._sort(self.position)
+
+    def __iter__(self) -> Iterator[Candidate]:
+        while self.position < len(self.items):
+            self.position += 1
+            yield self.items[self.position - 1]
+
+
+class EveryPodFilter(PodFilter):
+    """Decides every pod on its own: the per-workload verdict is forgotten before each check."""
+
+    def check(self, pod: Pod) -> Rejection | None:
+        self._workload_verdicts.clear()
+        return super().check(pod)
+
+
+class ScanningPdbTracker(PdbTracker):
+    """Tries every budget of the pod's namespace, in snapshot order."""
+
+    def __init__(self, pdbs: Sequence[PodDisruptionBudget], refusals: Mapping[str, float] | None = None):
+        super().__init__(pdbs, refusals)
+        self.all = list(pdbs)
+
+    def matching(self, pod: Pod) -> list[PodDisruptionBudget]:
+        return [
+            p for p in self.all if p.namespace == pod.namespace and selector_matches(p.selector, pod.labels)
+        ]
+
+
+class ShareByShareEstimator(UsageEstimator):
+    """The formula as written: one ``PodShare`` per pod and departure, then ``estimate_node_usage``."""
+
+    def estimate(
+        self,
+        node: str,
+        sample: Mapping[str, int],
+        sample_time: float,
+        pods: Sequence[Pod],
+        resources: Sequence[str],
+    ) -> NodeEstimate:
+        result = estimate_node_usage(sample, self.shares(node, pods, sample_time), resources)
+        if "pods" in resources:
+            result.sample["pods"] = len(pods)
+            result.other["pods"] = 0
+            result.usage["pods"] = sum(1 for pod in pods if not pod.terminating)
+        return result
+
+
+class Exhaustive(DestinationSet):
+    """The reference search: every low node, coolest first, no bound and no cache."""
+
+    def find(
+        self, pod: Pod, usage: Mapping[str, int], prod_usage: Mapping[str, int] | None
+    ) -> tuple[NodeView | None, str]:
+        for _, name in self.order:
+            if not self._reject(self.views[name], pod, usage, prod_usage):
+                return self.views[name], ""
+        return None, "no low node fits"
+
+
+def reference_planner(monkeypatch: pytest.MonkeyPatch, destinations: bool = True) -> None:
+    """Plan with the reference parts from now on (``destinations=False`` keeps the bounded search,
+    whose no-destination messages say more than the exhaustive one's)."""
+    module = importlib.import_module("descheduler.planner.plan")
+    monkeypatch.setattr(module, "Ranking", FullSortRanking)
+    monkeypatch.setattr(module, "PodFilter", EveryPodFilter)
+    monkeypatch.setattr(module, "PdbTracker", ScanningPdbTracker)
+    monkeypatch.setattr(module, "UsageEstimator", ShareByShareEstimator)
+    if destinations:
+        monkeypatch.setattr(module, "DestinationSet", Exhaustive)

@@ -1,0 +1,244 @@
+"""The planner's shortcuts (tiered ranking, per-workload filter verdicts, PDBs looked up by label, the
+one-pass usage estimate, bounded destination search) never change a plan: the same pods move, in the same
+order, to the same nodes, and every pod left alone keeps its reason, word for word.
+
+Each test plans twice, once as shipped and once with ``tests.unit.reference`` (every shortcut undone),
+and compares the whole plan.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+from benchmarks import synth
+from benchmarks.planning_shapes import SHAPES, build
+from descheduler.cli import main
+from descheduler.cluster.types import ClusterSnapshot, OwnerRef, Pod, UsageSample, UsageSnapshot
+from descheduler.planner import Departure, Plan, PlannerState, plan
+from descheduler.planner.estimate import UsageEstimator
+from descheduler.planner.index import ClusterIndex
+from tests.unit.builders import NOW, World, cpu, settings
+from tests.unit.reference import ShareByShareEstimator, reference_planner
+
+REPO = Path(__file__).resolve().parents[2]
+SCENARIOS = sorted(p for p in (REPO / "tests" / "scenarios").iterdir() if (p / "config.yaml").is_file())
+EXAMPLE = REPO / "config" / "examples" / "hotspot"
+
+
+def whole(result: Plan) -> dict[str, Any]:
+    """Everything a plan says: evictions in order, every node's report, every skip in order, notes."""
+    return result.to_dict()
+
+
+def simulate_json(folder: Path, cycles: int) -> Any:
+    args = [
+        "simulate", "--config", str(folder / "config.yaml"), "--cluster", str(folder / "cluster.yaml"),
+        "--usage", str(folder / "usage.yaml"), "--cycles", str(cycles), "--output", "json",
+    ]  # fmt: skip
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(args) == 0
+    return json.loads(out.getvalue())
+
+
+@pytest.mark.parametrize("folder", [*SCENARIOS, EXAMPLE], ids=[f.name for f in [*SCENARIOS, EXAMPLE]])
+def test_every_scenario_replays_identically_with_every_shortcut_undone(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast = simulate_json(folder, 8)
+    reference_planner(monkeypatch, destinations=False)
+    assert simulate_json(folder, 8) == fast
+    assert any(cycle["evictions"] for cycle in fast["cycles"]), "a scenario where nothing moves proves little"
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_a_synthetic_cluster_of_every_benchmark_shape_plans_identically_with_every_shortcut_undone(
+    shape: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    snapshot, usage = build(120, 30, shape, seed=3)
+    config = synth.effective_config()
+    fast = plan(snapshot, usage, config, PlannerState(), synth.NOW)
+    reference_planner(monkeypatch, destinations=False)
+    reference = plan(snapshot, usage, config, PlannerState(), synth.NOW)
+    assert fast.evictions and fast.pod_skips
+    assert whole(reference) == whole(fast)
+
+
+def ranking_world(seed: int) -> tuple[World, dict[str, Any]]:
+    """Hot nodes crowded with pods that tie on some sort keys and differ on others (priority classes,
+    QoS, deletion costs, equal usage, equal ages), budgets by label, several namespaces, sometimes a
+    prod pass; a few cool nodes to move them to."""
+    rng = random.Random(seed)
+    world = World()
+    namespaces = ("default", "team-a", "team-b")
+    for i in range(rng.randint(5, 9)):
+        hot = i < 3
+        world.node(
+            f"n{i}",
+            usage=cpu(
+                f"{rng.uniform(7, 9.8) if hot else rng.uniform(0.2, 2.5):.2f}", f"{rng.randint(2, 36)}Gi"
+            ),
+            pods=rng.choice((4, 10, 110)),
+        )
+    apps = [f"app{j}" for j in range(6)]
+    for ns in namespaces:
+        for app in apps:
+            world.deployment(app, replicas=rng.choice((2, 5, 12, 40)), namespace=ns)
+            if rng.random() < 0.4:
+                world.pdb(f"{app}-pdb", app, rng.randint(0, 2), namespace=ns)
+        if rng.random() < 0.3:
+            world.pdb("everything-app0", "app0", 5, namespace=ns)  # a second budget over app0: pdb-multiple
+    for i in range(3):
+        for j in range(rng.randint(6, 22)):
+            labels: dict[str, str] = {}
+            if rng.random() < 0.3:
+                labels["koordinator.sh/priority-class"] = rng.choice(
+                    ("koord-prod", "koord-batch", "koord-free")
+                )
+            if rng.random() < 0.2:
+                labels["koordinator.sh/qosClass"] = rng.choice(("LS", "BE", "LSR"))
+            annotations = {}
+            if rng.random() < 0.3:
+                annotations["controller.kubernetes.io/pod-deletion-cost"] = str(rng.choice((-5, 0, 10, "x")))
+            usage = rng.choice(("0.5", "1", "1", "2", "0", f"{rng.uniform(0.1, 3):.2f}"))
+            world.pod(
+                f"p{i}-{j}",
+                on=f"n{i}",
+                owner=rng.choice(apps),
+                namespace=rng.choice(namespaces),
+                usage=cpu(usage, f"{rng.choice((1, 1, 2, 4))}Gi"),
+                requests={"cpu": f"{rng.choice((100, 500, 1000))}m", "memory": "1Gi"},
+                labels=labels,
+                annotations=annotations,
+                priority=rng.choice((None, 0, 100, 9500, 5500)),
+                qos=rng.choice(("Burstable", "BestEffort", "Guaranteed")),
+                created=NOW - 86400 + 60 * rng.randint(0, 5),
+                volumes=[{"name": "scratch", "emptyDir": {}}] if rng.random() < 0.1 else (),
+            )
+    per_node = rng.choice((None, 2, 5))
+    config: dict[str, Any] = {
+        "low": {"cpu": 30, "memory": 60},
+        "high": {"cpu": 60, "memory": 85},
+        "top": {"maxNoOfPodsToEvictPerNode": per_node} if per_node is not None else {},
+        "migration": {"maxMigratingPerNode": rng.choice((2, 4, 0))},
+    }
+    if rng.random() < 0.4:
+        config["args"] = {"prodHighThresholds": {"cpu": 40}, "prodLowThresholds": {"cpu": 20}}
+    return world, config
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_crowded_hotspots_plan_identically_over_cycles_with_every_shortcut_undone(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world, options = ranking_world(seed)
+    config = settings(**options)
+    fast = world.cycles(config, 3)
+    reference_planner(monkeypatch, destinations=False)
+    reference = world.cycles(config, 3)
+    assert [whole(r) for r in reference] == [whole(f) for f in fast]
+
+
+# --- the one-pass usage estimate ------------------------------------------------------------------------
+
+
+def _pod(name: str, created: float, terminating: bool, workload: str) -> Pod:
+    return Pod(
+        namespace="default",
+        name=name,
+        uid=f"uid-{name}",
+        node_name="n",
+        created=created,
+        terminating=terminating,
+        owner=OwnerRef(kind="StatefulSet", name=workload, uid=f"uid-{workload}"),
+        requests={"cpu": 100, "memory": 1000},
+    )
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(
+    window=st.sampled_from((0.0, 300.0, 0.1, 299.7)),
+    lag=st.floats(0, 400),
+    sample=st.tuples(st.integers(0, 50_000), st.integers(0, 10**12)),
+    pods=st.lists(
+        st.tuples(
+            st.floats(NOW - 1000, NOW),  # created
+            st.booleans(),  # terminating
+            st.sampled_from(("own", "none", "claimed")),  # its usage sample
+            st.tuples(st.integers(0, 9000), st.integers(0, 10**10)),
+            st.sampled_from(("db", "web")),
+        ),
+        max_size=12,
+    ),
+    departed=st.lists(
+        st.tuples(st.floats(NOW - 1000, NOW), st.floats(0, 900), st.integers(0, 9000)), max_size=4
+    ),
+    resources=st.sampled_from((("cpu", "memory"), ("cpu", "memory", "pods"), ("memory",))),
+)
+def test_the_one_pass_estimate_equals_the_formula_share_by_share_to_the_last_unit(
+    window: float,
+    lag: float,
+    sample: tuple[int, int],
+    pods: list[tuple[float, bool, str, tuple[int, int], str]],
+    departed: list[tuple[float, float, int]],
+    resources: tuple[str, ...],
+) -> None:
+    sample_time = NOW - lag
+    snapshot_pods = []
+    samples: dict[str, UsageSample] = {}
+    departures = []
+    for i, (created, terminating, kind, (cpu_m, memory), workload) in enumerate(pods):
+        pod = _pod(f"p{i}", created, terminating, workload)
+        snapshot_pods.append(pod)
+        if kind != "none":
+            samples[pod.key] = UsageSample({"cpu": cpu_m, "memory": memory}, sample_time)
+        if kind == "claimed":  # an evicted pod of the same name (a StatefulSet's) owns that sample
+            departures.append(
+                Departure(
+                    pod.key,
+                    f"old-{pod.uid}",
+                    "elsewhere",
+                    f"uid-{workload}",
+                    created - 500,
+                    created,
+                    {"cpu": 7},
+                )
+            )
+    for j, (created, stayed, cpu_m) in enumerate(departed):
+        departures.append(
+            Departure(
+                f"default/gone-{j}", f"uid-gone-{j}", "n", "uid-db", created, created + stayed, {"cpu": cpu_m}
+            )
+        )
+    snapshot = ClusterSnapshot(pods=tuple(snapshot_pods))
+    usage = UsageSnapshot(pods=samples)
+    index = ClusterIndex(snapshot)
+    node_sample = {"cpu": sample[0], "memory": sample[1]}
+    fast = UsageEstimator(usage, index, departures, window)
+    reference = ShareByShareEstimator(usage, index, departures, window)
+    got = fast.estimate("n", node_sample, sample_time, snapshot_pods, resources)
+    want = reference.estimate("n", node_sample, sample_time, snapshot_pods, resources)
+    assert (got.sample, got.other, got.usage) == (want.sample, want.other, want.usage)
+
+
+def test_the_reference_estimate_and_the_fast_one_see_young_pods_and_departures_alike() -> None:
+    """A plain case both must get right, so the property above cannot pass on two equal mistakes."""
+    pods = [_pod("old", NOW - 3600, False, "db"), _pod("young", NOW - 60, False, "db")]
+    usage = UsageSnapshot(pods={"default/old": UsageSample({"cpu": 1000}, NOW)})
+    departures = [Departure("default/gone", "uid-gone", "n", "uid-db", NOW - 3600, NOW - 60, {"cpu": 500})]
+    index = ClusterIndex(ClusterSnapshot(pods=tuple(pods)))
+    result = UsageEstimator(usage, index, departures, 300.0).estimate("n", {"cpu": 2500}, NOW, pods, ("cpu",))
+    # The node's sample: 500 other + old 1000 + 4/5 of gone's 500 = 2500 (young adds nothing yet: no sample).
+    # Now: other 1100 (2500 - 1000 - 400) + old 1000 + young at its workload's latest (old's 1000) x 4/5.
+    assert result.other == {"cpu": 1100}
+    assert result.usage == {"cpu": 1100 + 1000 + 800}
