@@ -208,37 +208,52 @@ class DestinationSet:
                 demand["prod", name] = amount
         return demand
 
-    def _left(self, view: NodeView, dim: Dim) -> float:
-        """What ``view`` has left in ``dim`` (infinite where the check does not apply to it)."""
-        kind, name = dim
-        if kind == "request":
-            return view.node.allocatable.get(name, 0) - view.requested_now().get(name, 0)
-        if kind == "slot":
-            return self._slots_left(view)
-        levels = view.levels if kind == "usage" else view.prod
-        if levels is None or name not in levels.usage:
-            return math.inf
-        return levels.high[name] - levels.usage[name]
+    def _lefts(self, view: NodeView, dims: Sequence[Dim]) -> list[float]:
+        """What ``view`` has left in each of ``dims`` (infinite where the check does not apply to it)."""
+        allocatable = view.node.allocatable
+        requested = view.requested_now()
+        levels, prod = view.levels, view.prod
+        out: list[float] = []
+        for kind, name in dims:
+            if kind == "request":
+                out.append(allocatable.get(name, 0) - requested.get(name, 0))
+            elif kind == "slot":
+                out.append(self._slots_left(view))
+            else:
+                chosen = levels if kind == "usage" else prod
+                if chosen is None or name not in chosen.usage:
+                    out.append(math.inf)
+                else:
+                    out.append(chosen.high[name] - chosen.usage[name])
+        return out
 
     def _bound(self, lane: _Lane, dim: Dim) -> float:
         found = lane.bound.get(dim)
         if found is None:
             views = self.views
-            found = max((self._left(views[n], dim) for _, n in lane.order), default=-math.inf)
+            found = max((self._lefts(views[n], (dim,))[0] for _, n in lane.order), default=-math.inf)
             lane.bound[dim] = found
         return found
 
     def _refresh(self, lane: _Lane, dims: Sequence[Dim]) -> None:
         """Make the lane's bounds exact for ``dims`` (after a scan found no node: they only shrank)."""
-        for dim in dims:
-            lane.bound.pop(dim, None)
-            self._bound(lane, dim)
+        found = [-math.inf] * len(dims)
+        views = self.views
+        for _, name in lane.order:
+            for i, left in enumerate(self._lefts(views[name], dims)):
+                if left > found[i]:
+                    found[i] = left
+        lane.bound.update(zip(dims, found, strict=True))
 
     def _beyond_bound(self, group: _Group, lane: _Lane, demand: Mapping[Dim, int]) -> str:
-        qualifier = "low node it may run on" if group.static_failures else "low node"
+        bounds = lane.bound
         for dim, amount in demand.items():
-            if amount <= self._bound(lane, dim):
+            bound = bounds.get(dim)
+            if bound is None:
+                bound = self._bound(lane, dim)
+            if amount <= bound:
                 continue
+            qualifier = "low node it may run on" if group.static_failures else "low node"
             kind, name = dim
             if kind == "request":
                 return (
@@ -297,18 +312,19 @@ class DestinationSet:
                     if name in group.eligible and self._has_room(self.views[name], needs)
                 ]
             )
+        if lane.order:
+            beyond = self._beyond_bound(group, lane, demand)
+            if beyond:
+                return None, beyond
+            for failed, message in lane.failures:
+                if _covers(demand, failed):
+                    return None, message
         failures = dict(group.static_failures)
         full = len(group.eligible) - len(lane.order)
         if full:
             failures[REQUESTS] = failures.get(REQUESTS, 0) + full
         if not lane.order:
             return None, self._message(failures)
-        beyond = self._beyond_bound(group, lane, demand)
-        if beyond:
-            return None, beyond
-        for failed, message in lane.failures:
-            if _covers(demand, failed):
-                return None, message
         for _, name in lane.order:
             view = self.views[name]
             problem = self._reject(view, pod, usage, prod_usage, True)
@@ -351,7 +367,7 @@ class DestinationSet:
                     _move(lane.order, old, new if self._has_room(view, needs) else None)
 
     def _has_room(self, view: NodeView, needs: Sequence[Dim]) -> bool:
-        return all(self._left(view, dim) > 0 for dim in needs)
+        return all(left > 0 for left in self._lefts(view, needs))
 
 
 def _move(order: list[tuple[float, str]], old: tuple[float, str], new: tuple[float, str] | None) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -29,6 +30,8 @@ from descheduler.planner import reasons
 from descheduler.planner.index import ClusterIndex, WorkloadRef
 from descheduler.planner.settings import Settings
 from descheduler.planner.state import Migration
+
+_NONE: frozenset[str] = frozenset()
 
 POD = "pod"
 NODE = "node"
@@ -178,7 +181,7 @@ class LimitTracker:
                     f"(objectLimiters.workload allows {window_max})",
                     POD,
                 )
-        migrating = self.migrating_workload.get(workload.identity, set())
+        migrating = self.migrating_workload.get(workload.identity, _NONE)
         max_migrating = workload_max(workload.replicas, s.max_migrating_per_workload)
         if max_migrating is not None and len(migrating) >= max_migrating:
             return LimitHit(
@@ -190,7 +193,9 @@ class LimitTracker:
             )
         max_unavailable = workload_max(workload.replicas, s.max_unavailable_per_workload)
         if max_unavailable is not None:
-            unavailable = migrating | self.index.unavailable_pods(workload.identity)
+            unavailable: AbstractSet[str] = self.index.unavailable_pods(workload.identity)
+            if migrating:
+                unavailable = migrating | unavailable
             if len(unavailable) >= max_unavailable:
                 allowed = describe_workload_max(
                     s.max_unavailable_per_workload, workload.replicas, max_unavailable

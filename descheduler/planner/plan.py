@@ -344,8 +344,8 @@ class _Cycle:
         for pod, vector in ranking:
             if not levels.is_over():
                 break
-            used_up = sorted(name for name, room in headroom.items() if room <= 0)
-            if used_up:
+            if headroom and min(headroom.values()) <= 0:
+                used_up = sorted(name for name, room in headroom.items() if room <= 0)
                 source.stop(
                     reasons.STOP_HEADROOM_USED,
                     f"the low nodes have no room left below their {'prod ' if prod else ''}high "
