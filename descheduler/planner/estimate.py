@@ -224,6 +224,7 @@ class UsageEstimator:
         names = [name for name in resources if name != "pods"]
         inside = [0.0] * len(names)
         now = [0.0] * len(names)
+        pending = [0.0] * len(names)
         window = self.window
         start = sample_time - window
         # window_share(created, None, sample_time, window), inlined; the same for every pod that was
@@ -260,8 +261,12 @@ class UsageEstimator:
                         i += 1
             elif not pod.terminating and share < 1.0:
                 latest = self.latest(pod)
+                started = pod.phase == "Running"
                 for i, name in enumerate(names):
-                    now[i] += latest.get(name, 0) * (1.0 - share)
+                    projected = latest.get(name, 0) * (1.0 - share)
+                    now[i] += projected
+                    if not started:
+                        pending[i] += projected
         for departure in self.departed.get(node, ()):
             share = window_share(departure.created, departure.left, sample_time, window)
             for i, name in enumerate(names):
@@ -269,14 +274,22 @@ class UsageEstimator:
         raw = {name: int(sample.get(name, 0)) for name in names}
         other: dict[str, int] = {}
         usage: dict[str, int] = {}
+        running: dict[str, int] = {}
         for i, name in enumerate(names):
             parts = round(inside[i])
             other[name] = max(0, raw[name] - parts)
             usage[name] = max(0, raw[name] - parts + round(now[i]))
-        result = NodeEstimate(sample=raw, other=other, usage=usage)
-        if "pods" in resources:
-            result.sample["pods"] = len(pods)
-            result.other["pods"] = 0
-            result.usage["pods"] = sum(1 for pod in pods if not pod.terminating)
-            result.running["pods"] = result.usage["pods"]  # a bound pod takes its slot for real
-        return result
+            running[name] = min(usage[name], max(0, raw[name] - parts + round(now[i] - pending[i])))
+        return count_pods(
+            NodeEstimate(sample=raw, other=other, usage=usage, running=running), pods, resources
+        )
+
+
+def count_pods(result: NodeEstimate, pods: Sequence[Pod], resources: Sequence[str]) -> NodeEstimate:
+    """Set ``pods`` (the resource, when considered): counted, not measured, in every figure."""
+    if "pods" in resources:
+        result.sample["pods"] = len(pods)
+        result.other["pods"] = 0
+        result.usage["pods"] = sum(1 for pod in pods if not pod.terminating)
+        result.running["pods"] = result.usage["pods"]  # a bound pod takes its slot for real
+    return result

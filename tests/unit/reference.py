@@ -24,7 +24,7 @@ from descheduler.cluster.selectors import selector_matches
 from descheduler.cluster.types import Pod, PodDisruptionBudget
 from descheduler.planner.candidates import PodFilter, Rejection
 from descheduler.planner.classify import NodeView
-from descheduler.planner.estimate import NodeEstimate, UsageEstimator, estimate_node_usage
+from descheduler.planner.estimate import NodeEstimate, UsageEstimator, count_pods, estimate_node_usage
 from descheduler.planner.fit import DestinationSet
 from descheduler.planner.limits import PdbTracker
 from descheduler.planner.order import Candidate, sort_key, usage_score
@@ -98,12 +98,9 @@ class ShareByShareEstimator(UsageEstimator):
         pods: Sequence[Pod],
         resources: Sequence[str],
     ) -> NodeEstimate:
-        result = estimate_node_usage(sample, self.shares(node, pods, sample_time), resources)
-        if "pods" in resources:
-            result.sample["pods"] = len(pods)
-            result.other["pods"] = 0
-            result.usage["pods"] = sum(1 for pod in pods if not pod.terminating)
-        return result
+        return count_pods(
+            estimate_node_usage(sample, self.shares(node, pods, sample_time), resources), pods, resources
+        )
 
 
 class Exhaustive(DestinationSet):

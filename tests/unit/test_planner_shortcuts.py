@@ -152,12 +152,13 @@ def test_random_crowded_hotspots_plan_identically_over_cycles_with_every_shortcu
 # --- the one-pass usage estimate ------------------------------------------------------------------------
 
 
-def _pod(name: str, created: float, terminating: bool, workload: str) -> Pod:
+def _pod(name: str, created: float, terminating: bool, workload: str, started: bool = True) -> Pod:
     return Pod(
         namespace="default",
         name=name,
         uid=f"uid-{name}",
         node_name="n",
+        phase="Running" if started else "Pending",
         created=created,
         terminating=terminating,
         owner=OwnerRef(kind="StatefulSet", name=workload, uid=f"uid-{workload}"),
@@ -177,6 +178,7 @@ def _pod(name: str, created: float, terminating: bool, workload: str) -> Pod:
             st.sampled_from(("own", "none", "claimed")),  # its usage sample
             st.tuples(st.integers(0, 9000), st.integers(0, 10**10)),
             st.sampled_from(("db", "web")),
+            st.booleans(),  # started (phase Running)
         ),
         max_size=12,
     ),
@@ -189,7 +191,7 @@ def test_the_one_pass_estimate_equals_the_formula_share_by_share_to_the_last_uni
     window: float,
     lag: float,
     sample: tuple[int, int],
-    pods: list[tuple[float, bool, str, tuple[int, int], str]],
+    pods: list[tuple[float, bool, str, tuple[int, int], str, bool]],
     departed: list[tuple[float, float, int]],
     resources: tuple[str, ...],
 ) -> None:
@@ -197,8 +199,8 @@ def test_the_one_pass_estimate_equals_the_formula_share_by_share_to_the_last_uni
     snapshot_pods = []
     samples: dict[str, UsageSample] = {}
     departures = []
-    for i, (created, terminating, kind, (cpu_m, memory), workload) in enumerate(pods):
-        pod = _pod(f"p{i}", created, terminating, workload)
+    for i, (created, terminating, kind, (cpu_m, memory), workload, started) in enumerate(pods):
+        pod = _pod(f"p{i}", created, terminating, workload, started)
         snapshot_pods.append(pod)
         if kind != "none":
             samples[pod.key] = UsageSample({"cpu": cpu_m, "memory": memory}, sample_time)
@@ -228,7 +230,12 @@ def test_the_one_pass_estimate_equals_the_formula_share_by_share_to_the_last_uni
     reference = ShareByShareEstimator(usage, index, departures, window)
     got = fast.estimate("n", node_sample, sample_time, snapshot_pods, resources)
     want = reference.estimate("n", node_sample, sample_time, snapshot_pods, resources)
-    assert (got.sample, got.other, got.usage) == (want.sample, want.other, want.usage)
+    assert (got.sample, got.other, got.usage, got.running) == (
+        want.sample,
+        want.other,
+        want.usage,
+        want.running,
+    )
 
 
 def test_the_reference_estimate_and_the_fast_one_see_young_pods_and_departures_alike() -> None:
