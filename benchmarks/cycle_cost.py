@@ -9,10 +9,17 @@ For each size a child process serves the synthetic cluster (``benchmarks.apiserv
 server's CPU and memory stay out of the figures. Then, each in a fresh process:
 
 - *floor*: the same LIST pages the cache asks for, fetched with the product's HTTP client and decoded with
-  ``json.loads`` only; the decoding CPU time is the floor the sync is compared with (target: within 2x).
+  ``json.loads`` only, page by page, with the garbage collector off; that CPU time is the floor the sync is
+  compared with (target: within 2x). The same pages are also decoded by orjson (if installed), by the
+  cache's msgspec structs alone, and into the cache's values both ways (fast path; ``json.loads`` +
+  ``parse.py``), all with the collector off.
 - *sync* (``--sync-runs`` times): ``ClusterCache`` start -> ``wait_synced`` (wall and process CPU time),
   ``snapshot()``, then ``plan()`` ``--runs`` times on that snapshot with the synthetic usage (median),
-  and the process's peak RSS (``VmHWM``): that process held the cache, a snapshot and a plan.
+  then three cycles as the service runs them (snapshot, usage fetch from a Prometheus stand-in served
+  by the parent, plan; the 2nd and 3rd after ``CHURN`` pod changes delivered by the watch), and the
+  process's peak RSS (``VmHWM``): that process held the cache, a snapshot and a plan.
+- *exact* (unless ``--no-compare-exact``): the same sync with the fast decoder off (``json.loads`` and
+  ``parse.py`` alone, as before issue 15), for the before/after in one run.
 
 The planning configuration confirms hotspots at once (``consecutiveAbnormalities: 1``) so the measured
 cycle is one that acts on every hot node, the most expensive kind.
