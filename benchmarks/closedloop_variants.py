@@ -178,7 +178,9 @@ def run_variant(args: argparse.Namespace, variant: str) -> Result:
         else:
             decided = plan(snapshot, usage, config, state, now)
         if variant == "+ taint":
-            decision = steer(shown, decided.node_reports, steering, REMOVE_AFTER, takeover=cycle == 1)
+            decision = steer(
+                shown, decided.node_reports, steering, REMOVE_AFTER, takeover=cycle == 1, moving=decided.moving
+            )
             steering = decision.state
             world.tainted |= {c.node for c in decision.add}  # before the evictions
             result.taints_added += len(decision.add)

@@ -99,16 +99,17 @@ class NodePool(StrictModel):
 
 
 class HotspotTaint(StrictModel):
-    """**Ours**: keep the stock kube-scheduler off hotspots with a ``PreferNoSchedule`` taint of our own key.
+    """**Ours**: keep the stock kube-scheduler off hot nodes with a ``PreferNoSchedule`` taint of our own key.
 
     The kube-scheduler places pods by requests, so a node hot by usage (often the one with the most free
-    requests) would otherwise get the replacements of the pods evicted from it. Needs the node ``patch``
-    permission of ``manifests/components/hotspot-taint``.
+    requests) would otherwise get the replacements of the pods evicted from it. Tainted: hotspots, nodes
+    over by the usage estimate, and, while pods are in motion, nodes with less room than one of them uses
+    (``planner/steer.py``). Needs the node ``patch`` permission of ``manifests/components/hotspot-taint``.
     """
 
     enabled: bool = False
     remove_after_cycles: int = Field(default=3, ge=1, le=1000, alias="removeAfterCycles")
-    """Consecutive normal or low cycles after which the taint is removed."""
+    """Consecutive cycles without a reason for the taint (normal or low) after which it is removed."""
 
 
 class LowNodeLoadArgs(StrictModel):

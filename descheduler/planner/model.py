@@ -190,15 +190,22 @@ class Plan:
     notes: tuple[str, ...] = ()
     """Cycle-wide explanations, e.g. why nothing happened in a pool."""
     now: float = 0.0
+    moving: Mapping[str, int] = field(default_factory=dict)
+    """Per resource, the most one pod in motion uses: this cycle's evictions and this descheduler's
+    recent evictions whose replacement has not started yet. Empty when nothing is moving. Steering
+    (``steer.py``) keeps replacements off nodes with less room than that."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: used by ``simulate --output json`` and by the dry-run audit record."""
-        return {
+        out: dict[str, Any] = {
             "evictions": [e.to_dict() for e in self.evictions],
             "nodes": [n.to_dict() for n in self.node_reports],
             "skips": [s.to_dict() for s in self.pod_skips],
             "notes": list(self.notes),
         }
+        if self.moving:
+            out["moving"] = dict(self.moving)
+        return out
 
     def skip_counts(self) -> dict[str, int]:
         """Skipped pods by reason code (for a one-line cycle summary or a metric)."""

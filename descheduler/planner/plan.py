@@ -151,7 +151,28 @@ class _Cycle:
             state=new_state,
             notes=tuple(self.notes),
             now=self.now,
+            moving=self._moving(),
         )
+
+    def _moving(self) -> dict[str, int]:
+        """Per resource, the most one pod in motion uses (``Plan.moving``): this cycle's evictions, and the
+        remembered departures whose workload has a pod that has not started (its replacement, pending)."""
+        vectors: list[Mapping[str, int]] = [e.usage for e in self.evictions]
+        if self.departures:
+            waiting = set()
+            for pod in self.snapshot.pods:
+                if pod.phase == "Running" or pod.terminating or pod.is_terminal:
+                    continue
+                ref = self.index.workload_of(pod)
+                if ref is not None:
+                    waiting.add(ref.identity)
+            vectors += [d.usage for d in self.departures if d.workload and d.workload in waiting]
+        most: dict[str, int] = {}
+        for vector in vectors:
+            for name, amount in vector.items():
+                if name != "pods" and amount > most.get(name, 0):
+                    most[name] = amount
+        return most
 
     def _skip_node(self, node: Node, pool: str, code: str, message: str) -> None:
         previous = self.state.anomalies.get(node.name)

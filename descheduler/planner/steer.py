@@ -1,13 +1,21 @@
-"""Steering the stock kube-scheduler off hotspots with a ``PreferNoSchedule`` taint of our own key.
+"""Steering the stock kube-scheduler off hot nodes with a ``PreferNoSchedule`` taint of our own key.
 
 The kube-scheduler scores nodes by requests, not usage: a node hot by usage often has the most free
-requests, so the replacement of a pod evicted from it lands right back on it. With
-``LowNodeLoadArgs.hotspotTaint.enabled`` each hotspot gets the taint below (``PreferNoSchedule``: the
-scheduler avoids the node when it can, nothing is ever evicted or refused because of it), and loses it
-after ``removeAfterCycles`` consecutive normal or low cycles.
+requests, so the replacement of a pod evicted from it lands right back on it, or on a node that earlier
+replacements have just filled. With ``LowNodeLoadArgs.hotspotTaint.enabled`` a node gets the taint below
+(``PreferNoSchedule``: the scheduler's TaintToleration score avoids the node when it can; nothing is ever
+evicted or refused because of it) when it would be a bad place for a pod in motion:
 
-Pure: which nodes to taint and untaint is decided here from the cycle's node reports and the nodes'
-current taints; the service applies it (``kube/taints.py``), dry-run only reports it.
+- it is a hotspot, or over its high threshold by the usage estimate (the upper bound, with the pods bound
+  to it that have not started), confirmed or not: a taint is cheap and reversible, an eviction is not;
+- pods are in motion (this cycle's evictions, or earlier ones whose replacement has not started:
+  ``Plan.moving``) and its room below the high threshold (upper bound) is smaller, on some resource, than
+  what one of those pods uses, so a replacement placed there would make it hot.
+
+It loses the taint after ``removeAfterCycles`` consecutive cycles with neither (and normal or low).
+
+Pure: which nodes to taint and untaint is decided here from the cycle's node reports, the pods in motion
+and the nodes' current taints; the service applies it (``kube/taints.py``), dry-run only reports it.
 """
 
 from __future__ import annotations
@@ -17,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from descheduler.cluster.types import Node
-from descheduler.planner.model import HOTSPOT, LOW, NORMAL, OVER, NodeReport
+from descheduler.planner import reasons
+from descheduler.planner.model import HOTSPOT, LOW, NORMAL, OVER, SKIPPED, NodeReport
 
 TAINT_KEY = "load-aware-descheduler.io/hotspot"
 TAINT_VALUE = "true"
@@ -63,13 +72,27 @@ class SteerDecision:
         }
 
 
-def _hot_message(report: NodeReport) -> str:
-    over = [r for r in report.resources if r.over]
-    detail = ", ".join(f"{r.resource} usage {r.usage_percent:.2f}% > {r.high_percent:.2f}%" for r in over)
-    return (
-        f"node is a hotspot ({detail or 'over its high threshold'}): {TAINT_EFFECT} taint {TAINT_KEY} "
-        "added so the scheduler places new pods elsewhere when it can"
-    )
+def steer_reason(report: NodeReport, moving: Mapping[str, int]) -> str:
+    """Why the node should carry the taint this cycle, or ``""``: a hotspot, over by the estimate, or too
+    little room below its high threshold for a pod in motion."""
+    if report.node_class == SKIPPED:
+        return ""
+    over = [r for r in report.resources if r.usage > r.high]
+    if report.node_class == HOTSPOT or over:
+        detail = ", ".join(f"{r.resource} usage {r.usage_percent:.2f}% > {r.high_percent:.2f}%" for r in over)
+        what = "a hotspot" if report.node_class == HOTSPOT else "over its high threshold (not yet confirmed)"
+        return f"node is {what} ({detail or 'over its high threshold'})"
+    if report.node_class == OVER:
+        return "node is over its high threshold (not yet confirmed)"
+    short = [r for r in report.resources if moving.get(r.resource, 0) > max(0, r.high - r.usage)]
+    if short:
+        detail = ", ".join(
+            f"{r.resource} room {reasons.percent(max(0, r.high - r.usage), r.base):.2f}% < "
+            f"{reasons.percent(moving[r.resource], r.base):.2f}%"
+            for r in short
+        )
+        return f"node has less room below its high threshold than a pod being moved uses ({detail})"
+    return ""
 
 
 def steer(
@@ -79,14 +102,17 @@ def steer(
     remove_after: int,
     *,
     takeover: bool = False,
+    moving: Mapping[str, int] | None = None,
 ) -> SteerDecision:
-    """Taint new hotspots; untaint nodes normal or low for ``remove_after`` cycles in a row.
+    """Taint nodes a replacement should avoid (``steer_reason``); untaint nodes that had no reason for
+    ``remove_after`` cycles in a row and are normal or low.
 
-    An over node (not yet a hotspot) keeps its taint and restarts the count; a skipped node keeps
-    everything as it was (its usage is unknown). With ``takeover`` (the first cycle of a new leader, which
-    knows nothing of the old one's counts) a tainted node that is normal or low now is untainted at once:
-    the taint is stale.
+    A tainted node with a reason keeps the taint and restarts its count; a skipped node keeps everything
+    as it was (its usage is unknown). With ``takeover`` (the first cycle of a new leader, which knows
+    nothing of the old one's counts) a tainted node without a reason that is normal or low now is
+    untainted at once: the taint is stale. ``moving``: ``Plan.moving`` (None: nothing in motion).
     """
+    in_motion = moving or {}
     tainted = {node.name for node in nodes if has_our_taint(node)}
     cool: dict[str, int] = {}
     add: list[TaintChange] = []
@@ -94,27 +120,30 @@ def steer(
     keep: list[str] = []
     for report in sorted(reports, key=lambda r: r.node):
         name = report.node
-        if report.node_class == HOTSPOT:
+        why = steer_reason(report, in_motion)
+        if why:
             if name in tainted:
                 keep.append(name)
             else:
-                add.append(TaintChange(name, _hot_message(report)))
+                message = (
+                    f"{why}: {TAINT_EFFECT} taint {TAINT_KEY} added so the scheduler places new pods "
+                    "elsewhere when it can"
+                )
+                add.append(TaintChange(name, message))
             cool[name] = 0
             continue
         if name not in tainted:
             continue
-        if report.node_class == OVER:
-            keep.append(name)
-            cool[name] = 0
-        elif report.node_class in (NORMAL, LOW):
+        if report.node_class in (NORMAL, LOW):
             count = remove_after if takeover else state.cool.get(name, 0) + 1
             if count >= remove_after:
                 cool[name] = count  # kept: a removal that fails is proposed again next cycle
-                why = "stale, left by a previous leader" if takeover else f"for {count} cycle(s)"
+                since = "stale, left by a previous leader" if takeover else f"for {count} cycle(s)"
                 remove.append(
                     TaintChange(
                         name,
-                        f"node is {report.node_class} ({why}): {TAINT_EFFECT} taint {TAINT_KEY} removed",
+                        f"node is {report.node_class} with room for the pods in motion ({since}): "
+                        f"{TAINT_EFFECT} taint {TAINT_KEY} removed",
                     )
                 )
             else:

@@ -580,7 +580,12 @@ class CycleRunner:
         if self.tainter is None or not self.is_leader() or self.stopping.is_set():
             return SteerDecision()
         decision = steer(
-            snapshot.nodes, decided.node_reports, self.steer_state, self.taint_after, takeover=self.takeover
+            snapshot.nodes,
+            decided.node_reports,
+            self.steer_state,
+            self.taint_after,
+            takeover=self.takeover,
+            moving=decided.moving,
         )
         self.takeover = False
         self.steer_state = decision.state

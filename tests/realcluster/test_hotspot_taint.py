@@ -1,10 +1,12 @@
 """The hotspot taint's life cycle on a real control plane (kube-apiserver, kube-scheduler, kwok nodes).
 
-``hotspotTaint`` puts a ``PreferNoSchedule`` taint of our key on a confirmed hotspot before its pods are
-evicted, so the stock kube-scheduler places the replacements elsewhere; it keeps it while the node is hot,
-removes it after cooling, on SIGTERM, and (left by a killed leader) in a new leader's first cycle. Dry-run
-writes nothing. Another taint on the node is never modified, and a patch computed from a stale read is
-refused by the real server (JSON patch ``test``) instead of overwriting a concurrent change.
+``hotspotTaint`` puts a ``PreferNoSchedule`` taint of our key on a node over its high threshold (from its
+first over cycle, before it is confirmed as a hotspot and its pods are evicted), and, while pods are being
+moved, on a node with less room than one of them uses, so the stock kube-scheduler places the replacements
+elsewhere; it keeps it while the node is hot, removes it after cooling, on SIGTERM, and (left by a killed
+leader) in a new leader's first cycle. Dry-run writes nothing. Another taint on the node is never
+modified, and a patch computed from a stale read is refused by the real server (JSON patch ``test``)
+instead of overwriting a concurrent change.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from descheduler.kube.api import KubeApi
 from descheduler.kube.errors import ApiStatusError
 from descheduler.kube.taints import NodeTainter
 from descheduler.planner.steer import TAINT_EFFECT, TAINT_KEY
+from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
 from tests.integration.service_fixtures import (
     LEASE,
@@ -199,6 +202,14 @@ def test_the_hotspot_is_tainted_before_the_first_eviction_beside_the_taint_alrea
     assert lines[0]["node"] == steered.cluster.hot
 
 
+def test_the_taint_goes_on_at_the_first_over_cycle_before_the_node_is_confirmed_as_a_hotspot(
+    steered: Steered,
+) -> None:
+    (added,) = taint_lines(steered.proc, "add")
+    assert added["message"].startswith("node is over its high threshold (not yet confirmed) (cpu usage")
+    assert added["cycle"] < steered.evictions[0]["cycle"]
+
+
 def test_the_replacements_land_off_the_hot_node_and_the_fewest_pods_are_evicted(steered: Steered) -> None:
     assert steered.replacements and all(
         node in steered.cluster.cool for node in steered.replacements.values()
@@ -219,6 +230,64 @@ def test_the_taint_comes_off_after_cooling_and_only_our_entry_goes(steered: Stee
 def test_every_request_was_allowed_by_the_shipped_rbac_plus_the_component(steered: Steered) -> None:
     assert "orbidden" not in steered.proc.stderr()
     assert steered.proc.events("node_taint_failed") == []
+
+
+# --- a node with too little room for a pod in motion -------------------------------------------------------
+
+WARM_CORES = 2.2
+"""0.3 + 2.2 of 4 cores (62.5 %): a normal node with 7.5 % of room below 70 %, less than one busy pod uses
+(0.6 cores, 15 %), so a replacement placed there would make it hot."""
+
+
+def test_a_node_with_less_room_than_a_pod_in_motion_is_tainted_while_pods_move_and_the_replacements_avoid_it(
+    control_plane: ControlPlane,
+    namespace: str,
+    admin_api: KubeApi,
+    usage_backend: UsageBackend,
+    tmp_path: Path,
+) -> None:
+    with hot_cluster_serving_usage(control_plane, admin_api, namespace, usage_backend) as cluster:
+        warm = cluster.cool[0]
+        cluster.usage.cores["warm"] = WARM_CORES
+        control_plane.apply(
+            [objects.deployment("warm", namespace, replicas=1, node_name=warm, cpu="10m")],
+            namespace=namespace,
+        )
+        control_plane.wait_for(
+            "the warm pod Running", lambda: control_plane.running_pods(namespace, "app=warm")
+        )
+        time.sleep(7)  # a whole 5 s usage window of it
+        ports = Ports.free()
+        path = config(usage_backend, ports, namespace, tmp_path / "c.yaml", lease=f"lease-{namespace}")
+        with run_descheduler(path, control_plane.kubeconfig, ports, tmp_path) as proc:
+            proc.wait_ready(timeout=30)
+            proc.wait_for(
+                lambda: cluster.usage.node_percent(cluster.hot) < HIGH_CPU, timeout=90, what="the cure"
+            )
+            proc.wait_for(
+                lambda: not tainted(control_plane, warm) and not tainted(control_plane, cluster.hot),
+                timeout=30,
+                what="the taints to come off once nothing moves",
+            )
+            proc.terminate()
+        replacements = {
+            name: node for name, node in cluster.usage.placements.items() if name not in cluster.initial_pods
+        }
+    warm_tainted = False
+    evicted = 0
+    for line in proc.records():  # in order: the warm node carries the taint at every eviction
+        if line.get("event") == "node_taint" and line.get("node") == warm:
+            warm_tainted = line["action"] == "add"
+        elif line.get("event") == "eviction":
+            assert warm_tainted, f"evicted {line.get('pod')} while {warm} was not tainted"
+            evicted += 1
+    assert evicted >= 2
+    adds = [e for e in taint_lines(proc, "add") if e["node"] == warm]
+    assert adds[0]["message"].startswith(
+        "node has less room below its high threshold than a pod being moved uses (cpu room 7.50% < 15.00%)"
+    )
+    assert replacements and warm not in replacements.values() and cluster.hot not in replacements.values()
+    assert node_taints(control_plane, warm) == []
 
 
 # --- kept while hot, SIGTERM, a new leader, dry-run ----------------------------------------------------
