@@ -130,6 +130,35 @@ def unneeded_evictions(
     return unneeded
 
 
+def arrivals(
+    new: Mapping[str, str],
+    present: Mapping[str, str],
+    cores: Mapping[str, float],
+    *,
+    base: float,
+    cpus: int,
+    high: float,
+) -> tuple[list[str], list[str]]:
+    """Of the pods ``new`` (pod -> node) that just started running, those that landed on a node already
+    hot before they arrived, and those that made their node hot (not hot before, hot with them).
+
+    ``present``: every pod running now (the new ones included). A node's usage before the arrivals is its
+    base load plus the pods present that are not new (uncapped: a node over its capacity is hot). Pods that
+    arrive on one node in the same observation (100 ms here) arrive together: none of them counts the
+    others as there before it. Their sum is the old measure (hot once they ran).
+    """
+    already: list[str] = []
+    made: list[str] = []
+    for pod, node in sorted(new.items()):
+        before = base + sum(cores[q] for q, n in present.items() if n == node and q not in new)
+        after = before + sum(cores[q] for q, n in new.items() if n == node)
+        if 100.0 * before / cpus > high:
+            already.append(pod)
+        elif 100.0 * min(after, cpus) / cpus > high:
+            made.append(pod)
+    return already, made
+
+
 @dataclass(frozen=True)
 class AuditEvent:
     user: str
@@ -214,6 +243,9 @@ class Row:
     """Eviction requests the server refused (429: a PDB)."""
     unneeded: int = 0
     landed_hot: int = 0
+    """Replacements that landed on a node already hot before they arrived (issue 13's measure)."""
+    made_hot: int = 0
+    """Replacements that made their node hot (not hot before they arrived, hot with them)."""
     replacements: int = 0
     cycles_to_cure: int | None = None
     seconds_to_cure: float | None = None
@@ -248,7 +280,8 @@ def _fmt(value: float | int | None, spec: str = "") -> str:
 def table(rows: Sequence[Row]) -> str:
     """The comparison as a Markdown table, one row per descheduler."""
     head = [
-        "descheduler", "evictions (refused)", "unneeded", "replacements on a hot node",
+        "descheduler", "evictions (refused)", "unneeded", "replacements on a node already hot",
+        "replacements that made a node hot", "hot once running (old measure)",
         "cycles / s until none hot", "pushed below low", "PDB violations (samples)", "API requests per cycle",
         "Prometheus queries per cycle", "peak RSS MiB", "CPU s (run s)", "first cycle / first eviction s",
     ]  # fmt: skip
@@ -264,6 +297,8 @@ def table(rows: Sequence[Row]) -> str:
             f"{r.evictions} ({r.refused})",
             str(r.unneeded),
             f"{r.landed_hot} of {r.replacements}",
+            f"{r.made_hot} of {r.replacements}",
+            f"{r.landed_hot + r.made_hot} of {r.replacements}",
             cure,
             str(r.pushed_below_low),
             f"{r.pdb_violations} ({r.pdb_samples})",
@@ -654,7 +689,8 @@ def teardown(plane: ControlPlane, group: str) -> None:
 
 
 class Usage:
-    """The usage exporter of the real-cluster tests, noting each new pod's node and whether it was hot."""
+    """The usage exporter of the real-cluster tests, noting each new pod's node and whether that node was
+    hot before it arrived (``landed_hot``) or was made hot by it (``made_hot``), see ``arrivals``."""
 
     def __init__(self, api: KubeApi, cluster: Cluster) -> None:
         from tests.realcluster.usage import ClusterUsage
@@ -663,18 +699,27 @@ class Usage:
         self.inner = inner
         self.initial = set(cluster.start_pods)
         self.landed_hot: list[str] = []
+        self.made_hot: list[str] = []
         self.landed: dict[str, tuple[str, float]] = {n: (node, 0.0) for n, node in cluster.start_pods.items()}
         """Pod -> (node, time it was first seen running there)."""
         original = inner.sync
+        pod_cores = {**{p: cluster.cores[app_of(p)] for p in cluster.start_pods}}
 
         def sync() -> None:
             before = set(inner.placements)
             original()
             now = time.time()
-            for name in set(inner.placements) - before - self.initial:
-                self.landed[name] = (inner.placements[name], now)
-                if inner.node_percent(inner.placements[name]) > HIGH_CPU:
-                    self.landed_hot.append(name)
+            new = {n: inner.placements[n] for n in set(inner.placements) - before - self.initial}
+            if not new:
+                return
+            present = {name: inner.placements[name] for ns, name in inner.model.pods() if ns == cluster.group}
+            for name in present:
+                pod_cores.setdefault(name, cluster.cores[app_of(name)])
+            for name, node in new.items():
+                self.landed[name] = (node, now)
+            already, made = arrivals(new, present, pod_cores, base=BASE_CORES, cpus=NODE_CPUS, high=HIGH_CPU)
+            self.landed_hot += already
+            self.made_hot += made
 
         inner.sync = sync  # type: ignore[method-assign]
 
@@ -810,6 +855,7 @@ def run_one(
     row.run_seconds = stop_t - t0
     row.pdb_samples, row.pdb_violations = budgets.samples, budgets.violations
     row.landed_hot = len(usage.landed_hot)
+    row.made_hot = len(usage.made_hot)
     row.replacements = len(set(usage.inner.placements) - usage.initial)
     row.pushed_below_low = sum(
         start_percent[n] >= LOW_CPU and end_percent[n] < LOW_CPU for n in cluster.nodes

@@ -15,6 +15,7 @@ from benchmarks.peers import (
     PEER_QUERY,
     Row,
     Settings,
+    arrivals,
     cycle_times,
     needed_evictions,
     ours_config,
@@ -127,6 +128,60 @@ def test_the_peer_runs_in_a_private_mount_namespace_with_pod_files(tmp_path: Pat
     assert argv[:4] == ["unshare", "--mount", "--propagation", "private"]
     assert "--descheduling-interval=6s" in argv
     assert "/run/secrets/kubernetes.io/serviceaccount" in argv[6]
+
+
+RUNNING = {f"busy-{i}": "hot" for i in range(4)} | {f"quiet-{i}": "cool" for i in range(10)}
+"""hot: 0.3 + 4 x 0.6 = 2.7 of 4 cores (67.5 %, cured); cool: 0.3 + 10 x 0.08 = 1.1 (27.5 %)."""
+POD_CORES = {
+    **dict.fromkeys([f"busy-{i}" for i in range(9)], 0.6),
+    **dict.fromkeys([f"quiet-{i}" for i in range(10)], 0.08),
+}
+
+
+@pytest.mark.parametrize(
+    ("case", "running", "new", "already", "made"),
+    [
+        ("a replacement on a cool node: neither", RUNNING, {"busy-8": "cool"}, [], []),
+        (
+            "a replacement that pushes a cured node over: made hot, not already hot",
+            RUNNING,
+            {"busy-8": "hot"},
+            [],
+            ["busy-8"],
+        ),
+        (
+            "the next one onto that node: already hot",
+            {**RUNNING, "busy-8": "hot"},
+            {"busy-7": "hot"},
+            ["busy-7"],
+            [],
+        ),
+        (
+            "two arriving together: neither was there before the other",
+            RUNNING,
+            {"busy-7": "hot", "busy-8": "hot"},
+            [],
+            ["busy-7", "busy-8"],
+        ),
+        (
+            "a node over its capacity is hot before (uncapped)",
+            {**RUNNING, "busy-4": "hot", "busy-5": "hot", "busy-6": "hot"},
+            {"busy-7": "hot"},
+            ["busy-7"],
+            [],
+        ),
+    ],
+)
+def test_a_replacement_is_on_a_node_already_hot_or_made_it_hot_judged_before_and_after_it_arrived(
+    case: str, running: dict[str, str], new: dict[str, str], already: list[str], made: list[str]
+) -> None:
+    present = {**running, **new}
+    assert arrivals(new, present, POD_CORES, base=0.3, cpus=4, high=HIGH_CPU) == (already, made), case
+
+
+def test_the_table_shows_both_measures_and_their_sum_the_old_one() -> None:
+    line = table([Row("ours", replacements=27, landed_hot=2, made_hot=5)]).splitlines()[2]
+    assert "| 2 of 27 | 5 of 27 | 7 of 27 |" in line
 
 
 def test_the_table_has_one_row_per_descheduler_and_says_when_nothing_was_cured() -> None:
