@@ -73,42 +73,48 @@ class _Scanner:
     dump of any size needs a few chunks of memory. A value cut by a chunk's end is decoded again with
     the next chunk (a value larger than a chunk doubles the read until it fits)."""
 
-    def __init__(self, path: str | Path, text: str, more: Callable[[int], str] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        text: str,
+        more: Callable[[int], str] | None = None,
+        reread: Callable[[], str] | None = None,
+    ) -> None:
         self.path = path
         self.text = text
         self.pos = 0
         self.more = more
+        self.reread = reread
+        """The whole text again (only to say where an error is, once chunks were dropped)."""
         self.base = 0
         """Offset of ``text[0]`` in the whole text."""
-        self.lines = 0
-        """Newlines before ``text[0]``."""
-        self.line_start = 0
-        """Offset of the start of the line ``text[0]`` is on."""
 
     def fill(self) -> bool:
-        """Drop what was consumed and append the next chunk; False at the end of the input."""
+        """Drop what was consumed and append the next chunk; False at the end of the input.
+
+        Lines are not counted here: that would read the whole dump once more for the rare error; an
+        error's line and column are worked out when it happens (``where``)."""
         if self.more is None:
             return False
         chunk = self.more(max(CHUNK, len(self.text) - self.pos))
         if not chunk:
             self.more = None
             return False
-        dropped = self.text[: self.pos]
-        newlines = dropped.count("\n")
-        if newlines:
-            self.lines += newlines
-            self.line_start = self.base + dropped.rfind("\n") + 1
         self.base += self.pos
         self.text = self.text[self.pos :] + chunk
         self.pos = 0
         return True
 
     def where(self) -> str:
-        text, pos = self.text, self.pos
-        line = self.lines + text.count("\n", 0, pos) + 1
-        newline = text.rfind("\n", 0, pos)
-        line_start = self.base + newline + 1 if newline >= 0 else self.line_start
-        return f"line {line}, column {self.base + pos - line_start + 1}"
+        if self.base == 0:
+            text, offset = self.text, self.pos
+        elif self.reread is not None:
+            text, offset = self.reread(), self.base + self.pos
+        else:
+            return f"character {self.base + self.pos + 1}"
+        line = text.count("\n", 0, offset) + 1
+        column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+        return f"line {line}, column {column}"
 
     def fail(self, problem: str) -> DumpError:
         return DumpError(f"{self.path}: not valid JSON ({self.where()}): {problem}")
@@ -161,14 +167,19 @@ class _Scanner:
             return
 
 
-def iter_json_items(path: str | Path, text: str, more: Callable[[int], str] | None = None) -> Iterator[Any]:
+def iter_json_items(
+    path: str | Path,
+    text: str,
+    more: Callable[[int], str] | None = None,
+    reread: Callable[[], str] | None = None,
+) -> Iterator[Any]:
     """Every Kubernetes object of a JSON dump (``text`` and then what ``more(n)`` reads), items of
-    ``List`` documents yielded one by one.
+    ``List`` documents yielded one by one. ``reread`` gives the whole text again, for an error's line.
 
     An item is yielded as soon as it is decoded and never kept, so only one item's dict tree is alive
     at a time; a document that is not a list is yielded whole.
     """
-    scanner = _Scanner(path, text, more)
+    scanner = _Scanner(path, text, more, reread)
     while scanner.skip():
         first = scanner.text[scanner.pos]
         if first == "{":
@@ -256,7 +267,9 @@ def load_documents(path: str | Path, what: str = "cluster") -> Iterator[Any]:
         stream = io.TextIOWrapper(binary, encoding="utf-8", errors="strict", newline="")
         head = more(CHUNK)
         if is_json(head):
-            yield from iter_json_items(path, head.lstrip("\ufeff"), more)
+            yield from iter_json_items(
+                path, head.lstrip("\ufeff"), more, lambda: read_text(path, what).lstrip("\ufeff")
+            )
             return
         rest = [head]
         while chunk := more(CHUNK):

@@ -98,6 +98,10 @@ def test_json_items_are_handed_over_one_by_one_as_they_are_decoded() -> None:
     ("content", "message"),
     [
         (b'{"kind": "List", "items": [{"kind": "Node"}\n,, ]}', "not valid JSON (line 2, column 2)"),
+        (
+            b'\xef\xbb\xbf{"kind": "List",\r\n "items": [{"kind": "Node"},\n\n  {"kind": "Pod"} {}]}',
+            "not valid JSON (line 4, column 19): expected ']', found '{'",
+        ),
         (b'{"kind": "List", "items": [', "not valid JSON (line 1, column 28): Expecting value"),
         (b'{"kind": "Pod", "items": []}', "an object of kind 'Pod' has items; only a List may"),
         (b"\x1f\x8b\x08\x00garbage", "not a valid gzip file"),
@@ -105,9 +109,11 @@ def test_json_items_are_handed_over_one_by_one_as_they_are_decoded() -> None:
         (b"items: [", "not valid YAML (line 1, column 9)"),
     ],
 )
+@pytest.mark.parametrize("chunk", [dump.CHUNK, 7])
 def test_a_broken_dump_is_refused_naming_the_file_and_where(
-    content: bytes, message: str, tmp_path: Path
+    content: bytes, message: str, chunk: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(dump, "CHUNK", chunk)  # the error may lie many chunks into the file
     path = _write(tmp_path / "dump", content)
     with pytest.raises(InputError) as error:
         load_cluster(path)
