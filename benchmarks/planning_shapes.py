@@ -4,6 +4,8 @@ Run from the repository root::
 
     python -m benchmarks.planning_shapes                          # 500, 1,000, 2,000, 5,000 and 10,000 nodes
     python -m benchmarks.planning_shapes --sizes 500,1000 --runs 3  # quicker
+    python -m benchmarks.planning_shapes --cache /tmp/shapes --build-only  # build once, then time with
+    flock /work/heavy.lock python -m benchmarks.planning_shapes --cache /tmp/shapes
 
 The default synthetic cluster (5 % hot) is the easy case: few candidates, and the coolest low node
 usually takes each one. The hard cases have many candidates and many low nodes that refuse them:
@@ -28,9 +30,11 @@ import argparse
 import gc
 import math
 import os
+import pickle
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from benchmarks import synth
@@ -113,8 +117,29 @@ def build(nodes: int, pods_per_node: int, shape: str, seed: int) -> tuple[Cluste
     return snapshot, usage
 
 
-def measure(nodes: int, pods_per_node: int, shape: str, seed: int, runs: int) -> dict[str, Any]:
-    snapshot, usage = build(nodes, pods_per_node, shape, seed)
+def built(
+    nodes: int, pods_per_node: int, shape: str, seed: int, cache: Path | None
+) -> tuple[ClusterSnapshot, UsageSnapshot]:
+    """``build``, or its pickle in ``cache`` (building 10,000 nodes takes longer than planning them, and
+    is not what is measured: it can be done once, before the timed runs, outside the heavy-run lock)."""
+    if cache is None:
+        return build(nodes, pods_per_node, shape, seed)
+    path = cache / f"{shape}-{nodes}-{pods_per_node}-{seed}.pickle"
+    if path.is_file():
+        with path.open("rb") as src:
+            loaded: tuple[ClusterSnapshot, UsageSnapshot] = pickle.load(src)
+        return loaded
+    result = build(nodes, pods_per_node, shape, seed)
+    cache.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as out:
+        pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
+    return result
+
+
+def measure(
+    nodes: int, pods_per_node: int, shape: str, seed: int, runs: int, cache: Path | None = None
+) -> dict[str, Any]:
+    snapshot, usage = built(nodes, pods_per_node, shape, seed, cache)
     config = synth.effective_config()
     times = []
     result = None
@@ -151,6 +176,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pods-per-node", type=int, default=30)
     parser.add_argument("--runs", type=int, default=3, help="timed plans per size and shape (median)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--cache", type=Path, help="directory of built clusters (pickles) to reuse")
+    parser.add_argument("--build-only", action="store_true", help="fill --cache, measure nothing")
     args = parser.parse_args(argv)
     quiet_logs()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -162,6 +189,11 @@ def main(argv: list[str] | None = None) -> None:
         f"planning_shapes: sizes {sizes}, shapes {shapes}, {args.pods_per_node} pods/node, "
         f"{args.runs} runs each (process CPU, median); load average {os.getloadavg()[0]:.2f}"
     )
+    if args.build_only:
+        for shape in shapes:
+            for nodes in sizes:
+                built(nodes, args.pods_per_node, shape, args.seed, args.cache)
+        return
     figures: dict[str, str] = {}
     targets = {nodes: limit for nodes, limit in PLAN_TARGETS_S.items() if nodes in sizes}
     met = True
@@ -173,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{'checks':>10}  classes"
         )
         for nodes in sizes:
-            row = measure(nodes, args.pods_per_node, shape, args.seed, args.runs)
+            row = measure(nodes, args.pods_per_node, shape, args.seed, args.runs, args.cache)
             rows.append(row)
             print(
                 f"  {nodes:>6} {row['pods']:>7} {row['plan']:>8.3f} {row['plan_first']:>8.3f} "
