@@ -53,9 +53,23 @@ profiles:
 """
 
 
+def unique_pod_names(cluster: synth.SynthCluster) -> int:
+    """Rename pods whose name is taken (synth's random 5-character DaemonSet suffixes collide a few times
+    among 10,000 pods, and ``simulate`` rightly refuses a dump with a pod twice); returns how many."""
+    seen: set[str] = set()
+    renamed = 0
+    for pod in cluster.pods:
+        while pod.key in seen:
+            pod.name += "x"
+            renamed += 1
+        seen.add(pod.key)
+    return renamed
+
+
 def write_files(spec: synth.SynthSpec, directory: Path) -> dict[str, Path]:
     """The dump, the usage file and the configuration, plain and gzipped."""
     cluster = synth.generate(spec)
+    unique_pod_names(cluster)
     dump = directory / "cluster.json"
     with dump.open("w", encoding="utf-8") as out:
         out.write('{\n    "apiVersion": "v1",\n    "items": [\n')

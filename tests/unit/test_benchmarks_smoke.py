@@ -284,3 +284,14 @@ def test_the_as_today_variant_decides_on_the_raw_sample_and_the_shipped_one_on_t
     usage = {r.node: r.resources[0].usage for r in shipped.node_reports}
     raw = {r.node: r.resources[0].usage for r in as_today.node_reports}
     assert (usage["hot"], raw["hot"]) == (5000, 8200)
+
+
+def test_the_dump_benchmark_renames_pods_whose_name_synth_drew_twice() -> None:
+    from benchmarks.simulate_dump import unique_pod_names
+
+    cluster = synth.generate(synth.SynthSpec(nodes=4, pods_per_node=5))
+    first, second = cluster.pods[0], cluster.pods[1]
+    second.namespace, second.name = first.namespace, first.name
+    assert unique_pod_names(cluster) == 1
+    assert len({pod.key for pod in cluster.pods}) == len(cluster.pods)
+    assert second.name == first.name + "x"
