@@ -701,6 +701,7 @@ def available_gib() -> float:
 
 
 def check_memory(where: str) -> None:
+    """Raise :class:`OutOfMemory` when less than ``MIN_AVAILABLE_GIB`` (``--min-available-gib``) is left."""
     free = available_gib()
     if free < MIN_AVAILABLE_GIB:
         raise OutOfMemory(f"{where}: only {free:.1f} GiB of memory available (limit {MIN_AVAILABLE_GIB} GiB)")
@@ -1269,9 +1270,23 @@ def run(args: argparse.Namespace, workdir: Path) -> Figures:
                 raise RuntimeError(
                     f"descheduler exited with {popen.returncode}:\n{log_path.read_text()[-3000:]}"
                 )
-            check_memory("running the descheduler")
             cpu, now_rss, hwm = proc_cpu_rss(popen.pid)
             now = time.time()
+            try:
+                check_memory("running the descheduler")
+            except OutOfMemory:  # say how far it got before everything is stopped
+                listed = {r["resource"]: r["objects"] for r in tail.records if r.get("event") == "listed"}
+                out.say(
+                    f"stopped {now - t0:.0f}s after exec: descheduler CPU {cpu:.1f}s, RSS {now_rss:.0f} MiB, "
+                    f"peak {hwm:.0f} MiB; listed so far {listed}; {len(cycle_ends(tail.records))} cycles; "
+                    f"the rest (RSS MiB): "
+                    + ", ".join(
+                        f"{c.name} {proc_cpu_rss(c.process.pid)[1]:.0f}"
+                        for c in plane.components
+                        if c.process and c.process.poll() is None
+                    )
+                )
+                raise
             samples.append((now, cpu))
             rss.append((now, now_rss))
             records = tail.poll()
@@ -1410,6 +1425,7 @@ def run(args: argparse.Namespace, workdir: Path) -> Figures:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    global MIN_AVAILABLE_GIB
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=30000)
@@ -1425,9 +1441,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds the descheduler gets in all")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, audit log)")
+    parser.add_argument(
+        "--min-available-gib",
+        type=float,
+        default=MIN_AVAILABLE_GIB,
+        help="stop the run when the machine has less memory available (GiB; it is shared)",
+    )
     args = parser.parse_args(argv)
     if args.warmup < 1 or args.cycles < 2:
         parser.error("--warmup must be at least 1 and --cycles at least 2")
+    MIN_AVAILABLE_GIB = args.min_available_gib
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="kwok-scale-"))
     # SIGTERM unwinds like Ctrl-C, so every process is stopped by the ExitStack.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
