@@ -31,7 +31,9 @@ from descheduler.validation import check_runnable
 
 log = structlog.get_logger("descheduler.service")
 
-SYNC_TIMEOUT_SECONDS = 300.0
+SYNC_STALL_SECONDS = 120.0
+"""The first sync gives up on a resource that received no LIST page for this long, however long the whole
+LIST takes while pages keep coming (a slow API server at 150,000 pods needs minutes, not a restart)."""
 SHUTDOWN_CYCLE_WAIT_SECONDS = 3.0
 """On SIGTERM, how long the cycle in progress may take to finish an eviction request already sent.
 Shutdown as a whole (this, the Lease release, the Event flush, the watches) stays under ~10 s, so
@@ -242,11 +244,10 @@ class Service:
         """Start the endpoints, cache and leader election; wait for the first sync."""
         self.endpoints.start()
         self.cache.start()
-        deadline = time.monotonic() + SYNC_TIMEOUT_SECONDS
-        while not self.stop_requested.is_set() and time.monotonic() < deadline:
-            if self.cache.wait_synced(1.0):
-                break
+        stalled = self.cache.wait_listed(SYNC_STALL_SECONDS, stop=self.stop_requested)
         if not self.cache.synced:
+            if stalled:
+                log.error("cache_sync_stalled", resources=stalled, stalled_for_seconds=SYNC_STALL_SECONDS)
             return False
         self.metrics.cache_synced.set(1)
         if self.elector is not None:
@@ -443,8 +444,13 @@ def cmd_once(args: argparse.Namespace) -> int:
         if _unreachable(service):
             return EXIT_FAILED
         service.cache.start()
-        if not service.cache.wait_synced(SYNC_TIMEOUT_SECONDS):
-            print("error: the cluster cache did not sync in time", file=sys.stderr)
+        stalled = service.cache.wait_listed(SYNC_STALL_SECONDS)
+        if not service.cache.synced:
+            print(
+                f"error: the cluster cache did not sync: no LIST page of {', '.join(stalled)} "
+                f"for {SYNC_STALL_SECONDS:.0f}s",
+                file=sys.stderr,
+            )
             return EXIT_FAILED
         if not service.lead_one_cycle():
             holder = service.elector.observed_holder if service.elector is not None else ""

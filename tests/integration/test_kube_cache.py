@@ -378,3 +378,39 @@ def test_a_forbidden_resource_keeps_the_cache_unsynced_instead_of_serving_a_part
     assert c.stats()["poddisruptionbudgets"]["errors"] >= 1
     apiserver.clear_faults()
     assert c.wait_synced(5)
+
+
+def test_the_first_sync_waits_as_long_as_list_pages_keep_arriving(
+    apiserver: ApiServer, cache: CacheFactory
+) -> None:
+    seed(apiserver)
+    apiserver.inject(Fault(verb="list", resource="pods", latency=0.4))
+    c = cache(page_size=5)
+    c.start()
+    started = time.monotonic()
+    assert c.wait_listed(stall=1.0) == []
+    assert c.synced
+    assert time.monotonic() - started > 1.0, "the pods' five slow pages together outlast the stall bound"
+    assert len(pod_names(c)) == 24  # 23 web pods and team-a's; the finished job is not cached
+
+
+@pytest.mark.parametrize(
+    ("fault", "stalled"),
+    [
+        (Fault(verb="list", resource="pods", latency=4.0), ["pods"]),
+        (Fault(verb="list", resource="poddisruptionbudgets", status=403, message="forbidden"),
+         ["poddisruptionbudgets"]),
+    ],
+    ids=["a page that never comes", "a resource that cannot be listed"],
+)
+def test_the_first_sync_gives_up_on_a_resource_whose_list_makes_no_progress(
+    apiserver: ApiServer, cache: CacheFactory, fault: Fault, stalled: list[str]
+) -> None:
+    seed(apiserver, pods=1)
+    apiserver.inject(fault)
+    c = cache()
+    c.start()
+    started = time.monotonic()
+    assert c.wait_listed(stall=1.0) == stalled
+    assert not c.synced
+    assert time.monotonic() - started < 3.0
