@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from benchmarks.audit import AuditEvent, parse_audit
 from benchmarks.common import summary_line
 
 if TYPE_CHECKING:
@@ -568,47 +569,6 @@ def query_stat(at: float, query: str, body: bytes) -> QueryStat:
         eval_s = float((stats.get("timings") or {}).get("evalTotalTime", 0.0))
     kind = "pod" if "container_" in query else "node"
     return QueryStat(at, kind, samples, eval_s, len(body))
-
-
-@dataclass(frozen=True)
-class AuditEvent:
-    user: str
-    user_agent: str
-    verb: str
-    resource: str
-    code: int
-    received: float
-    completed: float
-    dry_run: bool
-
-
-def parse_audit(lines: Iterable[str]) -> list[AuditEvent]:
-    """``ResponseComplete`` events of a JSON-lines audit log; other stages and junk lines are skipped."""
-    out: list[AuditEvent] = []
-    for line in lines:
-        try:
-            raw = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(raw, dict) or raw.get("stage") != "ResponseComplete":
-            continue
-        ref = raw.get("objectRef") or {}
-        resource = ref.get("resource", "-")
-        if ref.get("subresource"):
-            resource += "/" + ref["subresource"]
-        out.append(
-            AuditEvent(
-                user=(raw.get("user") or {}).get("username", ""),
-                user_agent=raw.get("userAgent", ""),
-                verb=raw.get("verb", ""),
-                resource=resource,
-                code=int((raw.get("responseStatus") or {}).get("code", 0)),
-                received=datetime.fromisoformat(raw["requestReceivedTimestamp"]).timestamp(),
-                completed=datetime.fromisoformat(raw["stageTimestamp"]).timestamp(),
-                dry_run="dryRun=All" in raw.get("requestURI", ""),
-            )
-        )
-    return out
 
 
 def request_mix(events: Iterable[AuditEvent]) -> Counter[str]:

@@ -32,13 +32,15 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
+
+from benchmarks.audit import AuditEvent, parse_audit
 
 if TYPE_CHECKING:
     from descheduler.kube.api import KubeApi
@@ -157,45 +159,6 @@ def arrivals(
         elif 100.0 * min(after, cpus) / cpus > high:
             made.append(pod)
     return already, made
-
-
-@dataclass(frozen=True)
-class AuditEvent:
-    user: str
-    verb: str
-    resource: str
-    """``pods/eviction``, ``leases``, ... (``-`` for a non-resource URL)."""
-    name: str
-    code: int
-    received: float
-    """Unix time the server received the request."""
-
-
-def parse_audit(lines: Iterable[str]) -> list[AuditEvent]:
-    """The ``ResponseComplete`` events of a JSON-lines audit log (other stages and junk lines skipped)."""
-    out: list[AuditEvent] = []
-    for line in lines:
-        try:
-            raw = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(raw, dict) or raw.get("stage") != "ResponseComplete":
-            continue
-        ref = raw.get("objectRef") or {}
-        resource = ref.get("resource", "-")
-        if ref.get("subresource"):
-            resource += "/" + ref["subresource"]
-        out.append(
-            AuditEvent(
-                user=(raw.get("user") or {}).get("username", ""),
-                verb=raw.get("verb", ""),
-                resource=resource,
-                name=ref.get("name", ""),
-                code=int((raw.get("responseStatus") or {}).get("code", 0)),
-                received=datetime.fromisoformat(raw["requestReceivedTimestamp"]).timestamp(),
-            )
-        )
-    return out
 
 
 _KLOG_CYCLE = re.compile(
