@@ -1005,26 +1005,11 @@ def descheduler_config(prometheus_url: str, ports: tuple[int, int], args: argpar
 
 
 def setup_accounts(plane: ControlPlane, workdir: Path) -> dict[str, Path]:
+    from tests.controlplane.objects import cluster_admin_account
+
     docs: list[Obj] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": BENCH_NAMESPACE}}]
     for sa in (DESCHEDULER_SA, LOADER_SA):
-        docs += [
-            {
-                "apiVersion": "v1",
-                "kind": "ServiceAccount",
-                "metadata": {"name": sa, "namespace": BENCH_NAMESPACE},
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": f"bench-{sa}"},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": "cluster-admin",
-                },
-                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": BENCH_NAMESPACE}],
-            },
-        ]
+        docs += cluster_admin_account(sa, BENCH_NAMESPACE)
     plane.apply(docs)
     return {
         sa: plane.token_kubeconfig(BENCH_NAMESPACE, sa, workdir / f"{sa}.kubeconfig", hours=6)

@@ -527,6 +527,8 @@ def run_all(args: argparse.Namespace, runs: Sequence[tuple[str, float]], workdir
 def setup_accounts(plane: ControlPlane, workdir: Path) -> dict[str, Path]:
     """A ServiceAccount per descheduler, bound to cluster-admin (what each needs is not the question here),
     so the audit log tells their requests apart; a token kubeconfig for each."""
+    from tests.controlplane.objects import cluster_admin_account
+
     docs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": BENCH_NAMESPACE}}
     ]
@@ -536,25 +538,7 @@ def setup_accounts(plane: ControlPlane, workdir: Path) -> dict[str, Path]:
         lambda: plane.kubectl("get", "sa", "default", "-n", BENCH_NAMESPACE, check=False).returncode == 0,
     )
     for sa in ACCOUNTS.values():
-        docs = [
-            {
-                "apiVersion": "v1",
-                "kind": "ServiceAccount",
-                "metadata": {"name": sa, "namespace": BENCH_NAMESPACE},
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": f"bench-{sa}"},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": "cluster-admin",
-                },
-                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": BENCH_NAMESPACE}],
-            },
-        ]
-        plane.apply(docs)
+        plane.apply(cluster_admin_account(sa, BENCH_NAMESPACE))
     return {
         tool: plane.token_kubeconfig(BENCH_NAMESPACE, sa, workdir / f"{sa}.kubeconfig")
         for tool, sa in ACCOUNTS.items()

@@ -100,3 +100,22 @@ def bare_pod(name: str, group: str, node_name: str, **template: Any) -> Obj:
         "metadata": {"name": name, **body["metadata"]},
         "spec": body["spec"],
     }
+
+
+def cluster_admin_account(name: str, namespace: str) -> list[Obj]:
+    """A ServiceAccount bound to cluster-admin: a benchmark's own identity, so the audit log tells its
+    requests apart (what it may do is not the question there; tests/realcluster checks the shipped RBAC)."""
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"bench-{name}"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "cluster-admin",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        },
+    ]
