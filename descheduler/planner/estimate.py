@@ -148,6 +148,9 @@ class UsageEstimator:
             if previous is None or previous.left < departure.left:
                 self.claimed[departure.pod] = departure
         self._latest: dict[str, tuple[float, Mapping[str, int]]] | None = None
+        self.sampled = index.nodes_holding(usage.pods) if usage.pods else set()
+        """Nodes with a pod that has a sample. A cycle fetches pod usage for the few nodes
+        that need it, so most nodes have none, and their estimate needs no per-pod look-up."""
 
     def own_sample(self, pod: Pod) -> Mapping[str, int] | None:
         claimed = self.claimed.get(pod.key)
@@ -167,8 +170,15 @@ class UsageEstimator:
             for items in self.departed.values():
                 for departure in items:
                     offer(departure.workload, departure.left, departure.usage)
+            sampled = self.sampled
             for pod in self.index.snapshot.pods:
-                if pod.owner is None or pod.key not in self.usage.pods:
+                if pod.owner is None:
+                    continue
+                # A pod in a node's bucket (bound, not terminal) has a sample only on a sampled node.
+                bucketed = pod.node_name and pod.phase not in ("Succeeded", "Failed")
+                if bucketed and pod.node_name not in sampled:
+                    continue
+                if pod.key not in self.usage.pods:
                     continue
                 own = self.own_sample(pod)
                 ref = self.index.workload_of(pod)
@@ -222,14 +232,26 @@ class UsageEstimator:
         ``PodShare`` per pod; the arithmetic is the same, term by term in the same order, so the figures
         are identical to the last bit (a unit test holds the two together)."""
         names = [name for name in resources if name != "pods"]
-        inside = [0.0] * len(names)
-        now = [0.0] * len(names)
-        pending = [0.0] * len(names)
         window = self.window
         start = sample_time - window
         # window_share(created, None, sample_time, window), inlined; the same for every pod that was
         # there for the whole window (most of them).
         whole = window_share(start, None, sample_time, window)
+        if self._unchanged(node, pods, sample_time, whole):
+            raw = {name: max(0, int(sample.get(name, 0))) for name in names}
+            return count_pods(
+                NodeEstimate(
+                    sample={name: int(sample.get(name, 0)) for name in names},
+                    other=dict(raw),
+                    usage=dict(raw),
+                    running=raw,
+                ),
+                pods,
+                resources,
+            )
+        inside = [0.0] * len(names)
+        now = [0.0] * len(names)
+        pending = [0.0] * len(names)
         claimed = self.claimed
         samples = self.usage.pods
         for pod in pods:
@@ -283,6 +305,22 @@ class UsageEstimator:
         return count_pods(
             NodeEstimate(sample=raw, other=other, usage=usage, running=running), pods, resources
         )
+
+
+    def _unchanged(self, node: str, pods: Sequence[Pod], sample_time: float, whole: float) -> bool:
+        """True when the estimate is the sample itself, which the per-pod pass below would also find:
+        no pod of the node has a sample (nothing to take out or put back), none left it, and every pod
+        was there for the whole window (none is projected from its workload's usage)."""
+        if node in self.sampled or node in self.departed:
+            return False
+        youngest = max(map(_created, pods), default=0.0)
+        if self.window <= 0:
+            return youngest <= sample_time
+        return whole >= 1.0 and youngest <= sample_time - self.window
+
+
+def _created(pod: Pod) -> float:
+    return pod.created
 
 
 def count_pods(result: NodeEstimate, pods: Sequence[Pod], resources: Sequence[str]) -> NodeEstimate:

@@ -138,6 +138,9 @@ def same_index(a: ClusterIndex, b: ClusterIndex) -> None:
         if ref is not None:
             assert a.unavailable_pods(ref.identity) == b.unavailable_pods(ref.identity)
     assert a.pod_exists("uid-none", "ns/none") == b.pod_exists("uid-none", "ns/none") is False
+    # Which node holds each name (carried from the last index once it was asked for, built afresh here).
+    for key in [p.key for p in a.snapshot.pods] + ["ns/none"]:
+        assert a.nodes_holding([key]) == b.nodes_holding([key])
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

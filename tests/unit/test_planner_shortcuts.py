@@ -249,3 +249,117 @@ def test_the_reference_estimate_and_the_fast_one_see_young_pods_and_departures_a
     # Now: other 1100 (2500 - 1000 - 400) + old 1000 + young at its workload's latest (old's 1000) x 4/5.
     assert result.other == {"cpu": 1100}
     assert result.usage == {"cpu": 1100 + 1000 + 800}
+
+
+# --- nodes without any pod sample: the estimate is the sample, without a per-pod pass -------------------
+
+
+def _on(node: str, name: str, created: float, terminating: bool = False, workload: str = "db") -> Pod:
+    return Pod(
+        namespace="default",
+        name=name,
+        uid=f"uid-{node}-{name}",
+        node_name=node,
+        created=created,
+        terminating=terminating,
+        owner=OwnerRef(kind="StatefulSet", name=workload, uid=f"uid-{workload}"),
+        requests={"cpu": 100, "memory": 1000},
+    )
+
+
+@hypothesis_settings(max_examples=200, deadline=None)
+@given(
+    window=st.sampled_from((0.0, 300.0, 0.1)),
+    lag=st.floats(0, 400),
+    nodes=st.lists(
+        st.tuples(
+            st.lists(st.tuples(st.floats(NOW - 1000, NOW), st.booleans(), st.booleans()), max_size=5),
+            st.booleans(),  # a pod evicted from it recently
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+)
+def test_a_cluster_where_only_some_nodes_have_pod_samples_is_estimated_as_the_formula_says(
+    window: float, lag: float, nodes: list[tuple[list[tuple[float, bool, bool]], bool]]
+) -> None:
+    """A cycle fetches pod usage for a few nodes; every other node takes the shortcut, and every node,
+    shortcut or not, must come out as the formula computes it share by share."""
+    sample_time = NOW - lag
+    pods: list[Pod] = []
+    samples: dict[str, UsageSample] = {}
+    departures = []
+    for n, (specs, departed) in enumerate(nodes):
+        for i, (created, terminating, sampled) in enumerate(specs):
+            pod = _on(f"n{n}", f"p{n}-{i}", created, terminating, workload=f"w{i % 2}")
+            pods.append(pod)
+            if sampled:
+                samples[pod.key] = UsageSample({"cpu": 300 + i, "memory": 10**9 + n}, sample_time)
+        if departed:
+            departures.append(
+                Departure(
+                    f"default/gone-{n}",
+                    f"uid-gone-{n}",
+                    f"n{n}",
+                    "uid-w0",
+                    NOW - 900,
+                    NOW - 100,
+                    {"cpu": 250},
+                )
+            )
+    index = ClusterIndex(ClusterSnapshot(pods=tuple(pods)))
+    usage = UsageSnapshot(pods=samples)
+    fast = UsageEstimator(usage, index, departures, window)
+    reference = ShareByShareEstimator(usage, index, departures, window)
+    for n in range(len(nodes)):
+        node, mine = f"n{n}", index.pods_on(f"n{n}")
+        assert (node in fast.sampled) == any(p.key in samples for p in mine)
+        got = fast.estimate(
+            node, {"cpu": 4000, "memory": 8 * 10**9}, sample_time, mine, ("cpu", "memory", "pods")
+        )
+        want = reference.estimate(
+            node, {"cpu": 4000, "memory": 8 * 10**9}, sample_time, mine, ("cpu", "memory", "pods")
+        )
+        assert (got.sample, got.other, got.usage, got.running) == (
+            want.sample,
+            want.other,
+            want.usage,
+            want.running,
+        )
+
+
+def test_a_node_whose_pods_have_no_sample_keeps_its_sample_unless_a_pod_is_young_or_one_left() -> None:
+    old, young = NOW - 3600, NOW - 60
+    pods = [_on("quiet", "a", old), _on("quiet", "b", old, terminating=True), _on("busy", "c", old)]
+    pods += [_on("fresh", "d", old), _on("fresh", "e", young), _on("left", "f", old)]
+    usage = UsageSnapshot(pods={"default/c": UsageSample({"cpu": 1000}, NOW)})
+    departures = [Departure("default/gone", "uid-gone", "left", "uid-db", old, NOW - 60, {"cpu": 500})]
+    index = ClusterIndex(ClusterSnapshot(pods=tuple(pods)))
+    estimator = UsageEstimator(usage, index, departures, 300.0)
+    assert estimator.sampled == {"busy"}
+
+    def usage_of(node: str) -> int:
+        return estimator.estimate(node, {"cpu": 2000}, NOW, index.pods_on(node), ("cpu",)).usage["cpu"]
+
+    assert usage_of("quiet") == 2000
+    assert usage_of("busy") == 2000  # its one pod was there all along: in the sample and on the node
+    assert usage_of("fresh") == 2000 + 800  # e projected at its workload's latest (c's 1000) x 4/5
+    assert usage_of("left") == 2000 - 400  # 4/5 of what left 60 s ago is still in the sample
+
+
+def test_a_pod_name_held_on_two_nodes_marks_both_as_sampled() -> None:
+    """Names are unique in a real cluster; a hand-written snapshot may repeat one, and then the sample
+    must not be assumed to belong to one of the two nodes only."""
+    pods = (_on("a", "same", NOW - 3600), _on("b", "same", NOW - 3600), _on("c", "other", NOW - 3600))
+    index = ClusterIndex(ClusterSnapshot(pods=pods))
+    assert index.nodes_holding(["default/same"]) == {"a", "b"}
+    assert index.nodes_holding(["default/other", "default/nobody"]) == {"c"}
+
+
+def test_a_change_that_repeats_a_name_is_not_carried_over_but_found_afresh() -> None:
+    pods = [_on("a", f"p{i}", NOW - 3600) for i in range(40)]
+    first = ClusterIndex(ClusterSnapshot(pods=tuple(pods)))
+    assert first.nodes_holding(["default/p3"]) == {"a"}  # the name map is built, so the next one carries it
+    second = first.updated(ClusterSnapshot(pods=(*pods, _on("b", "p3", NOW - 60))))
+    assert second is not None
+    assert second.nodes_holding(["default/p3"]) == {"a", "b"}
