@@ -237,21 +237,44 @@ class UsageEstimator:
         # window_share(created, None, sample_time, window), inlined; the same for every pod that was
         # there for the whole window (most of them).
         whole = window_share(start, None, sample_time, window)
-        if self._unchanged(node, pods, sample_time, whole):
-            raw = {name: max(0, int(sample.get(name, 0))) for name in names}
-            return count_pods(
-                NodeEstimate(
-                    sample={name: int(sample.get(name, 0)) for name in names},
-                    other=dict(raw),
-                    usage=dict(raw),
-                    running=raw,
-                ),
-                pods,
-                resources,
-            )
+        settled = self._settled(node, pods, sample_time, whole)
+        parts = None
+        if settled and node not in self.sampled:
+            # Nothing to take out of the sample or put back: the estimate is the sample.
+            parts = [0.0] * len(names), [0.0] * len(names), [0.0] * len(names)
+        elif settled and not self.claimed:
+            parts = self._whole_window_sums(pods, names)
+        if parts is None:
+            parts = self._pass(node, sample_time, pods, names, start, whole)
+        inside, now, pending = parts
+        raw = {name: int(sample.get(name, 0)) for name in names}
+        other: dict[str, int] = {}
+        usage: dict[str, int] = {}
+        running: dict[str, int] = {}
+        for i, name in enumerate(names):
+            taken = round(inside[i])
+            other[name] = max(0, raw[name] - taken)
+            usage[name] = max(0, raw[name] - taken + round(now[i]))
+            running[name] = min(usage[name], max(0, raw[name] - taken + round(now[i] - pending[i])))
+        return count_pods(
+            NodeEstimate(sample=raw, other=other, usage=usage, running=running), pods, resources
+        )
+
+    def _pass(
+        self,
+        node: str,
+        sample_time: float,
+        pods: Sequence[Pod],
+        names: Sequence[str],
+        start: float,
+        whole: float,
+    ) -> tuple[list[float], list[float], list[float]]:
+        """The pods' parts in the sample (``inside``), on the node now (``now``) and the part of ``now``
+        projected for pods not started (``pending``), per resource: the formula, term by term."""
         inside = [0.0] * len(names)
         now = [0.0] * len(names)
         pending = [0.0] * len(names)
+        window = self.window
         claimed = self.claimed
         samples = self.usage.pods
         for pod in pods:
@@ -293,30 +316,49 @@ class UsageEstimator:
             share = window_share(departure.created, departure.left, sample_time, window)
             for i, name in enumerate(names):
                 inside[i] += departure.usage.get(name, 0) * share
-        raw = {name: int(sample.get(name, 0)) for name in names}
-        other: dict[str, int] = {}
-        usage: dict[str, int] = {}
-        running: dict[str, int] = {}
-        for i, name in enumerate(names):
-            parts = round(inside[i])
-            other[name] = max(0, raw[name] - parts)
-            usage[name] = max(0, raw[name] - parts + round(now[i]))
-            running[name] = min(usage[name], max(0, raw[name] - parts + round(now[i] - pending[i])))
-        return count_pods(
-            NodeEstimate(sample=raw, other=other, usage=usage, running=running), pods, resources
-        )
+        return inside, now, pending
 
+    def _whole_window_sums(
+        self, pods: Sequence[Pod], names: Sequence[str]
+    ) -> tuple[list[float], list[float], list[float]] | None:
+        """``_pass`` for a settled node (every share 1, no departure, no sample claimed by an evicted pod):
+        the parts are plain sums of the pods' samples, ``now`` without the terminating ones. Summed as
+        integers, which is what ``_pass``'s float additions give exactly while every partial sum is an
+        integer below 2**53; None (do the pass) when a sample holds anything else."""
+        samples = self.usage.pods
+        keys = [f"{pod.namespace}/{pod.name}" for pod in pods]
+        found = [
+            (sample.resources, pod.terminating)
+            for pod, sample in zip(pods, map(samples.get, keys), strict=True)
+            if sample is not None
+        ]
+        leaving = any(terminating for _, terminating in found)
+        inside: list[float] = []
+        now: list[float] = []
+        for name in names:
+            amounts = [own.get(name, 0) for own, _ in found]
+            total = sum(amounts)
+            if type(total) is not int or total >= _EXACT or (amounts and min(amounts) < 0):
+                return None
+            inside.append(float(total))
+            if leaving:
+                total -= sum([own.get(name, 0) for own, terminating in found if terminating])
+            now.append(float(total))
+        return inside, now, [0.0] * len(names)
 
-    def _unchanged(self, node: str, pods: Sequence[Pod], sample_time: float, whole: float) -> bool:
-        """True when the estimate is the sample itself, which the per-pod pass below would also find:
-        no pod of the node has a sample (nothing to take out or put back), none left it, and every pod
-        was there for the whole window (none is projected from its workload's usage)."""
-        if node in self.sampled or node in self.departed:
+    def _settled(self, node: str, pods: Sequence[Pod], sample_time: float, whole: float) -> bool:
+        """No departure from the node and every pod on it for the whole window: each pod's share is 1
+        and none is projected from its workload's usage."""
+        if node in self.departed:
             return False
         youngest = max(map(_created, pods), default=0.0)
         if self.window <= 0:
             return youngest <= sample_time
         return whole >= 1.0 and youngest <= sample_time - self.window
+
+
+_EXACT = 2**53
+"""Integers below this are exact as floats, and so is every sum of them that stays below it."""
 
 
 def _created(pod: Pod) -> float:

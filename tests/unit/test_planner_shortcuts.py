@@ -363,3 +363,31 @@ def test_a_change_that_repeats_a_name_is_not_carried_over_but_found_afresh() -> 
     second = first.updated(ClusterSnapshot(pods=(*pods, _on("b", "p3", NOW - 60))))
     assert second is not None
     assert second.nodes_holding(["default/p3"]) == {"a", "b"}
+
+
+@pytest.mark.parametrize(
+    "amounts",
+    [
+        [300, 400, 500],
+        [2**52 + 1, 2**52 + 3, 7],  # past 2**53 the float additions round: the sums must round alike
+        [300.5, 400, 0.25],  # a usage file may hold fractions
+        [0, 0, 0],
+    ],
+    ids=["integers", "beyond-2**53", "fractions", "zeros"],
+)
+def test_a_node_whose_pods_were_all_there_for_the_whole_window_sums_as_the_formula_does(
+    amounts: list[float],
+) -> None:
+    pods = [_on("n", f"p{i}", NOW - 3600, terminating=i == 1) for i in range(len(amounts))]
+    samples = {p.key: UsageSample({"cpu": amount}, NOW) for p, amount in zip(pods, amounts, strict=True)}  # type: ignore[dict-item]
+    index = ClusterIndex(ClusterSnapshot(pods=tuple(pods)))
+    usage = UsageSnapshot(pods=samples)
+    sample = {"cpu": 2**54}
+    got = UsageEstimator(usage, index, [], 300.0).estimate("n", sample, NOW, pods, ("cpu", "pods"))
+    want = ShareByShareEstimator(usage, index, [], 300.0).estimate("n", sample, NOW, pods, ("cpu", "pods"))
+    assert (got.sample, got.other, got.usage, got.running) == (
+        want.sample,
+        want.other,
+        want.usage,
+        want.running,
+    )
