@@ -66,19 +66,59 @@ def _namespace_rejected(namespaces: Namespaces | None, namespace: str, field: st
     return None
 
 
+_WORKLOAD = Rejection("", "")
+"""``PodFilter._pod_checks``' answer when only the workload checks are left to decide."""
+
+
 class PodFilter:
-    """Applies the filters with the cycle's resolved inputs (priority threshold, workload index)."""
+    """Applies the filters with the cycle's resolved inputs (priority threshold, workload index).
+
+    What a pod's own fields decide is kept in the ``ClusterIndex`` (``pod_memo``), keyed by everything
+    else it reads: the settings and the resolved priority threshold. The index carries it from cycle to
+    cycle for the pods that did not change, so a steady cycle checks only new pods. The workload checks
+    read the workload index, which can change under an unchanged pod: they are decided every cycle, once
+    per workload."""
 
     def __init__(self, settings: Settings, index: ClusterIndex) -> None:
         self.settings = settings
         self.index = index
         self.threshold, self.threshold_problem = resolve_priority_threshold(settings, index)
+        self._memo = index.pod_memo("filter", (settings, self.threshold, self.threshold_problem))
         self._workload_verdicts: dict[int, tuple[WorkloadRef, Rejection | None]] = {}
         """The workload checks' answer per resolved workload (by identity: the index hands out one
         ``WorkloadRef`` per owner), the same for every pod of it: each workload has pods on many hotspots."""
 
     def check(self, pod: Pod) -> Rejection | None:
         """Why this pod can never be moved by this configuration; None if it is a candidate."""
+        entry = self._memo.get(id(pod))
+        if entry is not None and entry[0] is pod:
+            own: Rejection | None = entry[1]
+        else:
+            own = self._pod_checks(pod)
+            self._memo[id(pod)] = (pod, own)
+        if own is not _WORKLOAD:
+            return own
+        workload = self.index.workload_of(pod)
+        if workload is None:
+            return None
+        known = self._workload_verdicts.get(id(workload))
+        if known is not None and known[0] is workload:
+            return known[1]
+        verdict = self._check_workload(workload)
+        self._workload_verdicts[id(workload)] = (workload, verdict)
+        return verdict
+
+    def decide(self, pod: Pod) -> Rejection | None:
+        """``check`` without anything remembered (what the shortcuts must agree with)."""
+        own = self._pod_checks(pod)
+        if own is not _WORKLOAD:
+            return own
+        workload = self.index.workload_of(pod)
+        return None if workload is None else self._check_workload(workload)
+
+    def _pod_checks(self, pod: Pod) -> Rejection | None:
+        """The checks that read the pod, the settings and the priority threshold only: a rejection, None
+        for a candidate whatever its workload, or ``_WORKLOAD`` when the workload checks decide."""
         s = self.settings
         if pod.terminating:
             return Rejection(reasons.FILTERED_TERMINATING, "pod is terminating")
@@ -145,15 +185,7 @@ class PodFilter:
                 reasons.FILTERED_RESOURCE_CLAIMS,
                 "holds DRA devices (spec.resourceClaims); see evictResourceClaimPods",
             )
-        workload = self.index.workload_of(pod)
-        if workload is None:
-            return None
-        known = self._workload_verdicts.get(id(workload))
-        if known is not None and known[0] is workload:
-            return known[1]
-        verdict = self._check_workload(workload)
-        self._workload_verdicts[id(workload)] = (workload, verdict)
-        return verdict
+        return None if pod.owner is None else _WORKLOAD
 
     def _check_workload(self, workload: WorkloadRef) -> Rejection | None:
         s = self.settings

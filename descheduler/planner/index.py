@@ -10,8 +10,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import compress, count, islice
 from operator import is_not
+from typing import Any
 
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, Workload
+
+PodMemo = dict[int, tuple[Pod, Any]]
+"""``id(pod) -> (pod, value)``: a value derived from one pod object (the entry holds the pod, so its id is
+not reused while the entry lives; the watch cache replaces a changed pod by a new object)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +107,8 @@ class ClusterIndex:
         """Lazily: ``namespace/name`` -> node of every pod in ``pods_by_node`` (``nodes_holding``)."""
         self._shared_keys: dict[str, set[str]] = {}
         """Names that more than one bucketed pod has (none in a real cluster), with all their nodes."""
+        self._memos: dict[str, tuple[object, PodMemo]] = {}
+        self._requested: dict[str, dict[str, int]] = {}
 
     def updated(self, snapshot: ClusterSnapshot) -> ClusterIndex | None:
         """The index of ``snapshot``, built from this one when they differ in a few pods (the watch cache
@@ -160,6 +167,20 @@ class ClusterIndex:
         index._shared_keys = {}
         if self._node_of_key is not None and not self._shared_keys:
             index._carry_node_of_key(self._node_of_key, removed, added)
+        # Per-pod results of the unchanged pods carry over (a removed pod's entry goes with it), and the
+        # requested sums of the nodes whose pods did not change.
+        index._memos = {}
+        for name, (token, memo) in self._memos.items():
+            carried = dict(memo)
+            for pod in removed:
+                entry = carried.get(id(pod))
+                if entry is not None and entry[0] is pod:
+                    del carried[id(pod)]
+            index._memos[name] = (token, carried)
+        requested = dict(self._requested)
+        for name in touched:
+            requested.pop(name, None)
+        index._requested = requested
         return index
 
     def _carry_node_of_key(self, parent: dict[str, str], removed: list[Pod], added: list[Pod]) -> None:
@@ -199,6 +220,28 @@ class ClusterIndex:
 
     def pods_on(self, node: str) -> list[Pod]:
         return self.pods_by_node.get(node, [])
+
+    def pod_memo(self, name: str, token: object = None) -> PodMemo:
+        """The memo ``name`` of values that depend on a pod object and on ``token`` alone (compared with
+        ``==``: a different token, say other settings, starts it afresh). It lives as long as the index and
+        is carried to the index ``updated`` derives, without the removed pods, so a steady cycle computes
+        such values only for the pods that changed. Whatever else a value reads belongs in ``token``."""
+        found = self._memos.get(name)
+        if found is None or found[0] != token:
+            found = self._memos[name] = (token, {})
+        return found[1]
+
+    def requested_on(self, node: str) -> dict[str, int]:
+        """The summed requests of the node's pods (``pods_on``), per resource. Shared: callers copy it
+        before adding to it. Carried by ``updated`` for the nodes whose pods did not change."""
+        total = self._requested.get(node)
+        if total is None:
+            total = {}
+            for pod in self.pods_by_node.get(node, ()):
+                for name, amount in pod.requests.items():
+                    total[name] = total.get(name, 0) + amount
+            self._requested[node] = total
+        return total
 
     def pod_exists(self, uid: str, key: str) -> bool:
         if uid:

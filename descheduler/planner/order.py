@@ -9,7 +9,6 @@ so the order is total and the plan reproducible.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from itertools import groupby
 
 from descheduler.cluster.types import Pod
 
@@ -172,6 +171,16 @@ def sort_key(pod: Pod, score: float) -> tuple[int, int, int, int, int, int, floa
     return static_key(pod) + tie_key(pod, score)
 
 
+RankKey = tuple[StaticKey, float, str, str]
+"""``sort_key`` without the usage score: the static key, then newest first, then namespace/name."""
+
+
+def rank_key(pod: Pod) -> RankKey:
+    """What orders a pod among others before (static key) and after (the rest) the usage score. It reads
+    the pod alone, so the planner keeps it from cycle to cycle (``ClusterIndex.pod_memo``)."""
+    return (static_key(pod), -pod.created, pod.namespace, pod.name)
+
+
 Candidate = tuple[Pod, dict[str, int]]
 """A pod that passed the filters and its usage over the pool's resources."""
 
@@ -184,7 +193,12 @@ class Ranking:
     moment, and ranked again on the next step after ``rerank`` (the excess shrank, so the pod that now
     best covers what is left may be another). That is exactly the order of sorting every candidate by
     the full key and re-sorting the rest after each eviction, without scoring the tiers never reached
-    (a hotspot is usually cured by its first pods)."""
+    (a hotspot is usually cured by its first pods).
+
+    Within a tier the candidates are kept in the order of the key's parts after the score (newest first,
+    then namespace/name: ``rank_key``); a ranking is a stable sort of those not yet yielded, in that
+    order, by score descending, which is the full key's order without building a key per pod. ``keys``
+    gives each pod's ``rank_key`` (the planner's is remembered across cycles)."""
 
     def __init__(
         self,
@@ -192,9 +206,19 @@ class Ranking:
         resources: Sequence[str],
         weights: Mapping[str, int],
         excess: Callable[[], Mapping[str, int]],
+        keys: Callable[[Pod], RankKey] = rank_key,
     ) -> None:
-        keyed = sorted(((static_key(pod), (pod, vector)) for pod, vector in candidates), key=_first)
-        self._tiers = [[item for _, item in tier] for _, tier in groupby(keyed, key=_first)]
+        keyed = sorted(((keys(pod), (pod, vector)) for pod, vector in candidates), key=_first)
+        tiers: list[list[tuple[int, Candidate]]] = []
+        tier: list[tuple[int, Candidate]] = []
+        last: StaticKey | None = None
+        for position, (key, item) in enumerate(keyed):
+            if key[0] != last:
+                last = key[0]
+                tier = []
+                tiers.append(tier)
+            tier.append((position, item))
+        self._tiers = tiers
         self._scorer = UsageScorer(resources, weights)
         self._excess = excess
         self._stale = True
@@ -207,17 +231,25 @@ class Ranking:
         for tier in self._tiers:
             self._stale = True
             position = 0
+            ranked = False
             while position < len(tier):
                 if self._stale:
                     self._stale = False
                     if len(tier) - position > 1:
+                        rest = tier[position:]
+                        if ranked:
+                            rest.sort(key=_first_int)  # back to rank-key order: the ties' order
                         score = self._scorer.against(self._excess())
-                        tier[position:] = sorted(
-                            tier[position:], key=lambda item: tie_key(item[0], score(item[1]))
-                        )
-                yield tier[position]
+                        rest.sort(key=lambda entry: score(entry[1][1]), reverse=True)
+                        tier[position:] = rest
+                        ranked = True
+                yield tier[position][1]
                 position += 1
 
 
-def _first(pair: tuple[StaticKey, Candidate]) -> StaticKey:
+def _first(pair: tuple[RankKey, Candidate]) -> RankKey:
+    return pair[0]
+
+
+def _first_int(pair: tuple[int, Candidate]) -> int:
     return pair[0]

@@ -32,7 +32,7 @@ from descheduler.planner.fit import DestinationSet
 from descheduler.planner.index import ClusterIndex
 from descheduler.planner.limits import GLOBAL, NODE, LimitHit, LimitTracker, PdbTracker
 from descheduler.planner.model import SKIPPED, NodeReport, Plan, PlannedEviction, PodSkip
-from descheduler.planner.order import Ranking, is_prod
+from descheduler.planner.order import Ranking, RankKey, is_prod, rank_key
 from descheduler.planner.settings import PoolSettings, Settings, compile_settings
 from descheduler.planner.state import AnomalyCount, PlannerState
 
@@ -74,6 +74,14 @@ def pod_usage_nodes(
     recent = now - settings.usage_window - settings.metric_expiration
     young = {pod.node_name for pod in snapshot.pods if pod.node_name and pod.created > recent}
     return frozenset(over | young)
+
+
+_UNSEEN = Rejection("", "")
+_NO_SAMPLE = "no usage sample for this pod: what moving it would free is unknown"
+
+
+def _stale_sample(age: float) -> str:
+    return f"pod usage sample is {age:.0f}s old, older than nodeMetricExpirationSeconds"
 
 
 class _Cycle:
@@ -137,6 +145,7 @@ class _Cycle:
             self.pdbs = PdbTracker(self.snapshot.pdbs, refusals)
             self.filter = PodFilter(s, self.index)
             self._rejections: dict[str, Rejection | None] = {}
+            self._rank_keys = self.index.pod_memo("rank key")
             for pool in s.pools:
                 views = self.views[pool.name]
                 self._balance(pool, views, prod=False)
@@ -300,6 +309,10 @@ class _Cycle:
             self._stop_all(sources, message)
             self.notes.append(f"pool {pool.name}: {message}: nothing to do")
             return
+        for view in targets:
+            if view.requested is None:
+                # What ``NodeView.requested_now`` sums (the view's pods are the index's), kept across cycles.
+                view.requested = dict(self.index.requested_on(view.name))
         destinations = DestinationSet(targets, pool.weights, self.settings.node_fit, prod)
         headroom = destinations.headroom()
 
@@ -318,22 +331,24 @@ class _Cycle:
             view.stop(reasons.STOP_NOTHING_TO_DO, message)
 
     def _pod_usage(self, pod: Pod, resources: Sequence[str]) -> tuple[dict[str, int] | None, str]:
+        """The pod's usage over ``resources`` (``pods`` is 1), or None and why it cannot be trusted."""
         sample = self.usage.pods.get(pod.key)
         if sample is None:
-            return None, "no usage sample for this pod: what moving it would free is unknown"
+            return None, _NO_SAMPLE
         age = self.now - sample.timestamp
         if age > self.settings.metric_expiration:
-            return None, f"pod usage sample is {age:.0f}s old, older than nodeMetricExpirationSeconds"
+            return None, _stale_sample(age)
         measured = sample.resources
-        vector = {name: int(measured.get(name, 0)) for name in resources}
-        if "pods" in vector:
-            vector["pods"] = 1
-        return vector, ""
+        return {name: 1 if name == "pods" else int(measured.get(name, 0)) for name in resources}, ""
 
-    def _rejection(self, pod: Pod) -> Rejection | None:
-        if pod.uid not in self._rejections:
-            self._rejections[pod.uid] = self.filter.check(pod)
-        return self._rejections[pod.uid]
+    def _rank_key(self, pod: Pod) -> RankKey:
+        entry = self._rank_keys.get(id(pod))
+        if entry is not None and entry[0] is pod:
+            key: RankKey = entry[1]
+            return key
+        key = rank_key(pod)
+        self._rank_keys[id(pod)] = (pod, key)
+        return key
 
     def _skip(self, pod: Pod, node: str, code: str, message: str, prod: bool) -> None:
         self.skips.append(PodSkip(pod=pod.key, node=node, code=code, message=message, prod=prod))
@@ -348,20 +363,31 @@ class _Cycle:
     ) -> None:
         levels = source.prod if prod and source.prod is not None else source.levels
         candidates: list[tuple[Pod, dict[str, int]]] = []
+        # ``_rejection`` and ``_pod_usage`` inlined: this runs for every pod of every hotspot.
+        rejections, check = self._rejections, self.filter.check
+        samples, resources, skips = self.usage.pods, pool.resources, self.skips
+        now, expiration = self.now, self.settings.metric_expiration
+        node = source.name
         for pod in source.pods:
             if prod and not is_prod(pod):
                 continue
-            rejected = self._rejection(pod)
+            rejected = rejections.get(pod.uid, _UNSEEN)
+            if rejected is _UNSEEN:
+                rejected = rejections[pod.uid] = check(pod)
             if rejected is not None:
-                self._skip(pod, source.name, rejected.code, rejected.message, prod)
+                skips.append(PodSkip(pod.key, node, rejected.code, rejected.message, prod))
                 continue
-            vector, problem = self._pod_usage(pod, pool.resources)
-            if vector is None:
-                self._skip(pod, source.name, reasons.NO_POD_USAGE, problem, prod)
+            sample = samples.get(f"{pod.namespace}/{pod.name}")  # pod.key, without the property call
+            if sample is None or now - sample.timestamp > expiration:
+                _, problem = self._pod_usage(pod, resources)
+                skips.append(PodSkip(pod.key, node, reasons.NO_POD_USAGE, problem, prod))
                 continue
-            candidates.append((pod, vector))
+            measured = sample.resources
+            candidates.append(
+                (pod, {name: 1 if name == "pods" else int(measured.get(name, 0)) for name in resources})
+            )
         resources = pool.prod_resources if prod else pool.resources
-        ranking = Ranking(candidates, resources, pool.weights, levels.excess)
+        ranking = Ranking(candidates, resources, pool.weights, levels.excess, self._rank_key)
         for pod, vector in ranking:
             if not levels.is_over():
                 break

@@ -3,11 +3,15 @@
 ``reference_planner(monkeypatch)`` swaps, inside ``descheduler.planner.plan``:
 
 - ``Ranking`` for ``FullSortRanking``: every candidate sorted by the full ``order.sort_key`` (usage
-  score from ``order.usage_score``), the rest sorted again after each eviction;
-- ``PodFilter`` for one that decides the workload checks again for every pod (no per-workload verdict);
+  score from ``order.usage_score``, static key computed afresh, not the remembered ``rank_key``), the
+  rest sorted again after each eviction;
+- ``PodFilter`` for one that decides every check again for every pod (no per-workload verdict, no
+  per-pod verdict kept in the ``ClusterIndex``);
 - ``PdbTracker`` for one that tries every budget of the pod's namespace;
 - ``UsageEstimator`` for one that builds every ``PodShare`` and calls ``estimate_node_usage``;
-- ``DestinationSet`` for the exhaustive search (every low node, coolest first, no bound, no cache).
+- ``DestinationSet`` for the exhaustive search (every low node, coolest first, no bound, no cache);
+- ``ClusterIndex.requested_on`` for one that sums the node's pods' requests again at every call (no sums
+  kept in the index).
 
 A plan made under it must equal, field for field, the plan made without it: the shortcuts are for speed
 only and may never change which pods move, in which order, where to, or why the others stay.
@@ -26,6 +30,7 @@ from descheduler.planner.candidates import PodFilter, Rejection
 from descheduler.planner.classify import NodeView
 from descheduler.planner.estimate import NodeEstimate, UsageEstimator, count_pods, estimate_node_usage
 from descheduler.planner.fit import DestinationSet
+from descheduler.planner.index import ClusterIndex
 from descheduler.planner.limits import PdbTracker
 from descheduler.planner.order import Candidate, sort_key, usage_score
 
@@ -39,7 +44,9 @@ class FullSortRanking:
         resources: Sequence[str],
         weights: Mapping[str, int],
         excess: Callable[[], Mapping[str, int]],
+        keys: object = None,
     ) -> None:
+        del keys  # the remembered rank keys: not used, every key is built afresh
         self.items = list(candidates)
         self.resources = resources
         self.weights = weights
@@ -67,11 +74,10 @@ class FullSortRanking:
 
 
 class EveryPodFilter(PodFilter):
-    """Decides every pod on its own: the per-workload verdict is forgotten before each check."""
+    """Decides every pod on its own: nothing remembered, neither per workload nor per pod."""
 
     def check(self, pod: Pod) -> Rejection | None:
-        self._workload_verdicts.clear()
-        return super().check(pod)
+        return self.decide(pod)
 
 
 class ScanningPdbTracker(PdbTracker):
@@ -115,6 +121,15 @@ class Exhaustive(DestinationSet):
         return None, "no low node fits"
 
 
+def requested_afresh(index: ClusterIndex, node: str) -> dict[str, int]:
+    """The node's pods' summed requests, summed now."""
+    total: dict[str, int] = {}
+    for pod in index.pods_on(node):
+        for name, amount in pod.requests.items():
+            total[name] = total.get(name, 0) + amount
+    return total
+
+
 def reference_planner(monkeypatch: pytest.MonkeyPatch, destinations: bool = True) -> None:
     """Plan with the reference parts from now on (``destinations=False`` keeps the bounded search,
     whose no-destination messages say more than the exhaustive one's)."""
@@ -123,5 +138,6 @@ def reference_planner(monkeypatch: pytest.MonkeyPatch, destinations: bool = True
     monkeypatch.setattr(module, "PodFilter", EveryPodFilter)
     monkeypatch.setattr(module, "PdbTracker", ScanningPdbTracker)
     monkeypatch.setattr(module, "UsageEstimator", ShareByShareEstimator)
+    monkeypatch.setattr(ClusterIndex, "requested_on", requested_afresh)
     if destinations:
         monkeypatch.setattr(module, "DestinationSet", Exhaustive)

@@ -1,0 +1,295 @@
+"""What the planner keeps in the ``ClusterIndex`` from cycle to cycle (each pod's filter verdict and rank
+key, each node's summed requests) is forgotten exactly when what it was computed from changes: a plan on
+an index carried over from earlier cycles (``ClusterIndex.of`` deriving it with ``updated``, as the live
+service does) equals, field for field, the plan on an index built afresh, and the reference planner's.
+
+The snapshots below are derived from one another as the watch cache derives them: unchanged pods stay the
+same objects, a changed pod is a new object, and workloads, budgets and namespaces are replaced as wholes.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from descheduler.cluster.types import ClusterSnapshot, Namespace, Pod, UsageSnapshot
+from descheduler.config.load import EffectiveConfig
+from descheduler.planner import Plan, PlannerState, plan, reasons
+from descheduler.planner.index import ClusterIndex
+from descheduler.planner.order import DELETION_COST, EVICTION_COST
+from tests.unit.builders import NOW, World, cpu, settings
+from tests.unit.reference import reference_planner
+
+CONFIG = settings(low={"cpu": 30}, high={"cpu": 60})
+
+
+def world() -> World:
+    """Two hot nodes crowded with pods of three workloads (one under a budget) and bare pods; three cool
+    nodes with a few pod slots each; three nodes in between."""
+    w = World()
+    for i in range(2):
+        w.node(f"hot{i}", cpu="10", usage=cpu("9"))
+    for i in range(3):
+        w.node(f"cool{i}", cpu="10", usage=cpu("1"), pods=6)
+    w.deployment("web", replicas=4).deployment("api", replicas=6).statefulset("db", replicas=3)
+    w.pdb("api-pdb", "api", 1)
+    for i in range(2):
+        for j in range(8):
+            owner = ("web", "api", "db", None)[j % 4]
+            w.pod(
+                f"p{i}-{j}",
+                on=f"hot{i}",
+                owner=owner,
+                owner_kind="StatefulSet" if owner == "db" else "ReplicaSet",
+                usage=cpu(f"{0.4 + 0.1 * j:.1f}"),
+                requests={"cpu": f"{100 * (1 + j % 3)}m"},
+                priority=(None, 100, 1000)[j % 3],
+            )
+    for i in range(3):
+        w.pod(f"c{i}", on=f"cool{i}", owner="web", usage=cpu("0.5"), requests={"cpu": "500m"})
+    # Nodes neither hot nor low, whose pods make up most of the cluster (so a few changes are a few).
+    for i in range(3):
+        w.node(f"mid{i}", cpu="10", usage=cpu("4.5"))
+        for j in range(20):
+            w.pod(f"m{i}-{j}", on=f"mid{i}", owner="db", owner_kind="StatefulSet", usage=cpu("0.2"))
+    return w
+
+
+def carried(snapshot: ClusterSnapshot) -> ClusterIndex:
+    """The index the planner will use for ``snapshot``: derived from the last one where it can be."""
+    return ClusterIndex.of(snapshot)
+
+
+def fresh_plan(snapshot: ClusterSnapshot, usage: UsageSnapshot, config: EffectiveConfig) -> Plan:
+    """The plan on an index built from nothing (the carried chain is put back afterwards)."""
+    last = ClusterIndex._last
+    ClusterIndex._last = None
+    try:
+        return plan(snapshot, usage, config, PlannerState(), NOW)
+    finally:
+        ClusterIndex._last = last
+
+
+def plans(snapshot: ClusterSnapshot, usage: UsageSnapshot, config: EffectiveConfig) -> Plan:
+    """Plan on the carried index; the plan on a fresh index must be the same."""
+    result = plan(snapshot, usage, config, PlannerState(), NOW)
+    assert result.to_dict() == fresh_plan(snapshot, usage, config).to_dict()
+    return result
+
+
+def skip_of(result: Plan, pod: str) -> str:
+    codes = [s.code for s in result.pod_skips if s.pod == pod]
+    return codes[0] if codes else ""
+
+
+def moved(result: Plan) -> list[str]:
+    return [e.pod.key for e in result.evictions]
+
+
+@pytest.fixture
+def start() -> Iterator[tuple[ClusterSnapshot, UsageSnapshot]]:
+    w = world()
+    ClusterIndex._last = None
+    snapshot = w.snapshot()
+    yield snapshot, w.usage()
+    ClusterIndex._last = None
+
+
+def remembered(index: ClusterIndex, memo: str) -> int:
+    found = index._memos.get(memo)
+    return len(found[1]) if found is not None else 0
+
+
+def test_the_verdicts_are_carried_to_the_next_cycles_index(start: tuple[ClusterSnapshot, Any]) -> None:
+    snapshot, usage = start
+    plans(snapshot, usage, CONFIG)
+    first = carried(snapshot)
+    assert remembered(first, "filter") >= 16 and remembered(first, "rank key") > 0
+    # One pod changed (a new object): its entry goes, the others' stay.
+    pods = list(snapshot.pods)
+    changed = next(i for i, p in enumerate(pods) if p.name == "p0-1")
+    pods[changed] = replace(pods[changed], annotations={EVICTION_COST: str(2**31 - 1)})
+    second = replace(snapshot, pods=tuple(pods))
+    index = carried(second)
+    assert index is not first and index._memos["filter"][1] is not first._memos["filter"][1]
+    assert remembered(index, "filter") == remembered(first, "filter") - 1
+    result = plans(second, usage, CONFIG)
+    assert skip_of(result, "default/p0-1") == reasons.FILTERED_EVICTION_COST
+
+
+def test_a_pods_verdict_follows_its_workloads_replicas(start: tuple[ClusterSnapshot, Any]) -> None:
+    snapshot, usage = start
+    before = plans(snapshot, usage, CONFIG)
+    assert skip_of(before, "default/p0-0") != reasons.REPLICAS_ONE
+    # web scaled down to one replica: the same pod objects, other workloads.
+    workloads = tuple(
+        replace(w, replicas=1) if w.name in ("web", "web-rs") else w for w in snapshot.workloads
+    )
+    after = plans(replace(snapshot, workloads=workloads), usage, CONFIG)
+    assert skip_of(after, "default/p0-0") == reasons.REPLICAS_ONE
+    # And back: candidates again.
+    again = plans(replace(snapshot, workloads=snapshot.workloads), usage, CONFIG)
+    assert skip_of(again, "default/p0-0") != reasons.REPLICAS_ONE
+    assert again.to_dict() == before.to_dict()
+
+
+def test_a_pods_verdict_follows_the_settings(start: tuple[ClusterSnapshot, Any]) -> None:
+    snapshot, usage = start
+    before = plans(snapshot, usage, CONFIG)
+    assert before.evictions
+    excluded = settings(
+        low={"cpu": 30}, high={"cpu": 60}, args={"evictableNamespaces": {"exclude": ["default"]}}
+    )
+    after = plans(snapshot, usage, excluded)  # the very same snapshot, so the very same index
+    assert not after.evictions and skip_of(after, "default/p0-0") == reasons.FILTERED_NAMESPACE
+    bare = settings(low={"cpu": 30}, high={"cpu": 60}, migration={"evictAllBarePods": True})
+    assert skip_of(plans(snapshot, usage, bare), "default/p0-3") != reasons.FILTERED_BARE
+    assert skip_of(plans(snapshot, usage, CONFIG), "default/p0-3") == reasons.FILTERED_BARE
+    assert plans(snapshot, usage, CONFIG).to_dict() == before.to_dict()
+
+
+def test_a_pods_verdict_follows_the_priority_class_a_threshold_names(
+    start: tuple[ClusterSnapshot, Any],
+) -> None:
+    snapshot, usage = start
+    config = settings(low={"cpu": 30}, high={"cpu": 60}, migration={"priorityThreshold": {"name": "custom"}})
+    unknown = plans(snapshot, usage, config)
+    assert not unknown.evictions and skip_of(unknown, "default/p0-0") == reasons.FILTERED_PRIORITY
+    # A pod using the class appears: the threshold resolves to its priority (500), on the same other pods.
+    user = Pod(
+        namespace="default", name="user", uid="uid-user", node_name="cool0", priority=500,
+        priority_class_name="custom",
+    )  # fmt: skip
+    known = plans(replace(snapshot, pods=(*snapshot.pods, user)), usage, config)
+    assert known.evictions
+    assert skip_of(known, "default/p0-2") == reasons.FILTERED_PRIORITY  # priority 1000
+    assert skip_of(known, "default/p0-0") != reasons.FILTERED_PRIORITY  # no priority
+
+
+def test_budgets_and_namespaces_changing_under_the_same_pods(start: tuple[ClusterSnapshot, Any]) -> None:
+    snapshot, usage = start
+    before = plans(snapshot, usage, CONFIG)
+    api = [e.pod.key for e in before.evictions if "api" in e.workload]
+    assert api, "an api pod moves while its budget allows one"
+    closed = tuple(replace(p, disruptions_allowed=0) for p in snapshot.pdbs)
+    after = plans(replace(snapshot, pdbs=closed), usage, CONFIG)
+    assert not [e for e in after.evictions if "api" in e.workload]
+    assert skip_of(after, api[0]).startswith(reasons.PDB)
+    named = replace(snapshot, namespaces=(Namespace(name="default", labels={"team": "a"}),))
+    assert plans(named, usage, CONFIG).to_dict() == before.to_dict()
+
+
+def test_a_changed_pods_rank_key_is_computed_again(start: tuple[ClusterSnapshot, Any]) -> None:
+    snapshot, usage = start
+    before = plans(snapshot, usage, CONFIG)
+    first = next(e.pod for e in before.evictions if e.node == "hot0")
+    # Make the first pod moved from hot0 the last choice: a high deletion cost.
+    pods = tuple(replace(p, annotations={DELETION_COST: "1000"}) if p is first else p for p in snapshot.pods)
+    after = plans(replace(snapshot, pods=pods), usage, CONFIG)
+    assert next(e.pod.key for e in after.evictions if e.node == "hot0") != first.key
+
+
+def test_a_nodes_requested_sum_follows_its_pods(start: tuple[ClusterSnapshot, Any]) -> None:
+    snapshot, usage = start
+    plans(snapshot, usage, CONFIG)
+    index = carried(snapshot)
+    assert index.requested_on("cool0") == {"cpu": 500}
+    # A pod with a large request lands on cool0 where one on cool1 was (the cache's list keeps its place):
+    # their sums change, cool2's is carried as it was.
+    kept = index._requested["cool2"]
+    big = Pod(namespace="default", name="big", uid="uid-big", node_name="cool0", requests={"cpu": 9500})
+    pods = tuple(big if p.name == "c1" else p for p in snapshot.pods)
+    second = replace(snapshot, pods=pods)
+    derived = carried(second)
+    assert derived is not index and derived._requested.get("cool2") is kept
+    assert derived.requested_on("cool0") == {"cpu": 10000}
+    assert derived.requested_on("cool1") == {}
+    result = plans(second, usage, CONFIG)
+    assert all(e.destination != "cool0" for e in result.evictions)
+
+
+# --- many random steps --------------------------------------------------------------------------------
+
+CONFIGS = (
+    CONFIG,
+    settings(low={"cpu": 30}, high={"cpu": 60}, migration={"evictAllBarePods": True}),
+    settings(
+        low={"cpu": 30}, high={"cpu": 60}, args={"evictableNamespaces": {"exclude": ["team"]}},
+        migration={"priorityThreshold": {"value": 1000}},
+    ),
+    settings(low={"cpu": 30}, high={"cpu": 60}, migration={"skipCheckExpectedReplicas": True}),
+)  # fmt: skip
+
+
+def mutate(rng: random.Random, snapshot: ClusterSnapshot, step: int) -> ClusterSnapshot:
+    """A few of the changes a watch brings between two cycles."""
+    pods = list(snapshot.pods)
+    for _ in range(rng.randint(0, 3)):
+        # Mostly the hot and cool nodes' pods (listed first), whose verdicts and keys the plans read.
+        i = rng.randrange(min(len(pods), 20) if rng.random() < 0.8 else len(pods))
+        pod = pods[i]
+        change = rng.choice(("priority", "cost", "evict", "terminating", "requests", "namespace", "gone"))
+        if change == "priority":
+            pods[i] = replace(pod, priority=rng.choice((None, 0, 500, 1500)))
+        elif change == "cost":
+            key = rng.choice((DELETION_COST, EVICTION_COST))
+            pods[i] = replace(pod, annotations={key: rng.choice(("-3", "7", str(2**31 - 1)))})
+        elif change == "evict":
+            pods[i] = replace(pod, annotations={"descheduler.alpha.kubernetes.io/evict": "true"})
+        elif change == "terminating":
+            pods[i] = replace(pod, terminating=not pod.terminating)
+        elif change == "requests":
+            pods[i] = replace(pod, requests={"cpu": rng.choice((100, 2000, 6000))})
+        elif change == "namespace":
+            pods[i] = replace(pod, namespace=rng.choice(("default", "team")))
+        else:
+            del pods[i]
+    if rng.random() < 0.2:
+        node = rng.choice(("cool0", "cool1", "cool2", "hot0"))
+        pods.append(
+            Pod(namespace="default", name=f"new{step}", uid=f"uid-new{step}", node_name=node,
+                requests={"cpu": rng.choice((100, 3000))})
+        )  # fmt: skip
+    workloads = snapshot.workloads
+    if rng.random() < 0.3:
+        workloads = tuple(
+            replace(w, replicas=rng.choice((0, 1, 2, 5))) if rng.random() < 0.4 else w for w in workloads
+        )
+    pdbs = snapshot.pdbs
+    if rng.random() < 0.3:
+        pdbs = tuple(replace(p, disruptions_allowed=rng.randint(0, 2)) for p in pdbs)
+    namespaces = snapshot.namespaces
+    if rng.random() < 0.2:
+        namespaces = (Namespace(name="team", labels={"step": str(step)}),)
+    return ClusterSnapshot(
+        nodes=snapshot.nodes, pods=tuple(pods), pdbs=pdbs, workloads=workloads, namespaces=namespaces
+    )
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_changes_between_cycles_plan_as_on_a_fresh_index_and_as_the_reference(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(seed)
+    w = world()
+    usage = w.usage()
+    ClusterIndex._last = None
+    snapshot = w.snapshot()
+    steps: list[tuple[ClusterSnapshot, EffectiveConfig, dict[str, Any]]] = []
+    derived = 0
+    for step in range(10):
+        config = rng.choice(CONFIGS)
+        before = ClusterIndex._last
+        index = carried(snapshot)
+        derived += before is not None and before[1] is not index and bool(index._memos)
+        steps.append((snapshot, config, plans(snapshot, usage, config).to_dict()))
+        snapshot = mutate(rng, snapshot, step)
+    assert derived >= 5, "most steps must plan on a carried index"
+    reference_planner(monkeypatch, destinations=False)
+    for snapshot, config, fast in steps:
+        assert fresh_plan(snapshot, usage, config).to_dict() == fast
+    ClusterIndex._last = None
