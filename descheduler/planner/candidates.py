@@ -73,39 +73,45 @@ _WORKLOAD = Rejection("", "")
 class PodFilter:
     """Applies the filters with the cycle's resolved inputs (priority threshold, workload index).
 
-    What a pod's own fields decide is kept in the ``ClusterIndex`` (``pod_memo``), keyed by everything
-    else it reads: the settings and the resolved priority threshold. The index carries it from cycle to
-    cycle for the pods that did not change, so a steady cycle checks only new pods. The workload checks
-    read the workload index, which can change under an unchanged pod: they are decided every cycle, once
-    per workload."""
+    Verdicts are kept in the ``ClusterIndex`` (``pod_memo``), keyed by everything else they read: the
+    settings and the resolved priority threshold (the memo's token), and the workloads (each entry's
+    ``workloads_version``: when the workloads changed, the part decided by the pod's own fields is kept
+    and the workload checks are made again). The index carries them from cycle to cycle for the pods
+    that did not change, so a steady cycle decides only new pods."""
 
     def __init__(self, settings: Settings, index: ClusterIndex) -> None:
         self.settings = settings
         self.index = index
         self.threshold, self.threshold_problem = resolve_priority_threshold(settings, index)
         self._memo = index.pod_memo("filter", (settings, self.threshold, self.threshold_problem))
+        """uid -> (pod, verdict, workloads version of the verdict, the pod's own checks' answer)."""
         self._workload_verdicts: dict[int, tuple[WorkloadRef, Rejection | None]] = {}
         """The workload checks' answer per resolved workload (by identity: the index hands out one
         ``WorkloadRef`` per owner), the same for every pod of it: each workload has pods on many hotspots."""
 
     def check(self, pod: Pod) -> Rejection | None:
         """Why this pod can never be moved by this configuration; None if it is a candidate."""
-        entry = self._memo.get(id(pod))
+        version = self.index.workloads_version
+        entry = self._memo.get(pod.uid)
         if entry is not None and entry[0] is pod:
-            own: Rejection | None = entry[1]
+            if entry[2] is version:
+                verdict: Rejection | None = entry[1]
+                return verdict
+            own: Rejection | None = entry[3]
         else:
             own = self._pod_checks(pod)
-            self._memo[id(pod)] = (pod, own)
-        if own is not _WORKLOAD:
-            return own
-        workload = self.index.workload_of(pod)
-        if workload is None:
-            return None
-        known = self._workload_verdicts.get(id(workload))
-        if known is not None and known[0] is workload:
-            return known[1]
-        verdict = self._check_workload(workload)
-        self._workload_verdicts[id(workload)] = (workload, verdict)
+        verdict = own
+        if own is _WORKLOAD:
+            workload = self.index.workload_of(pod)
+            known = self._workload_verdicts.get(id(workload))
+            if workload is None:
+                verdict = None
+            elif known is not None and known[0] is workload:
+                verdict = known[1]
+            else:
+                verdict = self._check_workload(workload)
+                self._workload_verdicts[id(workload)] = (workload, verdict)
+        self._memo[pod.uid] = (pod, verdict, version, own)
         return verdict
 
     def decide(self, pod: Pod) -> Rejection | None:

@@ -14,9 +14,9 @@ from typing import Any
 
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, Workload
 
-PodMemo = dict[int, tuple[Pod, Any]]
-"""``id(pod) -> (pod, value)``: a value derived from one pod object (the entry holds the pod, so its id is
-not reused while the entry lives; the watch cache replaces a changed pod by a new object)."""
+PodMemo = dict[str, tuple[Any, ...]]
+"""``pod.uid -> (pod, values...)``: values derived from one pod object, valid while ``entry[0] is pod``
+(the watch cache replaces a changed pod by a new object; pods sharing a uid just take turns)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +109,9 @@ class ClusterIndex:
         """Names that more than one bucketed pod has (none in a real cluster), with all their nodes."""
         self._memos: dict[str, tuple[object, PodMemo]] = {}
         self._requested: dict[str, dict[str, int]] = {}
+        self.workloads_version = object()
+        """The same object in a derived index whose workloads are those of this one (so is every
+        ``workload_of`` answer), a new one otherwise: what a memo of workload-dependent values checks."""
 
     def updated(self, snapshot: ClusterSnapshot) -> ClusterIndex | None:
         """The index of ``snapshot``, built from this one when they differ in a few pods (the watch cache
@@ -154,6 +157,7 @@ class ClusterIndex:
             index._workloads_by_uid = self._workloads_by_uid
             index._workloads_by_name = self._workloads_by_name
             index._resolved = self._resolved  # resolutions read the workloads alone
+            index.workloads_version = self.workloads_version
         else:
             index._workloads_by_uid = {}
             index._workloads_by_name = {}
@@ -162,6 +166,7 @@ class ClusterIndex:
                     index._workloads_by_uid[workload.uid] = workload
                 index._workloads_by_name[(workload.kind, workload.namespace, workload.name)] = workload
             index._resolved = {}
+            index.workloads_version = object()
         index._unavailable = None
         index._node_of_key = None
         index._shared_keys = {}
@@ -173,9 +178,9 @@ class ClusterIndex:
         for name, (token, memo) in self._memos.items():
             carried = dict(memo)
             for pod in removed:
-                entry = carried.get(id(pod))
+                entry = carried.get(pod.uid)
                 if entry is not None and entry[0] is pod:
-                    del carried[id(pod)]
+                    del carried[pod.uid]
             index._memos[name] = (token, carried)
         requested = dict(self._requested)
         for name in touched:
@@ -218,14 +223,20 @@ class ClusterIndex:
                 found |= self._shared_keys.get(key, set())
         return found
 
+    @property
+    def unique_uids(self) -> bool:
+        """Whether no two pods of the snapshot share a uid."""
+        return self._unique_uids
+
     def pods_on(self, node: str) -> list[Pod]:
         return self.pods_by_node.get(node, [])
 
     def pod_memo(self, name: str, token: object = None) -> PodMemo:
         """The memo ``name`` of values that depend on a pod object and on ``token`` alone (compared with
-        ``==``: a different token, say other settings, starts it afresh). It lives as long as the index and
-        is carried to the index ``updated`` derives, without the removed pods, so a steady cycle computes
-        such values only for the pods that changed. Whatever else a value reads belongs in ``token``."""
+        ``==``: a different token, say other settings, starts it afresh), by uid; an entry holds for the very
+        pod object it was made from. It lives as long as the index and is carried to the index ``updated``
+        derives, without the removed pods, so a steady cycle computes such values only for the pods that
+        changed. Whatever else a value reads belongs in ``token``, or in the entry (``workloads_version``)."""
         found = self._memos.get(name)
         if found is None or found[0] != token:
             found = self._memos[name] = (token, {})

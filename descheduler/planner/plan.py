@@ -342,13 +342,20 @@ class _Cycle:
         return {name: 1 if name == "pods" else int(measured.get(name, 0)) for name in resources}, ""
 
     def _rank_key(self, pod: Pod) -> RankKey:
-        entry = self._rank_keys.get(id(pod))
+        entry = self._rank_keys.get(pod.uid)
         if entry is not None and entry[0] is pod:
             key: RankKey = entry[1]
             return key
         key = rank_key(pod)
-        self._rank_keys[id(pod)] = (pod, key)
+        self._rank_keys[pod.uid] = (pod, key)
         return key
+
+    def _verdict_by_uid(self, pod: Pod) -> Rejection | None:
+        """The filters' verdict, the first one of its uid this cycle (what two pods sharing a uid get)."""
+        found = self._rejections.get(pod.uid, _UNSEEN)
+        if found is _UNSEEN:
+            found = self._rejections[pod.uid] = self.filter.check(pod)
+        return found
 
     def _skip(self, pod: Pod, node: str, code: str, message: str, prod: bool) -> None:
         self.skips.append(PodSkip(pod=pod.key, node=node, code=code, message=message, prod=prod))
@@ -363,17 +370,16 @@ class _Cycle:
     ) -> None:
         levels = source.prod if prod and source.prod is not None else source.levels
         candidates: list[tuple[Pod, dict[str, int]]] = []
-        # ``_rejection`` and ``_pod_usage`` inlined: this runs for every pod of every hotspot.
-        rejections, check = self._rejections, self.filter.check
+        # ``_pod_usage`` inlined: this runs for every pod of every hotspot.
+        # A pod's verdict is the first one of its uid this cycle; with every uid unique, simply its own.
+        verdict = self.filter.check if self.index.unique_uids else self._verdict_by_uid
         samples, resources, skips = self.usage.pods, pool.resources, self.skips
         now, expiration = self.now, self.settings.metric_expiration
         node = source.name
         for pod in source.pods:
             if prod and not is_prod(pod):
                 continue
-            rejected = rejections.get(pod.uid, _UNSEEN)
-            if rejected is _UNSEEN:
-                rejected = rejections[pod.uid] = check(pod)
+            rejected = verdict(pod)
             if rejected is not None:
                 skips.append(PodSkip(pod.key, node, rejected.code, rejected.message, prod))
                 continue

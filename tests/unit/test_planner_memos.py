@@ -116,6 +116,7 @@ def test_the_verdicts_are_carried_to_the_next_cycles_index(start: tuple[ClusterS
     second = replace(snapshot, pods=tuple(pods))
     index = carried(second)
     assert index is not first and index._memos["filter"][1] is not first._memos["filter"][1]
+    assert index.workloads_version is first.workloads_version  # so the whole verdicts stand
     assert remembered(index, "filter") == remembered(first, "filter") - 1
     result = plans(second, usage, CONFIG)
     assert skip_of(result, "default/p0-1") == reasons.FILTERED_EVICTION_COST
@@ -129,7 +130,10 @@ def test_a_pods_verdict_follows_its_workloads_replicas(start: tuple[ClusterSnaps
     workloads = tuple(
         replace(w, replicas=1) if w.name in ("web", "web-rs") else w for w in snapshot.workloads
     )
-    after = plans(replace(snapshot, workloads=workloads), usage, CONFIG)
+    version = carried(snapshot).workloads_version
+    scaled = replace(snapshot, workloads=workloads)
+    assert carried(scaled).workloads_version is not version
+    after = plans(scaled, usage, CONFIG)
     assert skip_of(after, "default/p0-0") == reasons.REPLICAS_ONE
     # And back: candidates again.
     again = plans(replace(snapshot, workloads=snapshot.workloads), usage, CONFIG)
