@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
 from descheduler.cluster.selectors import pod_node_affinity_matches, untolerated_taint
 from descheduler.cluster.types import Pod
@@ -227,23 +227,41 @@ class DestinationSet:
                     out.append(chosen.high[name] - chosen.usage[name])
         return out
 
+    def _left_of(self, dim: Dim) -> Callable[[NodeView], float]:
+        """``_lefts`` of one dimension, as a function of the node (for maxima over many nodes)."""
+        kind, name = dim
+        if kind == "request":
+
+            def unrequested(view: NodeView) -> float:
+                return view.node.allocatable.get(name, 0) - view.requested_now().get(name, 0)
+
+            return unrequested
+        if kind == "slot":
+            return self._slots_left
+        prod = kind != "usage"
+
+        def room(view: NodeView) -> float:
+            chosen = view.prod if prod else view.levels
+            if chosen is None or name not in chosen.usage:
+                return math.inf
+            return chosen.high[name] - chosen.usage[name]
+
+        return room
+
     def _bound(self, lane: _Lane, dim: Dim) -> float:
         found = lane.bound.get(dim)
         if found is None:
             views = self.views
-            found = max((self._lefts(views[n], (dim,))[0] for _, n in lane.order), default=-math.inf)
+            found = max(map(self._left_of(dim), [views[n] for _, n in lane.order]), default=-math.inf)
             lane.bound[dim] = found
         return found
 
     def _refresh(self, lane: _Lane, dims: Sequence[Dim]) -> None:
         """Make the lane's bounds exact for ``dims`` (after a scan found no node: they only shrank)."""
-        found = [-math.inf] * len(dims)
         views = self.views
-        for _, name in lane.order:
-            for i, left in enumerate(self._lefts(views[name], dims)):
-                if left > found[i]:
-                    found[i] = left
-        lane.bound.update(zip(dims, found, strict=True))
+        members = [views[name] for _, name in lane.order]
+        for dim in dims:
+            lane.bound[dim] = max(map(self._left_of(dim), members), default=-math.inf)
 
     def _beyond_bound(self, group: _Group, lane: _Lane, demand: Mapping[Dim, int]) -> str:
         bounds = lane.bound
@@ -381,4 +399,8 @@ def _move(order: list[tuple[float, str]], old: tuple[float, str], new: tuple[flo
 
 def _covers(demand: Mapping[Dim, int], failed: Mapping[Dim, int]) -> bool:
     """Whether ``demand`` asks at least as much as ``failed`` on every dimension ``failed`` asked for."""
-    return all(demand.get(dim, 0) >= amount for dim, amount in failed.items())
+    asked = demand.get
+    for dim, amount in failed.items():  # noqa: SIM110 (a loop: all() over a generator costs twice this)
+        if asked(dim, 0) < amount:
+            return False
+    return True

@@ -116,6 +116,24 @@ class LimitTracker:
         self.evicted_node: Counter[str] = Counter()
         self.evicted_namespace: Counter[str] = Counter()
         self.evicted_total = 0
+        self._maxima: dict[int, tuple[WorkloadRef, int | None, int | None, int | None]] = {}
+        """Per resolved workload (by identity), its object limiter's, maxMigratingPerWorkload's and
+        maxUnavailablePerWorkload's number: pure functions of its replicas and the settings."""
+
+    def _workload_maxima(self, workload: WorkloadRef) -> tuple[int | None, int | None, int | None]:
+        found = self._maxima.get(id(workload))
+        if found is not None and found[0] is workload:
+            return found[1], found[2], found[3]
+        s = self.settings
+        limit = s.object_limit
+        window_max = None
+        if limit is not None:
+            source = limit.max_migrating if limit.max_migrating is not None else s.max_migrating_per_workload
+            window_max = workload_max(workload.replicas, source)
+        max_migrating = workload_max(workload.replicas, s.max_migrating_per_workload)
+        max_unavailable = workload_max(workload.replicas, s.max_unavailable_per_workload)
+        self._maxima[id(workload)] = (workload, window_max, max_migrating, max_unavailable)
+        return window_max, max_migrating, max_unavailable
 
     def check(self, pod: Pod, node: str, workload: WorkloadRef | None) -> LimitHit | None:
         s = self.settings
@@ -170,9 +188,8 @@ class LimitTracker:
     def _check_workload(self, pod: Pod, workload: WorkloadRef) -> LimitHit | None:
         s = self.settings
         limit = s.object_limit
+        window_max, max_migrating, max_unavailable = self._workload_maxima(workload)
         if limit is not None:
-            source = limit.max_migrating if limit.max_migrating is not None else s.max_migrating_per_workload
-            window_max = workload_max(workload.replicas, source)
             used = self.window[workload.identity]
             if window_max is not None and used >= window_max:
                 return LimitHit(
@@ -182,7 +199,6 @@ class LimitTracker:
                     POD,
                 )
         migrating = self.migrating_workload.get(workload.identity, _NONE)
-        max_migrating = workload_max(workload.replicas, s.max_migrating_per_workload)
         if max_migrating is not None and len(migrating) >= max_migrating:
             return LimitHit(
                 reasons.MIGRATING_PER_WORKLOAD,
@@ -191,7 +207,6 @@ class LimitTracker:
                 f"{describe_workload_max(s.max_migrating_per_workload, workload.replicas, max_migrating)}",
                 POD,
             )
-        max_unavailable = workload_max(workload.replicas, s.max_unavailable_per_workload)
         if max_unavailable is not None:
             unavailable: AbstractSet[str] = self.index.unavailable_pods(workload.identity)
             if migrating:
