@@ -524,21 +524,24 @@ class _Cycle:
         reports = list(self.skipped_nodes)
         for pool in self.settings.pools:
             for view in self.views[pool.name]:
+                # Positional (in field order): a frozen dataclass is built twice as fast so, 5,000 a cycle.
                 reports.append(
                     NodeReport(
-                        node=view.name,
-                        node_class=view.node_class,
-                        pool=pool.name,
-                        anomaly_count=view.anomaly_count,
-                        consecutive_abnormalities=pool.consecutive_abnormalities,
-                        cordoned=view.node.unschedulable,
-                        resources=view.levels.report(view.measured, view.sampled, view.other, view.running),
-                        prod_class=view.prod_class,
-                        prod_anomaly_count=view.prod_anomaly_count,
-                        prod_resources=view.prod.report(view.prod_measured) if view.prod is not None else (),
-                        evicted=view.evicted,
-                        stop_code=view.stop_code,
-                        stop_message=view.stop_message,
+                        view.node.name,  # node
+                        view.node_class,
+                        pool.name,  # pool
+                        view.anomaly_count,
+                        pool.consecutive_abnormalities,
+                        view.node.unschedulable,  # cordoned
+                        view.levels.report(view.measured, view.sampled, view.other, view.running),
+                        "",  # skip_code
+                        "",  # skip_message
+                        view.prod_class,
+                        view.prod_anomaly_count,
+                        view.prod.report(view.prod_measured) if view.prod is not None else (),
+                        view.evicted,
+                        view.stop_code,
+                        view.stop_message,
                     )
                 )
         return tuple(sorted(reports, key=lambda r: r.node))
