@@ -28,6 +28,7 @@ cycle is one that acts on every hot node, the most expensive kind.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
 import json
@@ -187,6 +188,7 @@ def _child_sync(
     from descheduler.kube.cache import ClusterCache
     from descheduler.kube.connection import connect
     from descheduler.planner import PlannerState, plan
+    from descheduler.service.heap import HeapKeeper
 
     baseline_kib = proc_status_kib("VmHWM")
     api = connect(kubeconfig, qps=50.0, burst=100)  # the configuration's clientConnection defaults
@@ -200,6 +202,9 @@ def _child_sync(
     sync_cpu = time.process_time() - cpu
     errors = cache.object_errors
     after_sync_kib = proc_status_kib("VmRSS")
+    heap = HeapKeeper()
+    if not no_gc:
+        heap.settle()  # as the service does once the cache has synced
     started = time.perf_counter()
     snapshot = cache.snapshot()
     snapshot_s = time.perf_counter() - started
@@ -216,6 +221,7 @@ def _child_sync(
     times: list[float] = []
     result = None
     plan_profile = cProfile.Profile() if profile else None
+    steady_profile = cProfile.Profile() if profile else None
     for i in range(plan_runs):
         gc.collect()
         started = time.perf_counter()
@@ -225,8 +231,10 @@ def _child_sync(
         if plan_profile is not None and i == 0:
             plan_profile.disable()
         times.append(time.perf_counter() - started)
-    steady, steady_index = (
-        _steady_cycles(cache, api, prom_url, config, now, cycles=3) if prom_url else ([], [])
+    steady, steady_steps = (
+        _steady_cycles(cache, api, prom_url, config, now, cycles=3, profiler=steady_profile, heap=heap)
+        if prom_url
+        else ([], [])
     )
     peak_kib = proc_status_kib("VmHWM")
     fallbacks = sum(stats["fallbacks"] for stats in cache.stats().values())
@@ -243,7 +251,7 @@ def _child_sync(
         "object_errors": len(errors),
         "fallbacks": fallbacks,
         "steady_cycle_cpu": steady,
-        "steady_index_cpu": steady_index,
+        "steady_steps": steady_steps,
         "sync_wall": sync_wall,
         "sync_cpu": sync_cpu,
         "snapshot_s": snapshot_s,
@@ -255,7 +263,11 @@ def _child_sync(
         "peak_rss_mib": peak_kib / 1024,
     }
     if profile:
-        out["profile"] = {"sync": _profile_sync(api, page_size), "plan": _top(plan_profile)}  # type: ignore[arg-type]
+        out["profile"] = {
+            "sync": _profile_sync(api, page_size),
+            "plan": _top(plan_profile),  # type: ignore[arg-type]
+            "last steady cycle": _top(steady_profile, 18),  # type: ignore[arg-type]
+        }
     return out
 
 
@@ -265,8 +277,15 @@ and metadata updates keep arriving in a large cluster; the snapshot and index mu
 
 
 def _steady_cycles(
-    cache: Any, api: Any, prom_url: str, config: Any, now: float, cycles: int
-) -> tuple[list[float], list[float]]:
+    cache: Any,
+    api: Any,
+    prom_url: str,
+    config: Any,
+    now: float,
+    cycles: int,
+    profiler: cProfile.Profile | None = None,
+    heap: Any = None,
+) -> tuple[list[float], list[dict[str, float]]]:
     """CPU of steady cycles as the service runs them (``CycleRunner.run_cycle``'s steps): the cache's
     snapshot, the node usage fetch from the Prometheus stand-in (served by the parent process, so its
     CPU is not counted), the pod usage fetch for the nodes that need it, and the plan; timed on this
@@ -282,7 +301,8 @@ def _steady_cycles(
     pods = cache.snapshot().pods
     changed = pods[:: max(1, len(pods) // CHURN)][:CHURN]
     times: list[float] = []
-    index_times: list[float] = []
+    steps: list[dict[str, float]] = []
+    collector = _GcClock()
     try:
         for cycle in range(cycles):
             if cycle:
@@ -300,20 +320,70 @@ def _steady_cycles(
                         raise RuntimeError("the watch did not deliver the changes within 120 s")
                     time.sleep(0.05)
             gc.collect()
-            cpu = time.thread_time()
-            snapshot = cache.snapshot()
-            ClusterIndex.of(snapshot)
-            index_times.append(time.thread_time() - cpu)
-            node_usage = source.fetch_nodes(snapshot.nodes)
-            state = PlannerState()
-            wanted = pod_usage_nodes(snapshot, node_usage, config, state, now)
-            usage_pods = source.fetch_pods(wanted, snapshot.nodes, snapshot.pods)
-            usage = UsageSnapshot(nodes=node_usage.nodes, pods=usage_pods, node_errors=node_usage.node_errors)
-            plan(snapshot, usage, config, state, now)
-            times.append(time.thread_time() - cpu)
+            profiling = profiler is not None and cycle == cycles - 1
+            if profiling:
+                assert profiler is not None
+                profiler.enable()
+            collector.spent = 0.0
+            marks = [time.thread_time()]
+            # As the service runs a cycle: the collector off inside it, the heap kept after it.
+            with heap.cycle() if heap is not None else contextlib.nullcontext():
+                snapshot = cache.snapshot()
+                ClusterIndex.of(snapshot)
+                marks.append(time.thread_time())
+                node_usage = source.fetch_nodes(snapshot.nodes)
+                marks.append(time.thread_time())
+                state = PlannerState()
+                wanted = pod_usage_nodes(snapshot, node_usage, config, state, now)
+                marks.append(time.thread_time())
+                usage_pods = source.fetch_pods(wanted, snapshot.nodes, snapshot.pods)
+                usage = UsageSnapshot(
+                    nodes=node_usage.nodes, pods=usage_pods, node_errors=node_usage.node_errors
+                )
+                marks.append(time.thread_time())
+                plan(snapshot, usage, config, state, now)
+                marks.append(time.thread_time())
+            marks.append(time.thread_time())
+            times.append(marks[-1] - marks[0])
+            step = {name: marks[i + 1] - marks[i] for i, name in enumerate(STEADY_STEPS)}
+            step["garbage collector (wall, in the steps above)"] = collector.spent
+            steps.append(step)
+            if profiling:
+                assert profiler is not None
+                profiler.disable()
     finally:
+        collector.close()
         source.close()
-    return times, index_times
+    return times, steps
+
+
+STEADY_STEPS = (
+    "snapshot + index",
+    "node usage fetch",
+    "pod_usage_nodes",
+    "pod usage fetch",
+    "plan",
+    "heap upkeep after the cycle (HeapKeeper)",
+)
+
+
+class _GcClock:
+    """Wall time the garbage collector spends while installed (``gc.callbacks``): how much of a cycle is
+    the collector walking a heap of 150,000 pods rather than the cycle's own work."""
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+        self._started = 0.0
+        gc.callbacks.append(self._tick)
+
+    def _tick(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.spent += time.perf_counter() - self._started
+
+    def close(self) -> None:
+        gc.callbacks.remove(self._tick)
 
 
 def _profile_sync(api: Any, page_size: int) -> list[str]:
@@ -420,7 +490,7 @@ def measure(
     prom.stop()
     plan_times = [t for s in syncs for t in s["plan_times"]]
     steady = [t for s in syncs for t in s["steady_cycle_cpu"][1:]]
-    steady_index = [t for s in syncs for t in s["steady_index_cpu"][1:]]
+    steady_steps = [step for s in syncs for step in s["steady_steps"][1:]]
     return {
         "nodes": spec.nodes,
         "pods": syncs[0]["pods"],
@@ -435,7 +505,10 @@ def measure(
         "plan_min": min(plan_times),
         "plan_max": max(plan_times),
         "steady_median": median(steady),
-        "steady_index_median": median(steady_index),
+        "steady_steps": {
+            name: median([step[name] for step in steady_steps])
+            for name in (steady_steps[0] if steady_steps else {})
+        },
         "first_cycle": median([s["steady_cycle_cpu"][0] for s in syncs]),
         "sync_wall": median([s["sync_wall"] for s in syncs]),
         "sync_cpu": median([s["sync_cpu"] for s in syncs]),
@@ -496,8 +569,10 @@ def report(results: list[dict[str, Any]]) -> dict[str, str]:
         print(
             f"  cycle CPU (snapshot + usage fetch + plan): first {r['first_cycle']:.3f} s, "
             f"steady {r['steady_median']:.3f} s after {CHURN} pod changes each "
-            f"(median of {2 * len(r['syncs'])}), of which snapshot + index {r['steady_index_median']:.3f} s"
+            f"(median of {2 * len(r['syncs'])}), by step (median CPU of the cycle's thread):"
         )
+        for name, spent in r["steady_steps"].items():
+            print(f"    {name:<45} {spent:.3f} s")
         figures[f"steady_cycle_{n}"] = f"{r['steady_median']:.3f}s"
         if r["no_gc"] is not None:
             off = r["no_gc"]["sync_cpu"]

@@ -26,6 +26,7 @@ from descheduler.config.models import LabelSelectorConfig
 from descheduler.planner import loop_warnings
 from descheduler.service.cycle import CycleRecord, CycleRunner
 from descheduler.service.health import Endpoints
+from descheduler.service.heap import HeapKeeper
 from descheduler.service.observability import Metrics, configure_logging
 from descheduler.validation import check_runnable
 
@@ -109,6 +110,7 @@ class Service:
         )
         self.usage = build_source(config.metrics_providers, metrics_api=MetricsServerApi(self.api))
         self.events = EventRecorder(self.api)
+        self.heap = HeapKeeper()
         limiter = mc.object_limiters.get("workload")
         self.usage_problem: list[str] = []
         """Why the last cycle had no usable usage for any node (empty when it had): /readyz says it."""
@@ -250,6 +252,7 @@ class Service:
                 log.error("cache_sync_stalled", resources=stalled, stalled_for_seconds=SYNC_STALL_SECONDS)
             return False
         self.metrics.cache_synced.set(1)
+        self.heap.settle()
         if self.elector is not None:
             self.elector.start()
         return True
@@ -261,9 +264,11 @@ class Service:
             self.metrics.cache_resource_age.labels(resource).set(age)
         if not self._leading.is_set():
             log.debug("cycle_idle", reason="not leader")
+            self.heap.after_cycle()  # a standby replica holds the same cache
             return
         try:
-            self.runner.run_cycle()
+            with self.heap.cycle():
+                self.runner.run_cycle()
         except Exception:  # a broken cycle must not kill the loop; the next one retries
             self.metrics.cycles.labels(outcome="error").inc()
             log.exception("cycle_failed")
