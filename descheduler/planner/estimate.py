@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from descheduler.cluster.types import Pod, UsageSnapshot
 from descheduler.planner.index import ClusterIndex
@@ -351,7 +352,7 @@ class UsageEstimator:
         and none is projected from its workload's usage."""
         if node in self.departed:
             return False
-        youngest = max(map(_created, pods), default=0.0)
+        youngest = max(map(_CREATED, pods), default=0.0)
         if self.window <= 0:
             return youngest <= sample_time
         return whole >= 1.0 and youngest <= sample_time - self.window
@@ -361,8 +362,7 @@ _EXACT = 2**53
 """Integers below this are exact as floats, and so is every sum of them that stays below it."""
 
 
-def _created(pod: Pod) -> float:
-    return pod.created
+_CREATED = attrgetter("created")
 
 
 def count_pods(result: NodeEstimate, pods: Sequence[Pod], resources: Sequence[str]) -> NodeEstimate:

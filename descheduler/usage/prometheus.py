@@ -448,6 +448,14 @@ class _PodSamples(Mapping[str, UsageSample]):
             raise KeyError(key)
         return sample
 
+    def get(self, key: str, default: Any = None) -> Any:
+        """``Mapping.get`` without a ``KeyError`` raised and caught for every pod without a sample."""
+        sample = self._built[key] if key in self._built else self._build(key)
+        return default if sample is None else sample
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key) is not None
+
     def __iter__(self) -> Iterator[str]:
         return iter([key for key in self._allocatable if self._build(key) is not None])
 

@@ -250,6 +250,21 @@ def test_pod_usage_is_fetched_only_for_the_wanted_nodes_so_prometheus_touches_fe
     assert 0 < nodes_only < with_one < with_every
 
 
+def test_fetched_pod_samples_answer_get_and_in_like_a_dict(prometheus: PrometheusServer) -> None:
+    source = PrometheusSource(PrometheusSettings(url=prometheus.url), clock=lambda: T)
+    try:
+        source.fetch_nodes(NODES)
+        samples = source.fetch_pods({"node-a"}, NODES, PODS)
+    finally:
+        source.close()
+    plain = dict(samples)
+    for key in ("default/web-1", "default/batch-1", "default/nobody", "default/web-1"):  # twice: memoised
+        assert samples.get(key) == plain.get(key)
+        assert samples.get(key, "absent") == plain.get(key, "absent")
+        assert (key in samples) == (key in plain)
+    assert 42 not in samples  # type: ignore[comparison-overlap]
+
+
 def test_pod_queries_stay_bounded_however_many_nodes_need_pod_usage(prometheus: PrometheusServer) -> None:
     nodes = [_node(f"node-{i:04d}") for i in range(3000)]
     pods = [
