@@ -41,7 +41,7 @@ from benchmarks import synth
 from benchmarks.common import median, quiet_logs, summary_line, verdict
 from descheduler.cluster.parse import build_snapshot
 from descheduler.cluster.types import ClusterSnapshot, Pod, UsageSnapshot
-from descheduler.planner import PlannerState, plan
+from descheduler.planner import PlannerState, plan, pod_usage_nodes
 from descheduler.planner.fit import DestinationSet
 
 PLAN_TARGETS_S = {5000: 0.5, 10000: 1.2}
@@ -136,11 +136,36 @@ def built(
     return result
 
 
+def fetched_usage(snapshot: ClusterSnapshot, usage: UsageSnapshot, config: Any) -> UsageSnapshot:
+    """The usage a live cycle plans on: every node's, and the pods' of the nodes ``pod_usage_nodes`` names
+    (the service fetches pod usage in that second step only), instead of every pod's."""
+    wanted = pod_usage_nodes(
+        snapshot,
+        UsageSnapshot(nodes=usage.nodes, node_errors=usage.node_errors),
+        config,
+        PlannerState(),
+        synth.NOW,
+    )
+    if wanted is None:
+        return usage
+    on = {pod.key for pod in snapshot.pods if pod.node_name in wanted}
+    pods = {key: sample for key, sample in usage.pods.items() if key in on}
+    return UsageSnapshot(nodes=usage.nodes, pods=pods, node_errors=usage.node_errors)
+
+
 def measure(
-    nodes: int, pods_per_node: int, shape: str, seed: int, runs: int, cache: Path | None = None
+    nodes: int,
+    pods_per_node: int,
+    shape: str,
+    seed: int,
+    runs: int,
+    cache: Path | None = None,
+    fetched: bool = False,
 ) -> dict[str, Any]:
     snapshot, usage = built(nodes, pods_per_node, shape, seed, cache)
     config = synth.effective_config()
+    if fetched:
+        usage = fetched_usage(snapshot, usage, config)
     times = []
     result = None
     for _ in range(runs):
@@ -178,6 +203,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--cache", type=Path, help="directory of built clusters (pickles) to reuse")
     parser.add_argument("--build-only", action="store_true", help="fill --cache, measure nothing")
+    parser.add_argument(
+        "--fetched",
+        action="store_true",
+        help="plan on the usage a live cycle fetches (pod usage of the nodes pod_usage_nodes names only), "
+        "not on every pod's (simulate with a full usage file)",
+    )
     args = parser.parse_args(argv)
     quiet_logs()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -187,6 +218,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"unknown shape(s) {unknown}; known: {sorted(SHAPES)}")
     print(
         f"planning_shapes: sizes {sizes}, shapes {shapes}, {args.pods_per_node} pods/node, "
+        f"usage: {'as a cycle fetches it' if args.fetched else 'every pod'}, "
         f"{args.runs} runs each (process CPU, median); load average {os.getloadavg()[0]:.2f}"
     )
     if args.build_only:
@@ -205,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{'checks':>10}  classes"
         )
         for nodes in sizes:
-            row = measure(nodes, args.pods_per_node, shape, args.seed, args.runs, args.cache)
+            row = measure(nodes, args.pods_per_node, shape, args.seed, args.runs, args.cache, args.fetched)
             rows.append(row)
             print(
                 f"  {nodes:>6} {row['pods']:>7} {row['plan']:>8.3f} {row['plan_first']:>8.3f} "
