@@ -152,12 +152,19 @@ def test_random_crowded_hotspots_plan_identically_over_cycles_with_every_shortcu
 # --- the one-pass usage estimate ------------------------------------------------------------------------
 
 
-def _pod(name: str, created: float, terminating: bool, workload: str, started: bool = True) -> Pod:
+def _pod(
+    name: str,
+    created: float,
+    terminating: bool = False,
+    workload: str = "db",
+    started: bool = True,
+    node: str = "n",
+) -> Pod:
     return Pod(
         namespace="default",
         name=name,
-        uid=f"uid-{name}",
-        node_name="n",
+        uid=f"uid-{node}-{name}",
+        node_name=node,
         phase="Running" if started else "Pending",
         created=created,
         terminating=terminating,
@@ -254,19 +261,6 @@ def test_the_reference_estimate_and_the_fast_one_see_young_pods_and_departures_a
 # --- nodes without any pod sample: the estimate is the sample, without a per-pod pass -------------------
 
 
-def _on(node: str, name: str, created: float, terminating: bool = False, workload: str = "db") -> Pod:
-    return Pod(
-        namespace="default",
-        name=name,
-        uid=f"uid-{node}-{name}",
-        node_name=node,
-        created=created,
-        terminating=terminating,
-        owner=OwnerRef(kind="StatefulSet", name=workload, uid=f"uid-{workload}"),
-        requests={"cpu": 100, "memory": 1000},
-    )
-
-
 @hypothesis_settings(max_examples=200, deadline=None)
 @given(
     window=st.sampled_from((0.0, 300.0, 0.1)),
@@ -291,7 +285,7 @@ def test_a_cluster_where_only_some_nodes_have_pod_samples_is_estimated_as_the_fo
     departures = []
     for n, (specs, departed) in enumerate(nodes):
         for i, (created, terminating, sampled) in enumerate(specs):
-            pod = _on(f"n{n}", f"p{n}-{i}", created, terminating, workload=f"w{i % 2}")
+            pod = _pod(f"p{n}-{i}", created, terminating, workload=f"w{i % 2}", node=f"n{n}")
             pods.append(pod)
             if sampled:
                 samples[pod.key] = UsageSample({"cpu": 300 + i, "memory": 10**9 + n}, sample_time)
@@ -330,8 +324,12 @@ def test_a_cluster_where_only_some_nodes_have_pod_samples_is_estimated_as_the_fo
 
 def test_a_node_whose_pods_have_no_sample_keeps_its_sample_unless_a_pod_is_young_or_one_left() -> None:
     old, young = NOW - 3600, NOW - 60
-    pods = [_on("quiet", "a", old), _on("quiet", "b", old, terminating=True), _on("busy", "c", old)]
-    pods += [_on("fresh", "d", old), _on("fresh", "e", young), _on("left", "f", old)]
+    pods = [
+        _pod("a", old, node="quiet"),
+        _pod("b", old, terminating=True, node="quiet"),
+        _pod("c", old, node="busy"),
+    ]
+    pods += [_pod("d", old, node="fresh"), _pod("e", young, node="fresh"), _pod("f", old, node="left")]
     usage = UsageSnapshot(pods={"default/c": UsageSample({"cpu": 1000}, NOW)})
     departures = [Departure("default/gone", "uid-gone", "left", "uid-db", old, NOW - 60, {"cpu": 500})]
     index = ClusterIndex(ClusterSnapshot(pods=tuple(pods)))
@@ -350,17 +348,21 @@ def test_a_node_whose_pods_have_no_sample_keeps_its_sample_unless_a_pod_is_young
 def test_a_pod_name_held_on_two_nodes_marks_both_as_sampled() -> None:
     """Names are unique in a real cluster; a hand-written snapshot may repeat one, and then the sample
     must not be assumed to belong to one of the two nodes only."""
-    pods = (_on("a", "same", NOW - 3600), _on("b", "same", NOW - 3600), _on("c", "other", NOW - 3600))
+    pods = (
+        _pod("same", NOW - 3600, node="a"),
+        _pod("same", NOW - 3600, node="b"),
+        _pod("other", NOW - 3600, node="c"),
+    )
     index = ClusterIndex(ClusterSnapshot(pods=pods))
     assert index.nodes_holding(["default/same"]) == {"a", "b"}
     assert index.nodes_holding(["default/other", "default/nobody"]) == {"c"}
 
 
 def test_a_change_that_repeats_a_name_is_not_carried_over_but_found_afresh() -> None:
-    pods = [_on("a", f"p{i}", NOW - 3600) for i in range(40)]
+    pods = [_pod(f"p{i}", NOW - 3600, node="a") for i in range(40)]
     first = ClusterIndex(ClusterSnapshot(pods=tuple(pods)))
     assert first.nodes_holding(["default/p3"]) == {"a"}  # the name map is built, so the next one carries it
-    second = first.updated(ClusterSnapshot(pods=(*pods, _on("b", "p3", NOW - 60))))
+    second = first.updated(ClusterSnapshot(pods=(*pods, _pod("p3", NOW - 60, node="b"))))
     assert second is not None
     assert second.nodes_holding(["default/p3"]) == {"a", "b"}
 
@@ -378,7 +380,7 @@ def test_a_change_that_repeats_a_name_is_not_carried_over_but_found_afresh() -> 
 def test_a_node_whose_pods_were_all_there_for_the_whole_window_sums_as_the_formula_does(
     amounts: list[float],
 ) -> None:
-    pods = [_on("n", f"p{i}", NOW - 3600, terminating=i == 1) for i in range(len(amounts))]
+    pods = [_pod(f"p{i}", NOW - 3600, terminating=i == 1, node="n") for i in range(len(amounts))]
     samples = {p.key: UsageSample({"cpu": amount}, NOW) for p, amount in zip(pods, amounts, strict=True)}  # type: ignore[dict-item]
     index = ClusterIndex(ClusterSnapshot(pods=tuple(pods)))
     usage = UsageSnapshot(pods=samples)
