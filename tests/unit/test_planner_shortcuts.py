@@ -25,7 +25,7 @@ from benchmarks.planning_shapes import SHAPES, build
 from descheduler.cli import main
 from descheduler.cluster.types import ClusterSnapshot, OwnerRef, Pod, UsageSample, UsageSnapshot
 from descheduler.planner import Departure, Plan, PlannerState, plan
-from descheduler.planner.estimate import UsageEstimator
+from descheduler.planner.estimate import NodeEstimate, UsageEstimator
 from descheduler.planner.index import ClusterIndex
 from tests.unit.builders import NOW, World, cpu, settings
 from tests.unit.reference import ShareByShareEstimator, reference_planner
@@ -173,6 +173,11 @@ def _pod(
     )
 
 
+def figures(estimate: NodeEstimate) -> tuple[dict[str, int], ...]:
+    """Every figure of an estimate, to compare two of them whole."""
+    return (estimate.sample, estimate.other, estimate.usage, estimate.running)
+
+
 @hypothesis_settings(max_examples=300, deadline=None)
 @given(
     window=st.sampled_from((0.0, 300.0, 0.1, 299.7)),
@@ -237,12 +242,7 @@ def test_the_one_pass_estimate_equals_the_formula_share_by_share_to_the_last_uni
     reference = ShareByShareEstimator(usage, index, departures, window)
     got = fast.estimate("n", node_sample, sample_time, snapshot_pods, resources)
     want = reference.estimate("n", node_sample, sample_time, snapshot_pods, resources)
-    assert (got.sample, got.other, got.usage, got.running) == (
-        want.sample,
-        want.other,
-        want.usage,
-        want.running,
-    )
+    assert figures(got) == figures(want)
 
 
 def test_the_reference_estimate_and_the_fast_one_see_young_pods_and_departures_alike() -> None:
@@ -314,12 +314,7 @@ def test_a_cluster_where_only_some_nodes_have_pod_samples_is_estimated_as_the_fo
         want = reference.estimate(
             node, {"cpu": 4000, "memory": 8 * 10**9}, sample_time, mine, ("cpu", "memory", "pods")
         )
-        assert (got.sample, got.other, got.usage, got.running) == (
-            want.sample,
-            want.other,
-            want.usage,
-            want.running,
-        )
+        assert figures(got) == figures(want)
 
 
 def test_a_node_whose_pods_have_no_sample_keeps_its_sample_unless_a_pod_is_young_or_one_left() -> None:
@@ -387,9 +382,4 @@ def test_a_node_whose_pods_were_all_there_for_the_whole_window_sums_as_the_formu
     sample = {"cpu": 2**54}
     got = UsageEstimator(usage, index, [], 300.0).estimate("n", sample, NOW, pods, ("cpu", "pods"))
     want = ShareByShareEstimator(usage, index, [], 300.0).estimate("n", sample, NOW, pods, ("cpu", "pods"))
-    assert (got.sample, got.other, got.usage, got.running) == (
-        want.sample,
-        want.other,
-        want.usage,
-        want.running,
-    )
+    assert figures(got) == figures(want)
