@@ -172,7 +172,9 @@ class UsageEstimator:
                 for departure in items:
                     offer(departure.workload, departure.left, departure.usage)
             sampled = self.sampled
-            for pod in self.index.snapshot.pods:
+            # Without pod samples (classifying on node usage alone, before pod usage is fetched) no pod
+            # can offer anything: the scan of every pod is skipped.
+            for pod in self.index.snapshot.pods if self.usage.pods else ():
                 if pod.owner is None:
                     continue
                 # A pod in a node's bucket (bound, not terminal) has a sample only on a sampled node.

@@ -8,7 +8,8 @@
 - ``PodFilter`` for one that decides every check again for every pod (no per-workload verdict, no
   per-pod verdict kept in the ``ClusterIndex``);
 - ``PdbTracker`` for one that tries every budget of the pod's namespace;
-- ``UsageEstimator`` for one that builds every ``PodShare`` and calls ``estimate_node_usage``;
+- ``UsageEstimator`` for one that builds every ``PodShare`` and calls ``estimate_node_usage``, and finds a
+  workload's latest sample over every pod;
 - ``DestinationSet`` for the exhaustive search (every low node, coolest first, no bound, no cache);
 - ``ClusterIndex.requested_on`` for one that sums the node's pods' requests again at every call (no sums
   kept in the index).
@@ -107,6 +108,19 @@ class ShareByShareEstimator(UsageEstimator):
         return count_pods(
             estimate_node_usage(sample, self.shares(node, pods, sample_time), resources), pods, resources
         )
+
+    def _latest_by_workload(self) -> dict[str, tuple[float, Mapping[str, int]]]:
+        """Every departure and every pod of the snapshot offered in turn, none skipped as unsampled."""
+        latest: dict[str, tuple[float, Mapping[str, int]]] = {}
+        offers = [(d.workload, d.left, d.usage) for items in self.departed.values() for d in items]
+        for pod in self.index.snapshot.pods:
+            own, ref = self.own_sample(pod), self.index.workload_of(pod)
+            if own is not None and ref is not None:
+                offers.append((ref.identity, self.usage.pods[pod.key].timestamp, own))
+        for identity, when, vector in offers:
+            if identity and (identity not in latest or latest[identity][0] < when):
+                latest[identity] = (when, vector)
+        return latest
 
 
 class Exhaustive(DestinationSet):
