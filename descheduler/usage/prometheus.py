@@ -29,7 +29,7 @@ from urllib3.util.retry import Retry
 
 from descheduler.cluster.types import Node, Pod, UsageSample, UsageSnapshot
 from descheduler.units import format_duration
-from descheduler.usage.samples import build_sample, join_reasons
+from descheduler.usage.samples import build_sample, join_reasons, trusted_sample
 from descheduler.usage.settings import PrometheusSettings, Relabel
 
 __all__ = ["QUERY_NAMES", "PrometheusSource", "relabel_function"]
@@ -390,6 +390,16 @@ class PrometheusSource:
         now: float,
     ) -> UsageSample | str:
         """A node's or pod's sample from the cycle's results, or why there is none."""
+        # The common case first: one series per query, values that pass every check.
+        cpu, memory, timestamp = (results[queries[part]] for part in ("cpu", "memory", "time"))
+        if not isinstance(cpu, str) and not isinstance(memory, str) and not isinstance(timestamp, str):
+            cpus, memories, times = cpu.get(key), memory.get(key), timestamp.get(key)
+            if cpus and memories and times and len(cpus) == len(memories) == len(times) == 1:
+                plain = trusted_sample(
+                    cpus[0] * 1000, memories[0], times[0], allocatable=allocatable, now=now
+                )
+                if plain is not None:
+                    return plain
         values: dict[str, float] = {}
         problems: list[str] = []
         missing = 0

@@ -63,3 +63,20 @@ def build_sample(
 def join_reasons(reasons: Iterable[str]) -> str:
     """One line per node: duplicates dropped (a down server fails every query the same way), order kept."""
     return "; ".join(dict.fromkeys(reasons))
+
+
+def trusted_sample(
+    cpu: float, memory: float, timestamp: float, *, allocatable: ResourceList, now: float
+) -> UsageSample | None:
+    """``build_sample`` for the common case, in a few comparisons: the sample it would build when cpu
+    (millicores), memory and the time pass every check, else None, and the caller asks ``build_sample``,
+    which finds the problem and words it. A cycle builds one sample per node and per fetched pod."""
+    if not (0 <= cpu < math.inf and 0 <= memory < math.inf and 0 < timestamp <= now + CLOCK_SKEW_S):
+        return None  # NaN fails every comparison; infinities and negatives fail one
+    cpu_limit = allocatable.get("cpu", 0)
+    memory_limit = allocatable.get("memory", 0)
+    if (cpu_limit > 0 and cpu > ABSURD_FACTOR * cpu_limit) or (
+        memory_limit > 0 and memory > ABSURD_FACTOR * memory_limit
+    ):
+        return None
+    return UsageSample(resources={"cpu": round(cpu), "memory": round(memory)}, timestamp=timestamp)
