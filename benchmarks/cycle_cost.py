@@ -178,6 +178,7 @@ def _child_sync(
     no_gc: bool = False,
     exact_decode: bool = False,
     prom_url: str = "",
+    steady_cycles: int = 3,
 ) -> dict[str, Any]:
     """Sync a ClusterCache, snapshot it, plan on it; report times and peak RSS of this process.
 
@@ -232,7 +233,9 @@ def _child_sync(
             plan_profile.disable()
         times.append(time.perf_counter() - started)
     steady, steady_steps = (
-        _steady_cycles(cache, api, prom_url, config, now, cycles=3, profiler=steady_profile, heap=heap)
+        _steady_cycles(
+            cache, api, prom_url, config, now, cycles=steady_cycles, profiler=steady_profile, heap=heap
+        )
         if prom_url
         else ([], [])
     )
@@ -441,6 +444,7 @@ def measure(
     profile: bool,
     diagnose_gc: bool,
     compare_exact: bool = True,
+    steady_cycles: int = 3,
 ) -> dict[str, Any]:
     from benchmarks.apiserver import ServerProcess
     from benchmarks.fakeprom import FakePrometheus
@@ -476,6 +480,8 @@ def measure(
                         str(plan_runs),
                         "--prom-url",
                         prom.url,
+                        "--steady-cycles",
+                        str(steady_cycles),
                         *extra,
                     ]
                 )
@@ -505,6 +511,7 @@ def measure(
         "plan_min": min(plan_times),
         "plan_max": max(plan_times),
         "steady_median": median(steady),
+        "steady_cycles": steady,
         "steady_steps": {
             name: median([step[name] for step in steady_steps])
             for name in (steady_steps[0] if steady_steps else {})
@@ -569,7 +576,7 @@ def report(results: list[dict[str, Any]]) -> dict[str, str]:
         print(
             f"  cycle CPU (snapshot + usage fetch + plan): first {r['first_cycle']:.3f} s, "
             f"steady {r['steady_median']:.3f} s after {CHURN} pod changes each "
-            f"(median of {2 * len(r['syncs'])}), by step (median CPU of the cycle's thread):"
+            f"(median of {len(r['steady_cycles'])}), by step (median CPU of the cycle's thread):"
         )
         for name, spent in r["steady_steps"].items():
             print(f"    {name:<45} {spent:.3f} s")
@@ -649,6 +656,12 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="skip the sync through json.loads + parse.py (the decoder before issue 15)",
     )
+    parser.add_argument(
+        "--steady-cycles",
+        type=int,
+        default=3,
+        help="steady cycles per sync process (the first not counted)",
+    )
     parser.add_argument("--no-gc", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--exact-decode", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--prom-url", default="", help=argparse.SUPPRESS)
@@ -671,6 +684,7 @@ def main(argv: list[str] | None = None) -> None:
             args.no_gc,
             args.exact_decode,
             args.prom_url,
+            args.steady_cycles,
         )
         print(json.dumps(result))
         return
@@ -696,6 +710,7 @@ def main(argv: list[str] | None = None) -> None:
                 args.profile,
                 args.diagnose_gc,
                 compare_exact=not args.no_compare_exact,
+                steady_cycles=args.steady_cycles,
             )
         )
         print(f"[{nodes} nodes measured in {time.perf_counter() - started:.0f} s]", flush=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 
 from descheduler.cluster.selectors import selector_matches
 from descheduler.cluster.types import LabelSelector, Node, Pod, UsageSample, UsageSnapshot
@@ -51,7 +52,26 @@ class Levels:
     low_percent: dict[str, float] = field(default_factory=dict)
     high_percent: dict[str, float] = field(default_factory=dict)
 
-    def set_thresholds(self, low_percent: Mapping[str, float], high_percent: Mapping[str, float]) -> None:
+    def set_thresholds(
+        self,
+        low_percent: Mapping[str, float],
+        high_percent: Mapping[str, float],
+        known: dict[tuple[object, ...], Levels] | None = None,
+    ) -> None:
+        """Absolute thresholds from the percentages. ``known``: levels already given these percentages,
+        by resources and base: a node of the same shape takes their figures (read only, so shared; a
+        pool's nodes come in a few shapes)."""
+        if known is not None:
+            bases = self.base
+            key = (*self.usage, *[bases.get(name, 0) for name in self.usage])
+            same = known.get(key)
+            if same is not None:
+                self.low, self.high = same.low, same.high
+                self.low_percent, self.high_percent = same.low_percent, same.high_percent
+                return
+            known[key] = self
+        # Fresh dicts: these may have been shared with other levels before.
+        self.low, self.high, self.low_percent, self.high_percent = {}, {}, {}, {}
         for name in self.usage:
             base = self.base.get(name, 0)
             self.low_percent[name] = low_percent[name]
@@ -198,6 +218,12 @@ def pool_of(node: Node, settings: Settings) -> PoolSettings | None:
     return None
 
 
+@cache
+def _needing_base(resources: tuple[str, ...]) -> tuple[str, ...]:
+    """The resources whose thresholds need a base (allocatable) above zero."""
+    return tuple(r for r in resources if r in (*REQUIRED_BASE, "pods"))
+
+
 def usage_problem(
     node: Node, usage: UsageSnapshot, pool: PoolSettings, expiration: float, now: float
 ) -> tuple[str, str] | None:
@@ -215,8 +241,7 @@ def usage_problem(
             f"usage sample is {age:.0f}s old, older than nodeMetricExpirationSeconds ({expiration:.0f}s)",
         )
     base = node.threshold_base
-    needed = [r for r in pool.resources if r in (*REQUIRED_BASE, "pods")]
-    missing = [r for r in needed if base.get(r, 0) <= 0]
+    missing = [r for r in _needing_base(pool.resources) if base.get(r, 0) <= 0]
     if missing:
         return reasons.NODE_NO_ALLOCATABLE, f"allocatable {', '.join(missing)} is zero or missing"
     for name in ("cpu", "memory"):
@@ -322,10 +347,12 @@ def set_pool_thresholds(pool: PoolSettings, views: Sequence[NodeView]) -> None:
             prod_means,
             pool.prod_configured,
         )
+    known: dict[tuple[object, ...], Levels] = {}
+    known_prod: dict[tuple[object, ...], Levels] = {}
     for view in views:
-        view.levels.set_thresholds(lows, highs)
+        view.levels.set_thresholds(lows, highs, known)
         if view.prod is not None:
-            view.prod.set_thresholds(prod_lows, prod_highs)
+            view.prod.set_thresholds(prod_lows, prod_highs, known_prod)
 
 
 def classify(view: NodeView) -> None:

@@ -236,22 +236,44 @@ class UsageEstimator:
         when none of its pods has a sample (a cycle fetches pod usage for a few nodes), else the plain sum
         of its pods' samples; anything else takes the pass over its pods. The arithmetic is the formula's,
         term by term, so the figures are identical to the last bit (unit tests hold them together)."""
-        names = [name for name in resources if name != "pods"]
         window = self.window
         start = sample_time - window
         # window_share(created, None, sample_time, window), inlined; the same for every pod that was
         # there for the whole window (most of them).
         whole = window_share(start, None, sample_time, window)
         settled = self._settled(node, pods, sample_time, whole)
-        parts = None
         if settled and node not in self.sampled:
-            # Nothing to take out of the sample or put back: the estimate is the sample.
-            parts = [0.0] * len(names), [0.0] * len(names), [0.0] * len(names)
-        elif settled and not self.claimed:
+            # Nothing to take out of the sample or put back: the estimate is the sample. A function of the
+            # sample's figures and the pods alone, so the classification before the pod usage fetch and the
+            # plan after it compute it once (kept in the index, by the node's bucket and the figures).
+            memo = self.index.node_memo("unsampled estimate", tuple(resources))
+            figures = tuple([sample.get(name, 0) for name in resources])
+            entry = memo.get(node)
+            if entry is not None and entry[0] is pods and entry[1] == figures:
+                found: NodeEstimate = entry[2]
+                return found
+            result = self._from_parts(sample, pods, resources, None)
+            if pods is self.index.pods_by_node.get(node):
+                memo[node] = (pods, figures, result)
+            return result
+        names = [name for name in resources if name != "pods"]
+        parts = None
+        if settled and not self.claimed:
             parts = self._whole_window_sums(pods, names)
         if parts is None:
             parts = self._pass(node, sample_time, pods, names, start, whole)
-        inside, now, pending = parts
+        return self._from_parts(sample, pods, resources, parts)
+
+    @staticmethod
+    def _from_parts(
+        sample: Mapping[str, int],
+        pods: Sequence[Pod],
+        resources: Sequence[str],
+        parts: tuple[Sequence[float], Sequence[float], Sequence[float]] | None,
+    ) -> NodeEstimate:
+        """The figures from the pods' parts (``_pass``'s three lists; None: no part at all)."""
+        names = [name for name in resources if name != "pods"]
+        inside, now, pending = parts if parts is not None else ([0.0] * len(names),) * 3
         raw = {name: int(sample.get(name, 0)) for name in names}
         other: dict[str, int] = {}
         usage: dict[str, int] = {}
@@ -356,7 +378,10 @@ class UsageEstimator:
         and none is projected from its workload's usage."""
         if node in self.departed:
             return False
-        youngest = max(map(_CREATED, pods), default=0.0)
+        if pods is self.index.pods_by_node.get(node):
+            youngest = self.index.youngest_on(node)
+        else:
+            youngest = max(map(_CREATED, pods), default=0.0)
         if self.window <= 0:
             return youngest <= sample_time
         return whole >= 1.0 and youngest <= sample_time - self.window

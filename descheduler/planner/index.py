@@ -9,14 +9,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import compress, count, islice
-from operator import is_not
+from operator import attrgetter, is_not
 from typing import Any
 
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, Workload
 
+_CREATED = attrgetter("created")
+
 PodMemo = dict[str, tuple[Any, ...]]
 """``pod.uid -> (pod, values...)``: values derived from one pod object, valid while ``entry[0] is pod``
 (the watch cache replaces a changed pod by a new object; pods sharing a uid just take turns)."""
+
+NodeMemo = dict[str, tuple[Any, ...]]
+"""``node name -> (bucket, values...)``: values derived from the node's ``pods_on`` list (and whatever the
+entry also holds), valid while ``entry[0]`` is that very list."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +62,23 @@ def _diff(old: Sequence[Pod], new: Sequence[Pod], limit: int) -> tuple[list[Pod]
     if len(removed) + len(added) > limit:
         return None
     return list(removed), list(added)
+
+
+def _bucketed(pod: Pod) -> bool:
+    """Whether the pod is in its node's bucket (``pods_by_node``): bound and not terminal."""
+    return bool(pod.node_name) and pod.phase not in ("Succeeded", "Failed")
+
+
+def _same_place(old: Pod, new: Pod) -> bool:
+    """``new`` is ``old`` changed in what the index does not place by: the same uid, name and node, and in
+    its node's bucket exactly when ``old`` was."""
+    return (
+        old.uid == new.uid
+        and old.name == new.name
+        and old.namespace == new.namespace
+        and old.node_name == new.node_name
+        and _bucketed(old) == _bucketed(new)
+    )
 
 
 class ClusterIndex:
@@ -109,6 +132,8 @@ class ClusterIndex:
         """Names that more than one bucketed pod has (none in a real cluster), with all their nodes."""
         self._memos: dict[str, tuple[object, PodMemo]] = {}
         self._requested: dict[str, dict[str, int]] = {}
+        self._youngest: dict[str, float] = {}
+        self._node_memos: dict[str, tuple[object, NodeMemo]] = {}
         self.workloads_version = object()
         """The same object in a derived index whose workloads are those of this one (so is every
         ``workload_of`` answer), a new one otherwise: what a memo of workload-dependent values checks."""
@@ -123,30 +148,46 @@ class ClusterIndex:
         if diff is None:
             return None
         removed, added = diff
-        uids = set(self.pod_uids)
-        for pod in removed:
-            uids.discard(pod.uid)
-        for pod in added:
-            if pod.uid in uids:
-                return None  # a duplicate uid: only a full build counts them right
-            uids.add(pod.uid)
-        if len(uids) != len(snapshot.pods):
-            return None
+        # The common change: a pod's status or metadata, so a new object for the same pod in the same place
+        # on the same node. Then the uids, names and nodes are the parent's, and each such bucket only has
+        # the new object where the old one was.
+        in_place = len(removed) == len(added) and all(map(_same_place, removed, added))
+        if in_place:
+            uids = self.pod_uids
+        else:
+            uids = set(self.pod_uids)
+            for pod in removed:
+                uids.discard(pod.uid)
+            for pod in added:
+                if pod.uid in uids:
+                    return None  # a duplicate uid: only a full build counts them right
+                uids.add(pod.uid)
+            if len(uids) != len(snapshot.pods):
+                return None
         index = ClusterIndex.__new__(ClusterIndex)
         index.snapshot = snapshot
         index.nodes = {n.name: n for n in snapshot.nodes}
         index.pod_uids = uids
         index._unique_uids = True
-        index._pod_keys = None
+        index._pod_keys = self._pod_keys if in_place else None
         by_node = dict(self.pods_by_node)
         touched = {p.node_name for p in (*removed, *added) if p.node_name}
-        for name in touched:
+        if in_place:
+            for old, new in zip(removed, added, strict=True):
+                if not _bucketed(old):
+                    continue
+                own = by_node[old.node_name]
+                if own is self.pods_by_node[old.node_name]:
+                    own = by_node[old.node_name] = list(own)  # the parent's stays as it was
+                own[next(i for i, pod in enumerate(own) if pod is old)] = new
+        rebuilt = set() if in_place else touched
+        for name in rebuilt:
             by_node.pop(name, None)
-        if touched:
+        if rebuilt:
             # The touched nodes' buckets, in snapshot order, exactly as the full build fills them.
             for pod in snapshot.pods:
                 name = pod.node_name
-                if name in touched and pod.phase not in ("Succeeded", "Failed"):
+                if name in rebuilt and pod.phase not in ("Succeeded", "Failed"):
                     bucket = by_node.get(name)
                     if bucket is None:
                         by_node[name] = [pod]
@@ -170,7 +211,9 @@ class ClusterIndex:
         index._unavailable = None
         index._node_of_key = None
         index._shared_keys = {}
-        if self._node_of_key is not None and not self._shared_keys:
+        if in_place:  # the same names on the same nodes (read only: shared)
+            index._node_of_key, index._shared_keys = self._node_of_key, self._shared_keys
+        elif self._node_of_key is not None and not self._shared_keys:
             index._carry_node_of_key(self._node_of_key, removed, added)
         # Per-pod results of the unchanged pods carry over (a removed pod's entry goes with it), and the
         # requested sums of the nodes whose pods did not change.
@@ -182,10 +225,18 @@ class ClusterIndex:
                 if entry is not None and entry[0] is pod:
                     del carried[pod.uid]
             index._memos[name] = (token, carried)
-        requested = dict(self._requested)
+        requested, youngest = dict(self._requested), dict(self._youngest)
         for name in touched:
             requested.pop(name, None)
-        index._requested = requested
+            youngest.pop(name, None)
+        index._requested, index._youngest = requested, youngest
+        # Entries hold for their bucket object, which a touched node no longer has: dropped to free them.
+        index._node_memos = {}
+        for name, (token, node_memo) in self._node_memos.items():
+            kept = dict(node_memo)
+            for node in touched:
+                kept.pop(node, None)
+            index._node_memos[name] = (token, kept)
         return index
 
     def _carry_node_of_key(self, parent: dict[str, str], removed: list[Pod], added: list[Pod]) -> None:
@@ -241,6 +292,23 @@ class ClusterIndex:
         if found is None or found[0] != token:
             found = self._memos[name] = (token, {})
         return found[1]
+
+    def node_memo(self, name: str, token: object = None) -> NodeMemo:
+        """Like ``pod_memo``, per node: values that depend on the node's bucket (the ``pods_on`` list) and on
+        ``token`` alone; an entry holds while ``entry[0] is pods_on(node)``. The bucket of a node whose pods
+        did not change is the same list in the index ``updated`` derives, so such values carry over."""
+        found = self._node_memos.get(name)
+        if found is None or found[0] != token:
+            found = self._node_memos[name] = (token, {})
+        return found[1]
+
+    def youngest_on(self, node: str) -> float:
+        """The latest creation time of the node's pods (``pods_on``; 0 without pods). Carried by ``updated``
+        for the nodes whose pods did not change."""
+        found = self._youngest.get(node)
+        if found is None:
+            found = self._youngest[node] = max(map(_CREATED, self.pods_by_node.get(node, ())), default=0.0)
+        return found
 
     def requested_on(self, node: str) -> dict[str, int]:
         """The summed requests of the node's pods (``pods_on``), per resource. Shared: callers copy it

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from descheduler.cluster.selectors import selector_matches
 from descheduler.cluster.types import Pod, PodDisruptionBudget
 from descheduler.planner import reasons
-from descheduler.planner.index import ClusterIndex, WorkloadRef
+from descheduler.planner.index import ClusterIndex, PodMemo, WorkloadRef
 from descheduler.planner.settings import Settings
 from descheduler.planner.state import Migration
 
@@ -240,9 +240,15 @@ class PdbTracker:
     """Disruptions left per PodDisruptionBudget in this cycle."""
 
     def __init__(
-        self, pdbs: Iterable[PodDisruptionBudget], refusals: Mapping[str, float] | None = None
+        self,
+        pdbs: Iterable[PodDisruptionBudget],
+        refusals: Mapping[str, float] | None = None,
+        memo: PodMemo | None = None,
     ) -> None:
         self.refusals = refusals or {}
+        self.memo = memo
+        """Each pod's matching budgets, kept across cycles by the caller while the budgets are the same
+        (``ClusterIndex.pod_memo`` with the budgets as its token)."""
         """Budgets the API server refused recently (``namespace/name`` -> until when, wall clock)."""
         self.by_namespace: dict[str, list[PodDisruptionBudget]] = {}
         """Per namespace, the budgets without ``matchLabels`` (None selectors select nothing)."""
@@ -260,6 +266,18 @@ class PdbTracker:
 
     def matching(self, pod: Pod) -> list[PodDisruptionBudget]:
         """The budgets selecting the pod, looked up by its labels (a namespace can hold thousands)."""
+        memo = self.memo
+        if memo is None:
+            return self._matching(pod)
+        entry = memo.get(pod.uid)
+        if entry is not None and entry[0] is pod:
+            found: list[PodDisruptionBudget] = entry[1]
+            return found
+        found = self._matching(pod)
+        memo[pod.uid] = (pod, found)
+        return found
+
+    def _matching(self, pod: Pod) -> list[PodDisruptionBudget]:
         namespace, labels = pod.namespace, pod.labels
         found = [p for p in self.by_namespace.get(namespace, ()) if selector_matches(p.selector, labels)]
         by_label = self.by_label

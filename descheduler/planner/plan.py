@@ -72,7 +72,9 @@ def pod_usage_nodes(
     cycle._collect_nodes()
     over = {view.name for views in cycle.views.values() for view in views if view.over}
     recent = now - settings.usage_window - settings.metric_expiration
-    young = {pod.node_name for pod in snapshot.pods if pod.node_name and pod.created > recent}
+    # The pods the estimate reads are the nodes' buckets; each bucket's youngest is kept in the index.
+    index = cycle.index
+    young = {node for node in index.pods_by_node if index.youngest_on(node) > recent}
     return frozenset(over | young)
 
 
@@ -142,7 +144,10 @@ class _Cycle:
             self.notes.append("LowNodeLoad is paused: nodes are classified, nothing is counted or evicted")
         else:
             self.limits = LimitTracker(s, self.index, migrations, self.now)
-            self.pdbs = PdbTracker(self.snapshot.pdbs, refusals)
+            # Which budgets select a pod reads the pod and the budgets alone (any change to a budget, its
+            # status included, starts the memo afresh: the entries hold the budget objects).
+            budgets = self.index.pod_memo("budgets", self.snapshot.pdbs)
+            self.pdbs = PdbTracker(self.snapshot.pdbs, refusals, budgets)
             self.filter = PodFilter(s, self.index)
             self._rejections: dict[str, Rejection | None] = {}
             self._rank_keys = self.index.pod_memo("rank key")

@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import msgspec
 import requests
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from prometheus_api_client.prometheus_connect import PrometheusConnect
@@ -100,11 +101,25 @@ def relabel_function(relabel: Relabel | None) -> Callable[[str], str]:
 
         return _REFERENCE.sub(reference, template)
 
+    # A pure function of the value, asked once per node series and cycle for the same few thousand
+    # values: the answers are kept (a table that grows past its limit starts afresh).
+    known: dict[str, str] = {}
+
     def apply(value: str) -> str:
-        match = pattern.match(value)
-        return expand(match) if match else value
+        found = known.get(value)
+        if found is None:
+            match = pattern.match(value)
+            found = expand(match) if match else value
+            if len(known) >= _RELABEL_MEMORY:
+                known.clear()
+            known[value] = found
+        return found
 
     return apply
+
+
+_RELABEL_MEMORY = 100_000
+"""Relabelled values kept per relabel function: far more than the nodes of any cluster."""
 
 
 def _short(text: str) -> str:
@@ -185,6 +200,7 @@ class PrometheusSource:
         self._transport_error: str | None = None
         self._clock = clock
         self._node_name = relabel_function(settings.node_relabel)
+        self._decoders = {True: _vector_decoder((settings.node_label,)), False: _vector_decoder(_POD_LABELS)}
         window = f"{int(settings.window)}s"
         declared = settings.queries.model_dump(by_alias=True)
         self.queries: dict[str, str] = {
@@ -299,7 +315,7 @@ class PrometheusSource:
                 warnings.simplefilter("ignore", InsecureRequestWarning)
             yield
 
-    def _post(self, query: str, now: float) -> Any:
+    def _post(self, query: str, now: float) -> requests.Response:
         """One instant query, POSTed (node matchers can be long) with ``stats=all`` to count samples."""
         client = self._client
         response = client._session.post(
@@ -315,13 +331,47 @@ class PrometheusSource:
             raise PrometheusApiClientException(
                 f"HTTP Status Code {response.status_code} ({response.content!r})"
             )
-        data = response.json()["data"]
-        stats = data.get("stats") if isinstance(data, dict) else None
-        samples = (stats or {}).get("samples") or {}
-        touched = samples.get("totalQueryableSamples")
+        return response
+
+    def _count_samples(self, touched: object) -> None:
         if isinstance(touched, int):
             self.cycle_samples += touched
             self.samples_touched += touched
+
+    def _typed_vector(self, body: bytes, *, node_level: bool) -> Vector | None:
+        """The common case, decoded in C straight into the labels read (``_vector_decoder``): a vector
+        answer whose every series has a numeric value. None when anything is off: ``_general_result`` and
+        ``_parse_vector`` then read the answer as before and word the problem."""
+        try:
+            answer = self._decoders[node_level].decode(body)
+            data = answer.data
+            if data.resultType != "vector":
+                return None
+            vector: Vector = {}
+            if node_level:
+                node_name = self._node_name
+                for series in data.result:
+                    label = series.metric.l0
+                    if label is not None:
+                        vector.setdefault(node_name(label), []).append(float(series.value[1]))
+            else:
+                for series in data.result:
+                    labels = series.metric
+                    namespace, pod = labels.l0, labels.l1
+                    if namespace is not None and pod is not None:
+                        vector.setdefault(f"{namespace}/{pod}", []).append(float(series.value[1]))
+        except (msgspec.MsgspecError, ValueError):
+            return None
+        stats = data.stats
+        self._count_samples(stats.samples.totalQueryableSamples if stats and stats.samples else None)
+        return vector
+
+    def _general_result(self, response: requests.Response) -> Any:
+        """The answer's ``data.result`` read as plain JSON, for ``_parse_vector`` to check item by item."""
+        data = response.json()["data"]
+        stats = data.get("stats") if isinstance(data, dict) else None
+        samples = (stats or {}).get("samples") or {}
+        self._count_samples(samples.get("totalQueryableSamples"))
         return data["result"]
 
     def _run_query(self, name: str, matcher: str, now: float) -> Vector | str:
@@ -333,8 +383,12 @@ class PrometheusSource:
         error: str | None = None
         try:
             with self._quiet_insecure():
-                raw = self._post(self.queries[name].replace("${podNodeMatcher}", matcher), now)
-            return self._parse_vector(raw, node_level=name.startswith("node"))
+                response = self._post(self.queries[name].replace("${podNodeMatcher}", matcher), now)
+            node_level = name.startswith("node")
+            vector = self._typed_vector(response.content, node_level=node_level)
+            if vector is None:
+                vector = self._parse_vector(self._general_result(response), node_level=node_level)
+            return vector
         except PrometheusApiClientException as failure:
             status, message = _api_error(failure)
             if status not in (401, 403):
@@ -391,7 +445,7 @@ class PrometheusSource:
     ) -> UsageSample | str:
         """A node's or pod's sample from the cycle's results, or why there is none."""
         # The common case first: one series per query, values that pass every check.
-        cpu, memory, timestamp = (results[queries[part]] for part in ("cpu", "memory", "time"))
+        cpu, memory, timestamp = results[queries["cpu"]], results[queries["memory"]], results[queries["time"]]
         if not isinstance(cpu, str) and not isinstance(memory, str) and not isinstance(timestamp, str):
             cpus, memories, times = cpu.get(key), memory.get(key), timestamp.get(key)
             if cpus and memories and times and len(cpus) == len(memories) == len(times) == 1:
@@ -422,6 +476,33 @@ class PrometheusSource:
         amounts = {"cpu": values["cpu"] * 1000, "memory": values["memory"]}
         sample = build_sample(amounts, values["time"], allocatable=allocatable, now=now)
         return sample if isinstance(sample, UsageSample) else join_reasons(sample)
+
+
+_POD_LABELS = ("namespace", "pod")
+"""The labels that name a pod's series."""
+
+
+class _Samples(msgspec.Struct):
+    totalQueryableSamples: int | None = None
+
+
+class _Stats(msgspec.Struct):
+    samples: _Samples | None = None
+
+
+def _vector_decoder(labels: Sequence[str]) -> msgspec.json.Decoder[Any]:
+    """A decoder of an instant query's answer into typed structs that keep, of each series, only the
+    ``labels`` read (as fields ``l0``, ``l1``, ... in that order), the value, and the samples touched:
+    the other labels of a series are skipped without building a dict, and the shape is checked in C."""
+    names = {f"l{i}": label for i, label in enumerate(labels)}
+    series_labels = msgspec.defstruct("SeriesLabels", [(f, str | None, None) for f in names], rename=names)
+    series = msgspec.defstruct("Series", [("metric", series_labels), ("value", tuple[float, str])])
+    listing: Any = list
+    data = msgspec.defstruct(
+        "VectorData", [("resultType", str), ("result", listing[series]), ("stats", _Stats | None, None)]
+    )
+    answer = msgspec.defstruct("Answer", [("data", data)])
+    return msgspec.json.Decoder(answer)
 
 
 class _PodSamples(Mapping[str, UsageSample]):

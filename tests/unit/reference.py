@@ -84,8 +84,13 @@ class EveryPodFilter(PodFilter):
 class ScanningPdbTracker(PdbTracker):
     """Tries every budget of the pod's namespace, in snapshot order."""
 
-    def __init__(self, pdbs: Sequence[PodDisruptionBudget], refusals: Mapping[str, float] | None = None):
-        super().__init__(pdbs, refusals)
+    def __init__(
+        self,
+        pdbs: Sequence[PodDisruptionBudget],
+        refusals: Mapping[str, float] | None = None,
+        memo: object = None,
+    ):
+        super().__init__(pdbs, refusals)  # no memo: every budget is tried for every pod
         self.all = list(pdbs)
 
     def matching(self, pod: Pod) -> list[PodDisruptionBudget]:

@@ -106,6 +106,10 @@ def _run(*args: str) -> dict[str, tuple[float, str]]:
             ("benchmarks.usage_fetch", "--nodes", "20"),
             {"samples_one_step_20": "", "samples_two_steps_20": "", "work_reduction_20": "x"},
         ),
+        (
+            ("benchmarks.steady_steps", "--nodes", "20", "--cycles", "2", "--churn", "5"),
+            {"steady_steps_20": "s"},
+        ),
     ],
     ids=[
         "cycle_cost",
@@ -115,6 +119,7 @@ def _run(*args: str) -> dict[str, tuple[float, str]]:
         "closedloop_variants",
         "simulate_dump",
         "usage_fetch",
+        "steady_steps",
     ],
 )
 def test_each_benchmark_script_runs_small_and_ends_with_a_parsable_summary(

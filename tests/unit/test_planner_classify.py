@@ -6,7 +6,7 @@ import pytest
 
 from descheduler.config.load import ConfigError
 from descheduler.planner import reasons
-from descheduler.planner.classify import absolute_threshold
+from descheduler.planner.classify import Levels, absolute_threshold
 from tests.unit.builders import NOW, World, cpu, mem, node_classes, report, settings
 
 
@@ -211,3 +211,16 @@ def test_a_string_node_selector_that_is_not_a_selector_is_a_config_error() -> No
 def test_reports_cover_every_node_in_name_order() -> None:
     world = World().node("b", usage=cpu("1")).node("a", usage=cpu("1")).node("c", ready=False, usage=cpu("1"))
     assert [r.node for r in world.plan(settings(), now=NOW).node_reports] == ["a", "b", "c"]
+
+
+def test_nodes_of_one_shape_share_their_thresholds_and_a_node_of_another_shape_gets_its_own() -> None:
+    known: dict[tuple[object, ...], Levels] = {}
+    small = [Levels({"cpu": 4000, "memory": 8 * 2**30}, {"cpu": 1000, "memory": 2**30}) for _ in range(2)]
+    large = Levels({"cpu": 16000, "memory": 8 * 2**30}, {"cpu": 1000, "memory": 2**30})
+    for levels in (*small, large):
+        levels.set_thresholds({"cpu": 20, "memory": 30}, {"cpu": 70, "memory": 80}, known)
+    assert small[0].high == small[1].high == {"cpu": 2800, "memory": absolute_threshold(80, 8 * 2**30)}
+    assert large.high["cpu"] == 11200 and large.low["cpu"] == 3200
+    # Thresholds set again on one node (no sharing) leave the node it shared them with as it was.
+    small[1].set_thresholds({"cpu": 10, "memory": 10}, {"cpu": 50, "memory": 50})
+    assert small[1].high["cpu"] == 2000 and small[0].high["cpu"] == 2800

@@ -216,6 +216,23 @@ def test_a_nodes_requested_sum_follows_its_pods(start: tuple[ClusterSnapshot, An
     assert all(e.destination != "cool0" for e in result.evictions)
 
 
+def test_a_pod_resized_in_place_changes_its_nodes_requested_sum(start: tuple[ClusterSnapshot, Any]) -> None:
+    """A pod whose requests change (in-place resize) stays the same pod in the same place: the index swaps
+    the object in its bucket rather than rebuilding it, and its node's summed requests must follow."""
+    snapshot, usage = start
+    plans(snapshot, usage, CONFIG)
+    index = carried(snapshot)
+    assert index.requested_on("cool0") == {"cpu": 500}
+    pods = tuple(replace(p, requests={"cpu": 10000}) if p.name == "c0" else p for p in snapshot.pods)
+    second = replace(snapshot, pods=pods)
+    derived = carried(second)
+    assert index._node_of_key is not None
+    assert derived is not index and derived._node_of_key is index._node_of_key  # derived in place
+    assert derived.requested_on("cool0") == {"cpu": 10000}
+    result = plans(second, usage, CONFIG)
+    assert all(e.destination != "cool0" for e in result.evictions)
+
+
 # --- many random steps --------------------------------------------------------------------------------
 
 CONFIGS = (

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+import requests
 
 from descheduler.cluster.types import Node
 from descheduler.usage.prometheus import (
@@ -122,3 +124,67 @@ def test_missing_tls_files_skip_every_node_after_one_attempt(tls: dict[str, str]
     source.close()
     assert snapshot.node_errors["a"].startswith(reason)
     assert source.queries_sent == 1
+
+
+def test_a_relabel_function_answers_each_value_as_afresh_however_often_and_past_its_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Relabelled values are kept between calls (every node series of every cycle asks again); what is kept
+    must be the answer for that very value, also once the table has been started afresh."""
+    monkeypatch.setattr("descheduler.usage.prometheus._RELABEL_MEMORY", 3)
+    values = [f"node-{i % 5}:9100" for i in range(20)] + ["10.0.0.7:9100", "node-a", "node-0:9100"]
+    kept = relabel_function(DEFAULT_NODE_RELABEL)
+    for value in values:
+        assert kept(value) == relabel_function(DEFAULT_NODE_RELABEL)(value) == value.split(":")[0]
+
+
+def _answer(result: object, result_type: str = "vector", stats: object = None) -> bytes:
+    data: dict[str, object] = {"resultType": result_type, "result": result}
+    if stats is not None:
+        data["stats"] = stats
+    return json.dumps({"status": "success", "data": data}).encode()
+
+
+def _series(value: object, **labels: object) -> dict[str, object]:
+    return {"metric": {"__name__": "x", "job": "kubelet", **labels}, "value": value}
+
+
+@pytest.mark.parametrize(
+    ("node_level", "body", "typed"),
+    [
+        (True, _answer([_series([1.5, "0.25"], instance="node-a:9100"), _series([1.5, "2"], instance="b")]),
+         True),
+        (False, _answer([_series([1.5, "0.25"], namespace="ns", pod="p", container="c")]), True),
+        (False, _answer([_series([1.5, "1"], namespace="ns", pod="p"), _series([1.5, "2"], namespace="ns",
+                                                                              pod="p")]), True),  # two series
+        # series that do not name a pod: left out
+        (False, _answer([_series([1.5, "1"], namespace="ns"), _series([1.5, "2"], pod="p")]), True),
+        (False, _answer([_series([1.5, "1"], namespace=None, pod="p")]), True),  # a null label: unnamed
+        (False, _answer([_series([1.5, "NaN"], namespace="ns", pod="p")]), True),  # NaN is judged later
+        (True, _answer([], stats={"samples": {"totalQueryableSamples": 42}}), True),
+        (True, _answer([_series([1.5, "abc"], instance="a")]), False),  # not a number: general path
+        (True, _answer([_series([1.5], instance="a")]), False),  # short sample
+        (True, _answer([{"metric": {"instance": "a"}, "values": [[1.5, "1"]]}], "matrix"), False),
+        (True, _answer({}, "matrix"), False),
+        (True, _answer([_series(["1.5", "1"], instance="a")]), False),  # a time as text: read as before
+        (False, _answer([_series([1.5, "1"], namespace=7, pod="p")]), False),  # a label that is no text
+        (True, b"<html>Sign in</html>", False),
+    ],
+)  # fmt: skip
+def test_the_typed_decode_reads_an_answer_as_the_general_path_does_or_leaves_it_to_it(
+    node_level: bool, body: bytes, typed: bool
+) -> None:
+    """The C decode is a shortcut: where it answers, the vector and the samples counted are the general
+    path's; anything unusual it leaves to the general path, which words the problem."""
+    settings = PrometheusSettings(url="http://127.0.0.1:1", node_relabel=DEFAULT_NODE_RELABEL)
+    fast, general = PrometheusSource(settings), PrometheusSource(settings)
+    vector = fast._typed_vector(body, node_level=node_level)
+    assert (vector is not None) == typed
+    if vector is None:
+        assert fast.samples_touched == 0
+        return
+    response = requests.Response()
+    response._content, response.status_code = body, 200
+    expected = general._parse_vector(general._general_result(response), node_level=node_level)
+    assert json.dumps(vector) == json.dumps(expected)  # NaN compares equal as text
+    assert fast.samples_touched == general.samples_touched
