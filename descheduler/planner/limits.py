@@ -246,10 +246,10 @@ class PdbTracker:
         memo: PodMemo | None = None,
     ) -> None:
         self.refusals = refusals or {}
+        """Budgets the API server refused recently (``namespace/name`` -> until when, wall clock)."""
         self.memo = memo
         """Each pod's matching budgets, kept across cycles by the caller while the budgets are the same
         (``ClusterIndex.pod_memo`` with the budgets as its token)."""
-        """Budgets the API server refused recently (``namespace/name`` -> until when, wall clock)."""
         self.by_namespace: dict[str, list[PodDisruptionBudget]] = {}
         """Per namespace, the budgets without ``matchLabels`` (None selectors select nothing)."""
         self.by_label: dict[tuple[str, str, str], list[PodDisruptionBudget]] = {}
