@@ -259,9 +259,11 @@ class DestinationSet:
     def _refresh(self, lane: _Lane, dims: Sequence[Dim]) -> None:
         """Make the lane's bounds exact for ``dims`` (after a scan found no node: they only shrank)."""
         views = self.views
-        members = [views[name] for _, name in lane.order]
-        for dim in dims:
-            lane.bound[dim] = max(map(self._left_of(dim), members), default=-math.inf)
+        # One pass per node (``_lefts``), then each dimension's maximum over the nodes.
+        lefts = [self._lefts(views[name], dims) for _, name in lane.order]
+        columns = zip(*lefts, strict=True) if lefts else [()] * len(dims)
+        for dim, column in zip(dims, columns, strict=True):
+            lane.bound[dim] = max(column, default=-math.inf)
 
     def _beyond_bound(self, group: _Group, lane: _Lane, demand: Mapping[Dim, int]) -> str:
         bounds = lane.bound

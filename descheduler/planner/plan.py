@@ -399,8 +399,11 @@ class _Cycle:
             )
         resources = pool.prod_resources if prod else pool.resources
         ranking = Ranking(candidates, resources, pool.weights, levels.excess, self._rank_key)
+        high = levels.high
         for pod, vector in ranking:
-            if not levels.is_over():
+            # ``levels.over_resources()`` inlined: it also answers ``is_over``, once per candidate.
+            over = [name for name, used in levels.usage.items() if used > high[name]]
+            if not over:
                 break
             if headroom and min(headroom.values()) <= 0:
                 used_up = sorted(name for name, room in headroom.items() if room <= 0)
@@ -416,10 +419,12 @@ class _Cycle:
                     f"the {'prod-' if prod else ''}low nodes have no pod slot left",
                 )
                 return
-            prod_vector = self._prod_vector(pool, pod, vector)
-            over = levels.over_resources()
+            prod_vector = self._prod_vector(pool, pod, vector) if pool.prod_resources else None
             freed = prod_vector if prod and prod_vector is not None else vector
-            if not any(freed.get(name, 0) > 0 for name in over):
+            for name in over:
+                if freed.get(name, 0) > 0:
+                    break
+            else:
                 # Moving it would spend a disruption and a limit slot and leave the node exactly as hot.
                 what = "prod usage" if prod else "usage"
                 self._skip(
@@ -440,7 +445,7 @@ class _Cycle:
                 continue
             destination, why = destinations.find(pod, vector, prod_vector)
             if destination is None:
-                self._skip(pod, source.name, reasons.NO_DESTINATION, why, prod)
+                skips.append(PodSkip(pod.key, node, reasons.NO_DESTINATION, why, prod))
                 continue
             reason = reasons.overutilized_reason(
                 levels.over_resources(), levels.usage_percent(), levels.high_percent, prod
