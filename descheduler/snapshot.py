@@ -5,7 +5,8 @@ offline, change the configuration and replay again. The cluster file is what
 ``kubectl get nodes,pods,pdb,rs,deploy,sts,rc,ns -A -o json`` prints (one ``List``, objects as the API
 server returns them), gzipped; it is written page by page so a large cluster never sits in memory as
 dicts. With ``--prometheus`` the usage file holds every node's and pod's usage as the live service
-reads it (the same queries), with each sample's age.
+reads it (the same queries), with each sample's age, as JSON: ``simulate`` reads it like YAML (JSON is
+YAML), and at 150,000 pods PyYAML's emitter would take some 40 s where ``json`` takes under one.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from descheduler.cluster.types import UsageSample
 from descheduler.kube.api import KubeApi
@@ -110,8 +109,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         document = usage_document(usage.nodes, dict(usage.pods), now)
     finally:
         source.close()
-    usage_path = out / "usage.yaml"
-    usage_path.write_text(yaml.safe_dump(document, sort_keys=False))
+    usage_path = out / "usage.json"
+    usage_path.write_text(json.dumps(document, indent=1) + "\n")
     for node, reason in sorted(usage.node_errors.items()):
         print(f"notice: no usage for node {node}: {reason}", file=sys.stderr)
     print(
@@ -131,7 +130,7 @@ def add_snapshot_parser(subparsers: Any) -> argparse.ArgumentParser:
         epilog="example: descheduler snapshot --kubeconfig ~/.kube/config --output incident/ "
         "--prometheus http://localhost:9090\n"
         "         descheduler simulate --config config.yaml --cluster incident/cluster.json.gz "
-        "--usage incident/usage.yaml",
+        "--usage incident/usage.json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -139,10 +138,10 @@ def add_snapshot_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--context", default=None, help="kubeconfig context")
     parser.add_argument(
-        "--output", required=True, metavar="DIR", help="directory for cluster.json.gz and usage.yaml"
+        "--output", required=True, metavar="DIR", help="directory for cluster.json.gz and usage.json"
     )
     parser.add_argument(
-        "--prometheus", default=None, metavar="URL", help="also write usage.yaml from this Prometheus"
+        "--prometheus", default=None, metavar="URL", help="also write usage.json from this Prometheus"
     )
     parser.add_argument("--qps", type=float, default=20.0, help="client-side request rate limit (default 20)")
     parser.set_defaults(func=cmd_snapshot)

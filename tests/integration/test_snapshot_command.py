@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,7 +75,7 @@ def test_a_snapshot_holds_every_object_and_usage_and_simulate_replays_it(
         ("Deployment", "web"),
         ("ReplicaSet", "web-rs"),
     ]
-    usage = yaml.safe_load((out / "usage.yaml").read_text())
+    usage = json.loads((out / "usage.json").read_text())
     assert usage["nodes"]["node-hot"]["cpu"] == "6000m"
     assert usage["pods"]["default/web-0"]["memory"] == 2**28
     (tmp_path / "config.yaml").write_text(CONFIG)
@@ -86,7 +87,7 @@ def test_a_snapshot_holds_every_object_and_usage_and_simulate_replays_it(
         "--cluster",
         str(out / "cluster.json.gz"),
         "--usage",
-        str(out / "usage.yaml"),
+        str(out / "usage.json"),
         "--output",
         "json",
     ]
