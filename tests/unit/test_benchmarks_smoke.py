@@ -110,6 +110,17 @@ def _run(*args: str) -> dict[str, tuple[float, str]]:
             ("benchmarks.steady_steps", "--nodes", "20", "--cycles", "2", "--churn", "5"),
             {"steady_steps_20": "s"},
         ),
+        (
+            ("benchmarks.snapshot_scale", "--sizes", "20"),
+            {
+                "snapshot_20": "s",
+                "snapshot_rss_20": "MiB",
+                "replay_20": "s",
+                "replay_vs_floor_20": "x",
+                "replay_rss_20": "MiB",
+                "dump_20": "MiB",
+            },
+        ),
     ],
     ids=[
         "cycle_cost",
@@ -120,6 +131,7 @@ def _run(*args: str) -> dict[str, tuple[float, str]]:
         "simulate_dump",
         "usage_fetch",
         "steady_steps",
+        "snapshot_scale",
     ],
 )
 def test_each_benchmark_script_runs_small_and_ends_with_a_parsable_summary(
