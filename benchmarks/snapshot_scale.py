@@ -7,7 +7,7 @@ Run from the repository root::
 
 The synthetic cluster (``synth``) is served by the test API server in a child process (LIST pages of 500,
 as a real API server pages them) and its usage by the Prometheus stand-in in this process. Then, each in a
-fresh process so that its CPU and peak RSS (``wait4``'s rusage) are its own:
+fresh process that reports its own CPU and peak RSS (``VmHWM``) as it exits:
 
 - *snapshot*: ``descheduler snapshot --kubeconfig ... --output DIR --prometheus URL`` (the dump, gzipped,
   read back once to fetch the usage of every node and pod, and the usage file);
@@ -38,33 +38,41 @@ from benchmarks import synth
 from benchmarks.common import summary_line, verdict
 from benchmarks.simulate_dump import CONFIG, RATIO_TARGET, RSS_TARGET_MIB
 
+_MEASURED = (
+    "import atexit, json, os, runpy, sys, time\n"
+    "report = sys.argv.pop(1)\n"
+    "def done():\n"
+    "    status = open('/proc/self/status').read().split('VmHWM:')[1].split()[0]\n"
+    "    with open(report, 'w') as out:\n"
+    "        json.dump({'cpu': time.process_time(), 'peak_kib': int(status)}, out)\n"
+    "atexit.register(done)\n"
+    "sys.argv[0] = 'descheduler'\n"
+    "runpy.run_module('descheduler', run_name='__main__', alter_sys=True)\n"
+)
+"""Runs ``python -m descheduler ARGS`` and, at exit, writes its own CPU and peak RSS (``VmHWM``) to a file.
+Measured inside: a forked child's rusage starts from the parent's size, which here holds the usage."""
 
-def _step(cmd: list[str], timeout: float, logs: Path) -> dict[str, Any]:
-    """Run one child step: its stdout, wall time, and CPU (user + system) and peak RSS from ``wait4``'s
-    rusage of that very child (not of every child so far: the API server's child is larger)."""
-    out_path, err_path = logs.with_suffix(".out"), logs.with_suffix(".err")
+
+def _step(args: list[str], timeout: float, logs: Path) -> dict[str, Any]:
+    """Run ``descheduler ARGS`` in a fresh process: its stdout, wall time, CPU and peak RSS."""
+    out_path, err_path, report = (logs.with_suffix(s) for s in (".out", ".err", ".json"))
     started = time.perf_counter()
     with out_path.open("w") as out, err_path.open("w") as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
-        deadline = started + timeout
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.perf_counter() > deadline:
-                proc.kill()
-                proc.wait()
-                raise RuntimeError(f"{' '.join(cmd[2:4])} ran past {timeout:g}s")
-            time.sleep(0.1)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        tail = err_path.read_text()[-3000:]
-        raise RuntimeError(f"{' '.join(cmd[2:4])} exited {proc.returncode}:\n{tail}")
+        proc = subprocess.Popen([sys.executable, "-c", _MEASURED, str(report), *args], stdout=out, stderr=err)
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"descheduler {args[0]} ran past {timeout:g}s") from None
+    if code != 0:
+        raise RuntimeError(f"descheduler {args[0]} exited {code}:\n{err_path.read_text()[-3000:]}")
+    measured = json.loads(report.read_text())
     return {
         "stdout": out_path.read_text(),
         "wall": time.perf_counter() - started,
-        "cpu": usage.ru_utime + usage.ru_stime,
-        "peak_rss_mib": usage.ru_maxrss / 1024,
+        "cpu": measured["cpu"],
+        "peak_rss_mib": measured["peak_kib"] / 1024,
     }
 
 
@@ -106,9 +114,6 @@ def measure(spec: synth.SynthSpec, timeout: float) -> dict[str, Any]:
                 incident = work / "incident"
                 out["snapshot"] = step = _step(
                     [
-                        sys.executable,
-                        "-m",
-                        "descheduler",
                         "snapshot",
                         "--kubeconfig",
                         str(server.kubeconfig),
@@ -140,9 +145,6 @@ def measure(spec: synth.SynthSpec, timeout: float) -> dict[str, Any]:
             config.write_text(CONFIG)
             replay = _step(
                 [
-                    sys.executable,
-                    "-m",
-                    "descheduler",
                     "simulate",
                     "--config",
                     str(config),

@@ -60,6 +60,12 @@ def test_go_durations_parse(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
 
 
+@given(st.integers(min_value=0, max_value=10**15 - 1), st.sampled_from([("s", 1), ("m", 60), ("h", 3600)]))
+def test_whole_seconds_minutes_and_hours_parse_exactly(amount: int, unit: tuple[str, int]) -> None:
+    name, seconds = unit
+    assert parse_duration(f"{amount}{name}") == float(Fraction(amount) * seconds)
+
+
 @pytest.mark.parametrize("bad", ["", "5", "5x", "m5", "1h 30m", "s"])
 def test_malformed_durations_are_refused(bad: str) -> None:
     with pytest.raises(ValueError):
