@@ -30,9 +30,17 @@ EXIT_FAILED = 1
 PAGE_SIZE = 500
 
 
-def write_cluster(api: KubeApi, path: Path, page_size: int = PAGE_SIZE) -> dict[str, int]:
-    """Every object the descheduler reads, as one gzipped kubectl-style JSON ``List``; counts per kind."""
+def write_cluster(api: KubeApi, path: Path, page_size: int = PAGE_SIZE) -> tuple[dict[str, int], list[str]]:
+    """Every object the descheduler reads, as one gzipped kubectl-style JSON ``List``; counts per kind, and
+    the pods left out.
+
+    Nodes are listed before pods, and the two LISTs are not one moment: a node deleted (or created) in
+    between leaves pods bound to a node the file does not hold, which ``simulate`` rightly refuses. Such
+    pods are left out (they are leaving with their node, or arrived after the picture was taken), and
+    named in the returned list (``namespace/name on node``) so the operator knows."""
     counts: dict[str, int] = {}
+    nodes: set[str] = set()
+    left_out: list[str] = []
     with gzip.open(path, "wt", encoding="utf-8", compresslevel=6) as out:
         out.write('{"apiVersion": "v1", "items": [\n')
         first = True
@@ -45,6 +53,14 @@ def write_cluster(api: KubeApi, path: Path, page_size: int = PAGE_SIZE) -> dict[
                 )
                 version = str(page.get("apiVersion", "v1"))
                 for item in page.get("items") or ():
+                    if spec.kind == "Node":
+                        nodes.add(str((item.get("metadata") or {}).get("name", "")))
+                    elif spec.kind == "Pod":
+                        node = (item.get("spec") or {}).get("nodeName")
+                        if node and node not in nodes:
+                            meta = item.get("metadata") or {}
+                            left_out.append(f"{meta.get('namespace', '')}/{meta.get('name', '')} on {node}")
+                            continue
                     item = {"apiVersion": version, "kind": spec.kind, **item}
                     out.write(("" if first else ",\n") + json.dumps(item, separators=(",", ":")))
                     first = False
@@ -53,7 +69,7 @@ def write_cluster(api: KubeApi, path: Path, page_size: int = PAGE_SIZE) -> dict[
                 if not token:
                     break
         out.write('\n], "kind": "List", "metadata": {}}\n')
-    return counts
+    return counts, left_out
 
 
 def _amount(resource: str, value: int) -> str | int:
@@ -85,13 +101,20 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     cluster_path = out / "cluster.json.gz"
     api = connect(args.kubeconfig, qps=args.qps, burst=int(args.qps * 2), context=args.context)
     try:
-        counts = write_cluster(api, cluster_path)
+        counts, left_out = write_cluster(api, cluster_path)
     except KubeError as exc:
         print(f"error: reading the cluster: {exc}", file=sys.stderr)
         return EXIT_FAILED
     finally:
         api.close()
     print(f"wrote {cluster_path}: " + ", ".join(f"{n} {k}" for k, n in counts.items()), file=sys.stderr)
+    if left_out:
+        shown = ", ".join(left_out[:10]) + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else "")
+        print(
+            f"notice: left out {len(left_out)} pod(s) bound to a node that was not in the node list (a node "
+            f"went away or came while the cluster was read): {shown}",
+            file=sys.stderr,
+        )
     if not args.prometheus:
         return EXIT_OK
     from descheduler.usage.prometheus import PrometheusSource

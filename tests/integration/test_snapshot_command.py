@@ -95,6 +95,22 @@ def test_a_snapshot_holds_every_object_and_usage_and_simulate_replays_it(
     assert '"destination": "node-cool"' in capsys.readouterr().out
 
 
+def test_a_pod_bound_to_a_node_the_node_list_missed_is_left_out_and_named_and_the_rest_replays(
+    cluster: ApiServer, prometheus: FakePrometheus, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As if node-gone was deleted between the nodes' LIST and the pods' (its pod is going away with it).
+    cluster.create(objects.pod("orphan", node="node-gone"))
+    out = tmp_path / "incident"
+    command = ["snapshot", "--kubeconfig", str(cluster.kubeconfig_path), "--output", str(out)]
+    assert main([*command, "--prometheus", prometheus.url]) == 0
+    err = capsys.readouterr().err
+    assert "left out 1 pod(s) bound to a node that was not in the node list" in err
+    assert "default/orphan on node-gone" in err
+    snapshot = load_cluster(out / "cluster.json.gz")
+    assert sorted(p.key for p in snapshot.pods) == sorted(POD_USAGE)
+    assert set(json.loads((out / "usage.json").read_text())["pods"]) == set(POD_USAGE)
+
+
 def test_a_snapshot_of_an_unreachable_cluster_fails_with_the_reason(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
