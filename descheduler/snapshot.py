@@ -3,10 +3,11 @@
 An operator who saw an odd decision can capture the cluster as the descheduler sees it and replay it
 offline, change the configuration and replay again. The cluster file is what
 ``kubectl get nodes,pods,pdb,rs,deploy,sts,rc,ns -A -o json`` prints (one ``List``, objects as the API
-server returns them), gzipped; it is written page by page so a large cluster never sits in memory as
-dicts. With ``--prometheus`` the usage file holds every node's and pod's usage as the live service
-reads it (the same queries), with each sample's age, as JSON: ``simulate`` reads it like YAML (JSON is
-YAML), and at 150,000 pods PyYAML's emitter would take some 40 s where ``json`` takes under one.
+server returns them), gzipped; it is written page by page, each item copied as it came, so a large
+cluster never sits in memory, nor is it decoded into dicts. With ``--prometheus`` the usage file holds
+every node's and pod's usage as the live service reads it (the same queries), with each sample's age,
+as JSON: ``simulate`` reads it like YAML (JSON is YAML), and at 150,000 pods PyYAML's emitter would take
+some 40 s where ``json`` takes under one.
 """
 
 from __future__ import annotations
@@ -20,19 +21,59 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
+from msgspec import Struct
+
 from descheduler.cluster.types import UsageSample
 from descheduler.kube.api import KubeApi
 from descheduler.kube.cache import DEFAULT_RESOURCES, RESOURCES
-from descheduler.kube.errors import KubeError
+from descheduler.kube.errors import DecodeError, KubeError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 PAGE_SIZE = 500
 
 
+class _PageMeta(Struct, gc=False, rename={"continue_": "continue"}):
+    continue_: str | None = None
+
+
+class _Page(Struct, gc=False, rename="camel"):
+    """A LIST page with its items left as the server's bytes: they go to the file as they came."""
+
+    api_version: str | None = None
+    items: list[msgspec.Raw] | None = None
+    metadata: _PageMeta | None = None
+
+
+class _Name(Struct, gc=False):
+    name: str | None = None
+    namespace: str | None = None
+
+
+class _Placement(Struct, gc=False, rename="camel"):
+    node_name: str | None = None
+
+
+class _Item(Struct, gc=False, rename="camel"):
+    """What the writer reads of an item: whether it names its kind, its name, and a pod's node."""
+
+    api_version: str | None = None
+    kind: str | None = None
+    metadata: _Name | None = None
+    spec: _Placement | None = None
+
+
+_PAGE = msgspec.json.Decoder(_Page)
+_ITEM = msgspec.json.Decoder(_Item)
+
+
 def write_cluster(api: KubeApi, path: Path, page_size: int = PAGE_SIZE) -> tuple[dict[str, int], list[str]]:
     """Every object the descheduler reads, as one gzipped kubectl-style JSON ``List``; counts per kind, and
     the pods left out.
+
+    Items are copied as the API server sent them (typed lists leave ``kind`` and ``apiVersion`` out of
+    their items, so those are written in front), never decoded into dicts and encoded again.
 
     Nodes are listed before pods, and the two LISTs are not one moment: a node deleted (or created) in
     between leaves pods bound to a node the file does not hold, which ``simulate`` rightly refuses. Such
@@ -41,35 +82,56 @@ def write_cluster(api: KubeApi, path: Path, page_size: int = PAGE_SIZE) -> tuple
     counts: dict[str, int] = {}
     nodes: set[str] = set()
     left_out: list[str] = []
-    with gzip.open(path, "wt", encoding="utf-8", compresslevel=6) as out:
-        out.write('{"apiVersion": "v1", "items": [\n')
-        first = True
+    with gzip.open(path, "wb", compresslevel=6) as out:
+        out.write(b'{"apiVersion": "v1", "items": [\n')
+        separator = b""
         for spec in (r for r in RESOURCES if r.name in DEFAULT_RESOURCES):
             token: str | None = None
             counts[spec.kind] = 0
             while True:
-                page: Mapping[str, Any] = api.request(
-                    "GET", spec.path, query={"limit": page_size, "continue": token}
-                )
-                version = str(page.get("apiVersion", "v1"))
-                for item in page.get("items") or ():
+                query = {"limit": page_size, "continue": token}
+                where = f"GET {spec.path}"
+                try:
+                    page = _PAGE.decode(api.request_bytes("GET", spec.path, query=query))
+                except msgspec.MsgspecError as exc:
+                    raise DecodeError(f"{where}: not a list of {spec.name}: {exc}") from None
+                version = json.dumps(page.api_version or "v1")
+                for raw in page.items or ():
+                    try:
+                        item = _ITEM.decode(raw)
+                    except msgspec.MsgspecError as exc:
+                        raise DecodeError(f"{where}: item {counts[spec.kind] + 1}: {exc}") from None
+                    name = item.metadata.name if item.metadata is not None else None
                     if spec.kind == "Node":
-                        nodes.add(str((item.get("metadata") or {}).get("name", "")))
+                        nodes.add(name or "")
                     elif spec.kind == "Pod":
-                        node = (item.get("spec") or {}).get("nodeName")
+                        node = item.spec.node_name if item.spec is not None else None
                         if node and node not in nodes:
-                            meta = item.get("metadata") or {}
-                            left_out.append(f"{meta.get('namespace', '')}/{meta.get('name', '')} on {node}")
+                            namespace = item.metadata.namespace if item.metadata is not None else None
+                            left_out.append(f"{namespace or ''}/{name or ''} on {node}")
                             continue
-                    item = {"apiVersion": version, "kind": spec.kind, **item}
-                    out.write(("" if first else ",\n") + json.dumps(item, separators=(",", ":")))
-                    first = False
+                    out.write(separator + _named(bytes(raw), item, version, spec.kind))
+                    separator = b",\n"
                     counts[spec.kind] += 1
-                token = (page.get("metadata") or {}).get("continue") or None
+                token = page.metadata.continue_ if page.metadata is not None else None
                 if not token:
                     break
-        out.write('\n], "kind": "List", "metadata": {}}\n')
+        out.write(b'\n], "kind": "List", "metadata": {}}\n')
     return counts, left_out
+
+
+def _named(raw: bytes, item: _Item, version: str, kind: str) -> bytes:
+    """The item's JSON with ``apiVersion`` and ``kind`` in front where it lacks them."""
+    missing = []
+    if item.api_version is None:
+        missing.append(f'"apiVersion":{version}')
+    if item.kind is None:
+        missing.append(f'"kind":{json.dumps(kind)}')
+    if not missing:
+        return raw
+    body = raw.lstrip()[1:]  # after the object's "{"
+    joiner = "" if body.lstrip().startswith(b"}") else ","
+    return ("{" + ",".join(missing) + joiner).encode() + body
 
 
 def _amount(resource: str, value: int) -> str | int:

@@ -1,0 +1,110 @@
+"""``snapshot.write_cluster`` copies LIST items as the server sent them, named, and leaves out orphans."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from descheduler.kube.api import KubeApi
+from descheduler.kube.errors import DecodeError
+from descheduler.snapshot import _ITEM, _named, write_cluster
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ('{"metadata":{"name":"a"}}', {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}}),
+        ("{}", {"apiVersion": "v1", "kind": "Pod"}),
+        ("  { \n }", {"apiVersion": "v1", "kind": "Pod"}),
+        ('{"kind":"Pod","apiVersion":"v9"}', {"apiVersion": "v9", "kind": "Pod"}),
+        ('{"kind":"Other"}', {"apiVersion": "v1", "kind": "Other"}),
+        (
+            '{"apiVersion":"v2","x":[1,{"kind":"no"}]}',
+            {"apiVersion": "v2", "kind": "Pod", "x": [1, {"kind": "no"}]},
+        ),
+    ],
+    ids=["bare item", "empty object", "empty with spaces", "names itself", "own kind wins", "nested kind"],
+)
+def test_an_item_gets_the_list_s_api_version_and_kind_only_where_it_lacks_them(
+    raw: str, expected: dict[str, Any]
+) -> None:
+    data = raw.encode()
+    written = _named(data, _ITEM.decode(data), json.dumps("v1"), "Pod")
+    assert json.loads(written, object_pairs_hook=_no_duplicates) == expected
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    assert len(keys) == len(set(keys)), f"duplicate keys: {keys}"
+    return dict(pairs)
+
+
+class _Pages:
+    """Answers LISTs from canned pages per path (continue tokens index the pages)."""
+
+    def __init__(self, pages: dict[str, list[bytes]]) -> None:
+        self.pages = pages
+        self.asked: list[tuple[str, object]] = []
+
+    def request_bytes(self, method: str, path: str, *, query: dict[str, Any]) -> bytes:
+        self.asked.append((path, query.get("continue")))
+        pages = self.pages.get(path, [b'{"items": []}'])
+        return pages[int(query.get("continue") or 0)]
+
+
+def _page(items: list[dict[str, Any]], more: str = "", version: str = "v1") -> bytes:
+    return json.dumps({"apiVersion": version, "items": items, "metadata": {"continue": more}}).encode()
+
+
+def _pod(name: str, node: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": {"nodeName": node}}
+
+
+def test_pages_are_followed_and_every_item_is_written_named_except_pods_on_nodes_not_listed(
+    tmp_path: Path,
+) -> None:
+    api = _Pages(
+        {
+            "/api/v1/nodes": [_page([{"metadata": {"name": "n1"}}])],
+            "/api/v1/pods": [_page([_pod("a", "n1")], more="1"), _page([_pod("b", "gone"), _pod("c", "")])],
+            "/apis/apps/v1/replicasets": [_page([{"metadata": {"name": "rs"}}], version="apps/v1")],
+        }
+    )
+    path = tmp_path / "cluster.json.gz"
+    counts, left_out = write_cluster(cast(KubeApi, api), path)
+    document = json.loads(gzip.decompress(path.read_bytes()))
+    assert document["kind"] == "List"
+    assert [(i["kind"], i["apiVersion"], i["metadata"]["name"]) for i in document["items"]] == [
+        ("Node", "v1", "n1"),
+        ("Pod", "v1", "a"),
+        ("Pod", "v1", "c"),
+        ("ReplicaSet", "apps/v1", "rs"),
+    ]
+    assert left_out == ["default/b on gone"]
+    assert counts["Pod"] == 2 and counts["Node"] == 1 and counts["Deployment"] == 0
+    assert ("/api/v1/pods", "1") in api.asked
+
+
+@pytest.mark.parametrize(
+    ("page", "says"),
+    [
+        (b"<html>proxy error</html>", "GET /api/v1/nodes: not a list of nodes"),
+        (b'{"items": {"a": 1}}', "GET /api/v1/nodes: not a list of nodes"),
+        (b'{"items": [1]}', "GET /api/v1/nodes: item 1: Expected `object`"),
+        (
+            b'{"items": [{"metadata": {"name": 5}}]}',
+            r"GET /api/v1/nodes: item 1: Expected `str \| null`, got `int`",
+        ),
+    ],
+    ids=["not json", "items not a list", "item not an object", "name not a string"],
+)
+def test_a_page_that_is_not_a_list_of_objects_fails_naming_the_request(
+    page: bytes, says: str, tmp_path: Path
+) -> None:
+    api = _Pages({"/api/v1/nodes": [page]})
+    with pytest.raises(DecodeError, match=says):
+        write_cluster(cast(KubeApi, api), tmp_path / "cluster.json.gz")
