@@ -3,11 +3,11 @@
 An operator who saw an odd decision can capture the cluster as the descheduler sees it and replay it
 offline, change the configuration and replay again. The cluster file is what
 ``kubectl get nodes,pods,pdb,rs,deploy,sts,rc,ns -A -o json`` prints (one ``List``, objects as the API
-server returns them), gzipped; it is written page by page, each item copied as it came, so a large
-cluster never sits in memory, nor is it decoded into dicts. With ``--prometheus`` the usage file holds
-every node's and pod's usage as the live service reads it (the same queries), with each sample's age,
-as JSON: ``simulate`` reads it like YAML (JSON is YAML), and at 150,000 pods PyYAML's emitter would take
-some 40 s where ``json`` takes under one.
+server returns them), gzipped; it is written page by page, each item copied as it came, never decoded
+into dicts. With ``--prometheus`` the dump is read back as ``simulate`` reads it (which also proves it
+replays) and the usage file holds every node's and pod's usage as the live service reads it (the same
+queries), with each sample's age, as JSON: ``simulate`` reads it like YAML (JSON is YAML), and at 150,000
+pods PyYAML's emitter would take some 40 s where ``json`` takes under one.
 """
 
 from __future__ import annotations
