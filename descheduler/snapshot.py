@@ -4,10 +4,10 @@ An operator who saw an odd decision can capture the cluster as the descheduler s
 offline, change the configuration and replay again. The cluster file is what
 ``kubectl get nodes,pods,pdb,rs,deploy,sts,rc,ns -A -o json`` prints (one ``List``, objects as the API
 server returns them), gzipped; it is written page by page, each item copied as it came, never decoded
-into dicts. With ``--prometheus`` the dump is read back as ``simulate`` reads it (which also proves it
-replays) and the usage file holds every node's and pod's usage as the live service reads it (the same
-queries), with each sample's age, as JSON: ``simulate`` reads it like YAML (JSON is YAML), and at 150,000
-pods PyYAML's emitter would take some 40 s where ``json`` takes under one.
+into dicts. With ``--prometheus`` the nodes and pods are also turned into snapshot values as their pages
+go by (the live cache's decoder), and the usage file holds every node's and pod's usage as the live
+service reads it (the same queries), with each sample's age, as JSON: ``simulate`` reads it like YAML
+(JSON is YAML), and at 150,000 pods PyYAML's emitter would take some 40 s where ``json`` takes under one.
 """
 
 from __future__ import annotations
@@ -18,15 +18,18 @@ import json
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
 from msgspec import Struct
 
-from descheduler.cluster.types import UsageSample
+from descheduler.cluster.fastparse import FAST_KINDS
+from descheduler.cluster.parse import ObjectError, parse_node, parse_pod
+from descheduler.cluster.types import Node, Pod, UsageSample
 from descheduler.kube.api import KubeApi
-from descheduler.kube.cache import DEFAULT_RESOURCES, RESOURCES
+from descheduler.kube.cache import DEFAULT_RESOURCES, RESOURCES, Interner
 from descheduler.kube.errors import DecodeError, KubeError
 
 EXIT_OK = 0
@@ -68,9 +71,21 @@ _PAGE = msgspec.json.Decoder(_Page)
 _ITEM = msgspec.json.Decoder(_Item)
 
 
-def write_cluster(api: KubeApi, path: Path, page_size: int = PAGE_SIZE) -> tuple[dict[str, int], list[str]]:
-    """Every object the descheduler reads, as one gzipped kubectl-style JSON ``List``; counts per kind, and
-    the pods left out.
+@dataclass
+class Written:
+    """What ``write_cluster`` wrote: objects per kind, and the pods left out (``namespace/name on node``).
+    With ``collect``, also the nodes and pods as snapshot values (what the usage fetch reads) and the
+    objects ``parse.py`` refuses (``simulate`` will refuse them too: the operator is told)."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    left_out: list[str] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def write_cluster(api: KubeApi, path: Path, page_size: int = PAGE_SIZE, *, collect: bool = False) -> Written:
+    """Every object the descheduler reads, as one gzipped kubectl-style JSON ``List``.
 
     Items are copied as the API server sent them (typed lists leave ``kind`` and ``apiVersion`` out of
     their items, so those are written in front), never decoded into dicts and encoded again.
@@ -78,29 +93,33 @@ def write_cluster(api: KubeApi, path: Path, page_size: int = PAGE_SIZE) -> tuple
     Nodes are listed before pods, and the two LISTs are not one moment: a node deleted (or created) in
     between leaves pods bound to a node the file does not hold, which ``simulate`` rightly refuses. Such
     pods are left out (they are leaving with their node, or arrived after the picture was taken), and
-    named in the returned list (``namespace/name on node``) so the operator knows."""
-    counts: dict[str, int] = {}
+    named so the operator knows. With ``collect`` the nodes and pods kept are also parsed (``Written``)."""
+    written = Written()
     nodes: set[str] = set()
-    left_out: list[str] = []
+    interner = Interner()
     with gzip.open(path, "wb", compresslevel=6) as out:
         out.write(b'{"apiVersion": "v1", "items": [\n')
         separator = b""
         for spec in (r for r in RESOURCES if r.name in DEFAULT_RESOURCES):
             token: str | None = None
-            counts[spec.kind] = 0
+            seen = written.counts[spec.kind] = 0
+            kept = collect and spec.kind in ("Node", "Pod")
             while True:
                 query = {"limit": page_size, "continue": token}
                 where = f"GET {spec.path}"
+                body = api.request_bytes("GET", spec.path, query=query)
                 try:
-                    page = _PAGE.decode(api.request_bytes("GET", spec.path, query=query))
+                    page = _PAGE.decode(body)
                 except msgspec.MsgspecError as exc:
                     raise DecodeError(f"{where}: not a list of {spec.name}: {exc}") from None
+                typed = FAST_KINDS[spec.kind].decode_page(body) if kept else None
                 version = json.dumps(page.api_version or "v1")
-                for raw in page.items or ():
+                for index, raw in enumerate(page.items or ()):
+                    seen += 1
                     try:
                         item = _ITEM.decode(raw)
                     except msgspec.MsgspecError as exc:
-                        raise DecodeError(f"{where}: item {counts[spec.kind] + 1}: {exc}") from None
+                        raise DecodeError(f"{where}: item {seen}: {exc}") from None
                     name = item.metadata.name if item.metadata is not None else None
                     if spec.kind == "Node":
                         nodes.add(name or "")
@@ -108,16 +127,42 @@ def write_cluster(api: KubeApi, path: Path, page_size: int = PAGE_SIZE) -> tuple
                         node = item.spec.node_name if item.spec is not None else None
                         if node and node not in nodes:
                             namespace = item.metadata.namespace if item.metadata is not None else None
-                            left_out.append(f"{namespace or ''}/{name or ''} on {node}")
+                            written.left_out.append(f"{namespace or ''}/{name or ''} on {node}")
                             continue
-                    out.write(separator + _named(bytes(raw), item, version, spec.kind))
+                    data = bytes(raw)
+                    out.write(separator + _named(data, item, version, spec.kind))
                     separator = b",\n"
-                    counts[spec.kind] += 1
+                    written.counts[spec.kind] += 1
+                    if kept:
+                        _keep(written, spec.kind, data, typed[0][index] if typed else None, interner)
                 token = page.metadata.continue_ if page.metadata is not None else None
                 if not token:
                     break
         out.write(b'\n], "kind": "List", "metadata": {}}\n')
-    return counts, left_out
+    return written
+
+
+def _keep(written: Written, kind: str, raw: bytes, struct: Any, interner: Interner) -> None:
+    """Add a node or pod to ``written`` as the live cache would parse it: the fast converter, else (an
+    object it does not reproduce exactly) ``parse.py``, whose refusal becomes one of ``problems``."""
+    value: Node | Pod | None = None
+    if struct is not None:
+        try:
+            value = FAST_KINDS[kind].convert(struct, interner)
+        except Exception:  # Unhandled, or a value parse.py rejects with its own message
+            value = None
+    if value is None:
+        try:
+            obj = json.loads(raw)
+            obj.setdefault("kind", kind)
+            value = parse_node(obj) if kind == "Node" else parse_pod(obj)
+        except ObjectError as exc:
+            written.problems.append(str(exc))
+            return
+    if isinstance(value, Node):
+        written.nodes.append(value)
+    else:
+        written.pods.append(value)
 
 
 def _named(raw: bytes, item: _Item, version: str, kind: str) -> bytes:
@@ -156,20 +201,24 @@ def usage_document(
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     from descheduler.kube.connection import connect
-    from descheduler.simulate.inputs import InputError, load_cluster
 
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     cluster_path = out / "cluster.json.gz"
     api = connect(args.kubeconfig, qps=args.qps, burst=int(args.qps * 2), context=args.context)
     try:
-        counts, left_out = write_cluster(api, cluster_path)
+        written = write_cluster(api, cluster_path, collect=bool(args.prometheus))
     except KubeError as exc:
         print(f"error: reading the cluster: {exc}", file=sys.stderr)
         return EXIT_FAILED
     finally:
         api.close()
+    counts, left_out = written.counts, written.left_out
     print(f"wrote {cluster_path}: " + ", ".join(f"{n} {k}" for k, n in counts.items()), file=sys.stderr)
+    for problem in written.problems:
+        print(
+            f"notice: {problem} (simulate refuses this object until it is fixed or removed)", file=sys.stderr
+        )
     if left_out:
         shown = ", ".join(left_out[:10]) + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else "")
         print(
@@ -182,15 +231,10 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     from descheduler.usage.prometheus import PrometheusSource
     from descheduler.usage.settings import PrometheusSettings
 
-    try:
-        snapshot = load_cluster(cluster_path)
-    except InputError as exc:
-        print(f"error: the cluster just written cannot be read back: {exc}", file=sys.stderr)
-        return EXIT_FAILED
     now = time.time()
     source = PrometheusSource(PrometheusSettings.model_validate({"url": args.prometheus}), clock=lambda: now)
     try:
-        usage = source.fetch(snapshot.nodes, snapshot.pods)
+        usage = source.fetch(written.nodes, written.pods)
         document = usage_document(usage.nodes, dict(usage.pods), now)
     finally:
         source.close()

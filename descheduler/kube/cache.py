@@ -147,7 +147,7 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _ABSENT = object()
 
 
-class _Interner:
+class Interner:
     """Share equal strings, maps, owner references, toleration tuples and requests between pods.
 
     Most pods of a workload carry the same labels, requests and owner; sharing them (and interning the
@@ -231,7 +231,7 @@ class _Reflector:
         read_grace: float,
         backoff: Backoff,
         stop: threading.Event,
-        interner: _Interner,
+        interner: Interner,
         wall_clock: Callable[[], float],
         fast: bool = True,
     ) -> None:
@@ -677,7 +677,7 @@ class ClusterCache:
         self._wall_clock = wall_clock
         self._started = False
         self._last_snapshot: tuple[tuple[tuple[Any, ...], ...], ClusterSnapshot] | None = None
-        interner = _Interner()
+        interner = Interner()
         self._reflectors: dict[str, _Reflector] = {}
         for spec in RESOURCES:
             if spec.name not in wanted:

@@ -19,7 +19,7 @@ import pytest
 from descheduler.cluster.fastparse import FAST_KINDS
 from descheduler.cluster.types import ClusterSnapshot
 from descheduler.kube.api import KubeApi
-from descheduler.kube.cache import ClusterCache, _Interner
+from descheduler.kube.cache import ClusterCache, Interner
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
 
@@ -151,7 +151,7 @@ def test_the_real_api_servers_objects_decode_the_same_by_the_fast_decoder_as_by_
     assert [n.labels.get("decoded") for n in followed.nodes] == ["watch", None]
     assert fast.stats()["pods"]["events"] > 0
     # None of these objects was left to parse.py: the fast decoder itself produced every value above.
-    sharer = _Interner()
+    sharer = Interner()
     for path, query in (
         (f"/api/v1/namespaces/{namespace}/pods", {}),
         (f"/apis/apps/v1/namespaces/{namespace}/replicasets", {}),

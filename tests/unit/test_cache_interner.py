@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from descheduler.kube.cache import _Interner
+from descheduler.kube.cache import Interner
 
 
 def test_equal_maps_are_shared_and_the_table_never_grows_past_its_limit() -> None:
-    interner = _Interner(limit=3)
+    interner = Interner(limit=3)
     first = interner.share({"app": "web", "pod-template-hash": "a"})
     assert interner.share({"pod-template-hash": "a", "app": "web"}) is first
     for i in range(10):  # a rollout every few minutes: new hashes keep coming

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from descheduler.cluster.fastparse import FAST_KINDS
 from descheduler.cluster.parse import ObjectError, parse_node, parse_pod, parse_workload
-from descheduler.kube.cache import RESOURCES, Backoff, _Interner, _Reflector
+from descheduler.kube.cache import RESOURCES, Backoff, Interner, _Reflector
 
 Obj = dict[str, Any]
 PARSERS: dict[str, Callable[[Obj], Any]] = {
@@ -63,7 +63,7 @@ def fast_from_page(kind: str, obj: Any) -> Any:
     items, token, version = decoded
     assert (len(items), token, version) == (1, "", "7")
     try:
-        return fast.convert(items[0], _Interner())
+        return fast.convert(items[0], Interner())
     except Exception:
         return DECLINED
 
@@ -75,7 +75,7 @@ def fast_from_event(kind: str, obj: Any) -> Any:
         return DECLINED
     assert decoded[0] == "MODIFIED"
     try:
-        return fast.convert(decoded[1], _Interner())
+        return fast.convert(decoded[1], Interner())
     except Exception:
         return DECLINED
 
@@ -689,7 +689,7 @@ def test_objects_decoded_one_after_another_with_one_interner_get_their_own_value
 ) -> None:
     """The cache converts every object with one interner, which shares what equal objects have in common
     (requests computed once per distinct resource text, toleration tuples): no object may get another's."""
-    sharer = _Interner()
+    sharer = Interner()
     for kind, obj in cases:
         expected = exact(kind, obj)
         fast = FAST_KINDS[kind]
@@ -704,7 +704,7 @@ def test_objects_decoded_one_after_another_with_one_interner_get_their_own_value
 
 
 def test_pods_of_one_workload_share_their_requests_and_tolerations() -> None:
-    sharer = _Interner()
+    sharer = Interner()
     first, second = (FAST_KINDS["Pod"].convert(fast_struct("Pod", real_pod()), sharer) for _ in range(2))
     assert first.requests is second.requests and first.tolerations is second.tolerations
     resized = FAST_KINDS["Pod"].convert(fast_struct("Pod", resized_pod()), sharer)
@@ -732,7 +732,7 @@ def reflector(kind: str, fast: bool) -> _Reflector:
         read_grace=5,
         backoff=Backoff(0.5, 30, 5),
         stop=threading.Event(),
-        interner=_Interner(),
+        interner=Interner(),
         wall_clock=time.time,
         fast=fast,
     )

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from descheduler.cluster.types import ClusterSnapshot, Node, OwnerRef, Pod, Workload
-from descheduler.kube.cache import RESOURCES, Backoff, _Interner, _Reflector
+from descheduler.kube.cache import RESOURCES, Backoff, Interner, _Reflector
 from descheduler.planner.index import ClusterIndex
 
 # -- the cache's ordered values -----------------------------------------------------------------------------
@@ -32,7 +32,7 @@ def pod_reflector() -> _Reflector:
         read_grace=5,
         backoff=Backoff(0.5, 30, 5),
         stop=threading.Event(),
-        interner=_Interner(),
+        interner=Interner(),
         wall_clock=time.time,
     )
 

@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import pytest
 
+from descheduler.cluster.parse import parse_node, parse_pod
 from descheduler.kube.api import KubeApi
 from descheduler.kube.errors import DecodeError
 from descheduler.snapshot import _ITEM, _named, write_cluster
@@ -75,7 +76,7 @@ def test_pages_are_followed_and_every_item_is_written_named_except_pods_on_nodes
         }
     )
     path = tmp_path / "cluster.json.gz"
-    counts, left_out = write_cluster(cast(KubeApi, api), path)
+    written = write_cluster(cast(KubeApi, api), path)
     document = json.loads(gzip.decompress(path.read_bytes()))
     assert document["kind"] == "List"
     assert [(i["kind"], i["apiVersion"], i["metadata"]["name"]) for i in document["items"]] == [
@@ -84,9 +85,38 @@ def test_pages_are_followed_and_every_item_is_written_named_except_pods_on_nodes
         ("Pod", "v1", "c"),
         ("ReplicaSet", "apps/v1", "rs"),
     ]
-    assert left_out == ["default/b on gone"]
-    assert counts["Pod"] == 2 and counts["Node"] == 1 and counts["Deployment"] == 0
+    assert written.left_out == ["default/b on gone"]
+    assert written.counts["Pod"] == 2 and written.counts["Node"] == 1 and written.counts["Deployment"] == 0
     assert ("/api/v1/pods", "1") in api.asked
+    assert written.nodes == [] and written.pods == []  # parsed only when asked to (collect)
+
+
+def _full_pod(name: str, node: str, cpu: str = "250m") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+        "status": {"phase": "Running", "qosClass": "Burstable"},
+    }
+
+
+def _full_node(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"}},
+    }
+
+
+def test_with_collect_the_nodes_and_pods_kept_are_parsed_as_parse_py_would_and_bad_ones_reported(
+    tmp_path: Path,
+) -> None:
+    pods = [_full_pod("a", "n1"), _full_pod("bad", "n1", cpu="lots"), _full_pod("b", "gone")]
+    api = _Pages({"/api/v1/nodes": [_page([_full_node("n1")])], "/api/v1/pods": [_page(pods)]})
+    written = write_cluster(cast(KubeApi, api), tmp_path / "cluster.json.gz", collect=True)
+    assert written.nodes == [parse_node({"kind": "Node", **_full_node("n1")})]
+    assert written.pods == [parse_pod({"kind": "Pod", **_full_pod("a", "n1")})]
+    assert len(written.problems) == 1 and "default/bad" in written.problems[0]
+    assert written.counts["Pod"] == 2  # the bad pod is in the dump all the same: simulate says what is wrong
+    assert written.left_out == ["default/b on gone"]
 
 
 @pytest.mark.parametrize(
