@@ -118,3 +118,17 @@ def test_a_taken_port_is_an_error_naming_the_address() -> None:
         with pytest.raises(OSError, match=f"cannot listen on {address}"):
             endpoints.start()
         endpoints.stop()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "[::1]"])
+def test_a_loopback_address_of_either_family_is_honoured(host: str) -> None:
+    family = socket.AF_INET6 if host.startswith("[") else socket.AF_INET
+    with socket.socket(family) as spare:
+        spare.bind((host.strip("[]"), 0))
+        address = f"{host}:{spare.getsockname()[1]}"
+    with serving(address, address, Checks()) as endpoints:
+        (port,) = endpoints.ports
+        with socket.create_connection((host.strip("[]"), port), timeout=5) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200 ")
+            assert sock.getsockname()[0] == host.strip("[]"), "listens on the loopback address given"
