@@ -28,8 +28,11 @@ import msgspec
 from msgspec import UNSET, Struct
 
 from descheduler.cluster.parse import (
+    INT32_MAX,
+    INT32_MIN,
     KEPT_POD_ANNOTATIONS,
     RAW_ALLOCATABLE_ANNOTATION,
+    resource_value,
     timestamp_seconds,
 )
 from descheduler.cluster.requests import pod_requests
@@ -43,7 +46,6 @@ from descheduler.cluster.types import (
     Toleration,
     Workload,
 )
-from descheduler.units import resource_amount
 
 __all__ = [
     "FAST_KINDS",
@@ -255,7 +257,7 @@ def _amounts(value: Any, path: str) -> dict[str, int]:
         return {}
     if type(value) is not dict:
         raise Unhandled(path)
-    return {name: resource_amount(name, quantity) for name, quantity in value.items()}
+    return {name: resource_value(name, quantity) for name, quantity in value.items()}
 
 
 def _owner(meta: _Meta, sharer: Sharer) -> OwnerRef | None:
@@ -385,6 +387,8 @@ def convert_pod(obj: _Pod, sharer: Sharer) -> Pod:
     qos = status.qos_class if status is not None else None
     if not qos:
         raise Unhandled("status.qosClass")  # derived from the containers by parse.py
+    if spec.priority is not None and not INT32_MIN <= spec.priority <= INT32_MAX:
+        raise Unhandled("spec.priority")
     text = sharer.text
     return Pod(
         namespace=text(raw_namespace or "default"),
@@ -446,7 +450,7 @@ def workload_converter(default_kind: str) -> Callable[[_Workload, Sharer], Workl
         if not isinstance(kind, str):
             raise Unhandled("kind")
         replicas = obj.spec.replicas if obj.spec is not None else 1
-        if replicas < 0:
+        if not 0 <= replicas <= INT32_MAX:
             raise Unhandled("spec.replicas")
         raw_namespace = meta.namespace or ""
         return Workload(

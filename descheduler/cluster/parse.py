@@ -2,14 +2,34 @@
 
 One parser serves the watch cache and the ``simulate`` loader. It reads plain dicts instead of the
 official client's models because model deserialization is several times slower and keeps every field.
-Bad objects raise ``ObjectError`` naming the object and field; nothing is guessed.
+Bad objects raise ``ObjectError`` naming the object and field; nothing is guessed. Nothing else escapes,
+whatever the object holds (wrong types, values nested hundreds deep, absurd numbers), and the work done
+on one object is bounded by its size: a watched object written by anyone who may update it (a kubelet,
+koordlet) must never stop the loop.
+
+Bounds (what Kubernetes itself accepts, or a stated sane maximum):
+
+- a resource amount lies in ``0 .. 2^63-1`` in its planning unit (millicores for cpu, as ``MilliValue``;
+  bytes or units otherwise, as ``Value``): Kubernetes rejects negative requests and allocatable, and
+  Koordinator reads both as int64; a quantity's text is at most ``MAX_QUANTITY_CHARS`` long (the API
+  server stores quantities in canonical form, a few characters);
+- ``spec.priority``, ``spec.replicas`` and ``status.disruptionsAllowed`` are int32, as in the API;
+- ``metadata.creationTimestamp`` lies in the years ``MIN_YEAR`` to ``MAX_YEAR``: the API server stamps
+  it from its clock, and what comes later (ages, a replay's clock, dates printed) stays representable;
+- Koordinator's ``node.koordinator.sh/raw-allocatable`` annotation that cannot be read (not JSON, not a
+  map of quantities, an amount out of range, longer than ``MAX_RAW_ALLOCATABLE_CHARS``) is ignored as a
+  whole: the node keeps ``status.allocatable`` (Koordinator's own fallback) and carries the reason in
+  ``Node.warnings``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+import json
+import reprlib
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from descheduler.cluster.requests import pod_requests
 from descheduler.cluster.types import (
@@ -43,18 +63,78 @@ KEPT_POD_LABELS_PREFIXES = ("",)  # all labels are kept: selectors may name any 
 WORKLOAD_KINDS = ("ReplicaSet", "Deployment", "StatefulSet", "ReplicationController")
 
 Obj = Mapping[str, Any]
+_T = TypeVar("_T")
+
+INT64_MAX = 2**63 - 1
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+MAX_QUANTITY_CHARS = 64
+"""Longer quantity texts are refused before any conversion (canonical quantities are a few characters)."""
+MAX_RAW_ALLOCATABLE_CHARS = 16 * 1024
+"""A raw-allocatable annotation lists a few resources; anything longer is not decoded."""
+MIN_YEAR, MAX_YEAR = 1970, 2999
+MAX_TIMESTAMP_CHARS = 64
+MAX_NAME_SHOWN = 253
+"""Names longer than a DNS subdomain are cut in messages (a message is one line, whatever the input)."""
 
 
 class ObjectError(ValueError):
     """A Kubernetes object that cannot be used; the message names the object and the field."""
 
 
+_REPR = reprlib.Repr()
+_REPR.maxstring = 80
+_REPR.maxother = 80
+_REPR.maxlevel = 3
+
+
+def show(value: Any) -> str:
+    """A bounded ``repr`` for messages: a value nested hundreds deep or megabytes long stays one short
+    line (plain ``repr`` could recurse past the interpreter's limit or print the whole value)."""
+    return _REPR.repr(value)
+
+
+def _name_text(value: Any) -> str:
+    if not isinstance(value, str):
+        return "<no name>" if value is None else f"<bad name {show(value)}>"
+    return value if len(value) <= MAX_NAME_SHOWN else value[:MAX_NAME_SHOWN] + "..."
+
+
 def _describe(obj: Obj) -> str:
     meta = obj.get("metadata") or {}
     kind = obj.get("kind") or "object"
-    name = meta.get("name", "<no name>") if isinstance(meta, Mapping) else "<no name>"
+    kind = _name_text(kind) if isinstance(kind, str) else show(kind)
+    name = _name_text(meta.get("name")) if isinstance(meta, Mapping) else "<no name>"
     namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
-    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+    return f"{kind} {_name_text(namespace)}/{name}" if namespace else f"{kind} {name}"
+
+
+def _guarded(parse: Callable[[Obj], _T]) -> Callable[[Obj], _T]:
+    """``ObjectError`` for an object nested too deeply to walk (``RecursionError`` in a ``str`` of a
+    nested value), so a parser raises nothing else."""
+
+    @functools.wraps(parse)
+    def guarded(obj: Obj) -> _T:
+        try:
+            return parse(obj)
+        except RecursionError:
+            raise ObjectError(f"{_describe(obj)}: nested too deeply to read") from None
+
+    return guarded
+
+
+def resource_value(name: str, quantity: Any) -> int:
+    """One resource's amount in its planning unit, within Kubernetes' bounds (module docstring).
+
+    ``ValueError`` otherwise; the fast decoder (``fastparse``) calls this too, so both refuse alike."""
+    if type(quantity) is str and len(quantity) > MAX_QUANTITY_CHARS:
+        raise ValueError(f"{show(quantity)} is longer than any quantity ({MAX_QUANTITY_CHARS} characters)")
+    amount = resource_amount(name, quantity)
+    if 0 <= amount <= INT64_MAX:
+        return amount
+    if amount < 0:
+        raise ValueError(f"must not be negative, got {show(quantity)}")
+    unit = "millicores" if name == "cpu" else "units"
+    raise ValueError(f"{show(quantity)} is beyond what Kubernetes represents (2^63-1 {unit})")
 
 
 def _map(obj: Obj, path: str) -> Mapping[str, Any]:
@@ -68,7 +148,7 @@ def _map(obj: Obj, path: str) -> Mapping[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ObjectError(f"{_describe(obj)}: {path} must be an object, got {value!r}")
+        raise ObjectError(f"{_describe(obj)}: {path} must be an object, got {show(value)}")
     return value
 
 
@@ -77,7 +157,7 @@ def _list(obj: Obj, container: Mapping[str, Any], key: str, path: str) -> list[A
     if value is None:
         return []
     if not isinstance(value, list):
-        raise ObjectError(f"{_describe(obj)}: {path} must be a list, got {value!r}")
+        raise ObjectError(f"{_describe(obj)}: {path} must be a list, got {show(value)}")
     return value
 
 
@@ -86,7 +166,13 @@ def _str_map(obj: Obj, value: Any, path: str) -> dict[str, str]:
         return {}
     if not isinstance(value, Mapping):
         raise ObjectError(f"{_describe(obj)}: {path} must be a map of strings")
-    return {str(k): str(v) for k, v in value.items()}
+    out: dict[str, str] = {}
+    for k, v in value.items():
+        if isinstance(v, (Mapping, list)):  # scalars read as text (hand-written YAML's `version: 1`)
+            where = f"{path}.{_name_text(str(k))}"
+            raise ObjectError(f"{_describe(obj)}: {where} must be a string, got {show(v)}")
+        out[str(k)] = str(v)
+    return out
 
 
 def _resources(obj: Obj, value: Any, path: str) -> dict[str, int]:
@@ -97,28 +183,41 @@ def _resources(obj: Obj, value: Any, path: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, quantity in value.items():
         try:
-            out[str(name)] = resource_amount(str(name), quantity)
+            out[str(name)] = resource_value(str(name), quantity)
         except ValueError as exc:
-            raise ObjectError(f"{_describe(obj)}: {path}.{name}: {exc}") from None
+            raise ObjectError(f"{_describe(obj)}: {path}.{_name_text(str(name))}: {exc}") from None
     return out
+
+
+class TimestampRangeError(ValueError):
+    """A well-formed time outside ``MIN_YEAR`` .. ``MAX_YEAR``."""
 
 
 def timestamp_seconds(value: Any) -> float:
     """An RFC 3339 time (or a YAML datetime) as seconds since the epoch; 0.0 when unset.
 
-    Raises ``ValueError`` for anything else (shared with the fast path, ``fastparse``)."""
+    Raises ``ValueError`` for anything else, ``TimestampRangeError`` for a year out of bounds (shared
+    with the fast path, ``fastparse``)."""
     if value is None or value == "":
         return 0.0
     if isinstance(value, datetime):  # YAML loaders turn unquoted timestamps into datetimes
-        return value.timestamp()
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+        parsed = value
+    elif isinstance(value, str) and len(value) <= MAX_TIMESTAMP_CHARS:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    else:
+        raise ValueError("not an RFC 3339 time")
+    if not MIN_YEAR <= parsed.year <= MAX_YEAR:
+        raise TimestampRangeError(f"year {parsed.year} is outside {MIN_YEAR}..{MAX_YEAR}")
+    return parsed.timestamp()
 
 
 def _timestamp(obj: Obj, value: Any, path: str) -> float:
     try:
         return timestamp_seconds(value)
-    except ValueError:
-        raise ObjectError(f"{_describe(obj)}: {path}: {value!r} is not an RFC 3339 time") from None
+    except TimestampRangeError as exc:
+        raise ObjectError(f"{_describe(obj)}: {path}: {show(value)}: {exc}") from None
+    except (ValueError, OverflowError, OSError):
+        raise ObjectError(f"{_describe(obj)}: {path}: {show(value)} is not an RFC 3339 time") from None
 
 
 def _metadata(obj: Obj) -> tuple[str, str, Mapping[str, Any]]:
@@ -147,7 +246,7 @@ def _requirement(obj: Obj, expr: Any, path: str) -> LabelSelectorRequirement:
         raise ObjectError(f"{_describe(obj)}: {path} needs key and operator")
     operator = str(expr["operator"])
     if operator not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
-        raise ObjectError(f"{_describe(obj)}: {path}.operator: unknown operator {operator!r}")
+        raise ObjectError(f"{_describe(obj)}: {path}.operator: unknown operator {show(operator)}")
     values = expr.get("values") or []
     if not isinstance(values, list):
         raise ObjectError(f"{_describe(obj)}: {path}.values must be a list")
@@ -168,6 +267,28 @@ def _owner(obj: Obj, meta: Mapping[str, Any]) -> OwnerRef | None:
     return None
 
 
+def _raw_allocatable(obj: Obj, text: str) -> tuple[dict[str, int] | None, str]:
+    """Koordinator's raw-allocatable amounts, or (None, why they are ignored)."""
+    where = f"{_describe(obj)}: annotation {RAW_ALLOCATABLE_ANNOTATION}"
+    fallback = "ignored, thresholds use status.allocatable"
+    if len(text) > MAX_RAW_ALLOCATABLE_CHARS:
+        return None, f"{where} is longer than {MAX_RAW_ALLOCATABLE_CHARS} characters; {fallback}"
+    try:
+        decoded = json.loads(text)
+    except (ValueError, RecursionError):
+        return None, f"{where} is not JSON ({show(text)}); {fallback}"
+    if not isinstance(decoded, Mapping):
+        return None, f"{where} must be a JSON object of quantities, got {show(decoded)}; {fallback}"
+    amounts: dict[str, int] = {}
+    for name, quantity in decoded.items():
+        try:
+            amounts[name] = resource_value(name, quantity)
+        except ValueError as exc:
+            return None, f"{where}: {_name_text(name)}: {exc}; {fallback}"
+    return amounts, ""
+
+
+@_guarded
 def parse_node(obj: Obj) -> Node:
     name, _, meta = _metadata(obj)
     spec = _map(obj, "spec")
@@ -183,16 +304,10 @@ def parse_node(obj: Obj) -> Node:
         taints.append(Taint(str(taint["key"]), str(taint.get("value", "")), str(taint.get("effect", ""))))
     annotations = _str_map(obj, meta.get("annotations"), "metadata.annotations")
     raw_allocatable = None
+    warnings: tuple[str, ...] = ()
     if RAW_ALLOCATABLE_ANNOTATION in annotations:
-        import json
-
-        try:
-            decoded = json.loads(annotations[RAW_ALLOCATABLE_ANNOTATION])
-        except ValueError:
-            raise ObjectError(
-                f"{_describe(obj)}: annotation {RAW_ALLOCATABLE_ANNOTATION} is not JSON"
-            ) from None
-        raw_allocatable = _resources(obj, decoded, f"metadata.annotations[{RAW_ALLOCATABLE_ANNOTATION}]")
+        raw_allocatable, why = _raw_allocatable(obj, annotations[RAW_ALLOCATABLE_ANNOTATION])
+        warnings = (why,) if why else ()
     return Node(
         name=name,
         labels=_str_map(obj, meta.get("labels"), "metadata.labels"),
@@ -201,6 +316,7 @@ def parse_node(obj: Obj) -> Node:
         ready=ready,
         taints=tuple(taints),
         raw_allocatable=raw_allocatable,
+        warnings=warnings,
     )
 
 
@@ -233,6 +349,7 @@ def _required_node_terms(obj: Obj, spec: Mapping[str, Any]) -> tuple[NodeSelecto
     return tuple(terms)
 
 
+@_guarded
 def parse_pod(obj: Obj) -> Pod:
     name, namespace, meta = _metadata(obj)
     spec = _map(obj, "spec")
@@ -260,8 +377,10 @@ def parse_pod(obj: Obj) -> Pod:
         if "persistentVolumeClaim" in volume or "ephemeral" in volume:
             pvc = True
     priority = spec.get("priority")
-    if priority is not None and not isinstance(priority, int):
-        raise ObjectError(f"{_describe(obj)}: spec.priority must be an integer, got {priority!r}")
+    if priority is not None and (
+        not isinstance(priority, int) or isinstance(priority, bool) or not INT32_MIN <= priority <= INT32_MAX
+    ):
+        raise ObjectError(f"{_describe(obj)}: spec.priority must be an integer (int32), got {show(priority)}")
     source = annotations.get("kubernetes.io/config.source", "api")
     return Pod(
         namespace=namespace or "default",
@@ -318,14 +437,17 @@ def _derive_qos(obj: Obj, spec: Mapping[str, Any]) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
+@_guarded
 def parse_pdb(obj: Obj) -> PodDisruptionBudget:
     name, namespace, _ = _metadata(obj)
     spec = _map(obj, "spec")
     status = _map(obj, "status")
     selector = spec.get("selector")
     allowed = status.get("disruptionsAllowed", 0)
-    if not isinstance(allowed, int) or isinstance(allowed, bool):
-        raise ObjectError(f"{_describe(obj)}: status.disruptionsAllowed must be an integer, got {allowed!r}")
+    if not isinstance(allowed, int) or isinstance(allowed, bool) or not INT32_MIN <= allowed <= INT32_MAX:
+        raise ObjectError(
+            f"{_describe(obj)}: status.disruptionsAllowed must be an integer (int32), got {show(allowed)}"
+        )
     return PodDisruptionBudget(
         namespace=namespace or "default",
         name=name,
@@ -334,12 +456,15 @@ def parse_pdb(obj: Obj) -> PodDisruptionBudget:
     )
 
 
+@_guarded
 def parse_workload(obj: Obj) -> Workload:
     name, namespace, meta = _metadata(obj)
     spec = _map(obj, "spec")
     replicas = spec.get("replicas", 1)
-    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-        raise ObjectError(f"{_describe(obj)}: spec.replicas must be a non-negative integer, got {replicas!r}")
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or not 0 <= replicas <= INT32_MAX:
+        raise ObjectError(
+            f"{_describe(obj)}: spec.replicas must be a non-negative integer (int32), got {show(replicas)}"
+        )
     return Workload(
         kind=str(obj.get("kind")),
         namespace=namespace or "default",
@@ -350,6 +475,7 @@ def parse_workload(obj: Obj) -> Workload:
     )
 
 
+@_guarded
 def parse_namespace(obj: Obj) -> Namespace:
     name, _, meta = _metadata(obj)
     return Namespace(name=name, labels=_str_map(obj, meta.get("labels"), "metadata.labels"))
@@ -362,11 +488,12 @@ def iter_objects(documents: Iterable[Any]) -> Iterable[Obj]:
             continue
         if not isinstance(doc, Mapping):
             raise ObjectError(f"expected a Kubernetes object, got {type(doc).__name__}")
-        if "items" in doc and str(doc.get("kind", "List")).endswith("List"):
+        list_kind = doc.get("kind", "List")
+        if "items" in doc and isinstance(list_kind, str) and list_kind.endswith("List"):
             items = doc.get("items") or []
             if not isinstance(items, list):
-                raise ObjectError(f"{doc.get('kind', 'List')}: items must be a list")
-            item_kind = str(doc.get("kind", "List"))[: -len("List")]
+                raise ObjectError(f"{_name_text(list_kind)}: items must be a list")
+            item_kind = list_kind[: -len("List")]
             for item in items:
                 if isinstance(item, Mapping) and "kind" not in item and item_kind:
                     item = {**item, "kind": item_kind}

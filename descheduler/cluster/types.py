@@ -61,6 +61,10 @@ class Node:
     taints: tuple[Taint, ...] = ()
     raw_allocatable: ResourceList | None = None
     """From annotation ``node.koordinator.sh/raw-allocatable``: wins over allocatable for thresholds."""
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+    """What was ignored when the node was read, one line each (an unreadable raw-allocatable annotation:
+    the node falls back to ``allocatable``); the cache logs each once and lists them in
+    ``object_warnings``. Not compared: two reads of the same node are equal whatever was said."""
 
     @property
     def threshold_base(self) -> ResourceList:
