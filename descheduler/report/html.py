@@ -7,13 +7,19 @@ the evictions as arrows from source to destination, and the pods left alone grou
 
 Nothing is fetched when the page is viewed: styles, the inline SVG and a few lines of script are in the
 file, and a Content-Security-Policy forbids every other source, so the report can be mailed or attached
-to a ticket and opened offline.
+to a ticket and opened offline. The policy names the page's one style sheet and one script by their
+sha256, not ``'unsafe-inline'``: should a name ever slip past the escaping, a script or style it injects
+still does not run. Names come from the cluster, so bidi overrides and control characters in them are
+shown as visible ``\\u202e`` escapes rather than allowed to reorder or hide the text around them.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +30,6 @@ destinations); the others are counted in a note."""
 APPLIED_RESULTS = frozenset({"", "evicted", "would-evict"})
 """Eviction results counted in the "after" bars: planned (simulate), done, or allowed by the server-side
 dry run. A refused or failed eviction leaves its pod where it is."""
-CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
 ROW_H = 30
 NAME_W = 190
@@ -194,8 +199,18 @@ def cycle_view(record: Mapping[str, Any], title: str) -> CycleView:
 # --- drawing ------------------------------------------------------------------------------------------------
 
 
+_INVISIBLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+"""C0 and C1 controls, bidi marks, embeddings, overrides and isolates, line and paragraph separators."""
+
+
+def visible(text: str) -> str:
+    """``text`` with each invisible or reordering character written as ``\\uXXXX``, so a node named
+    ``"evil\\u202egnp.exe"`` reads as that and not as ``evilexe.png``."""
+    return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    return html.escape(visible(str(text)), quote=True)
 
 
 def _resources(view: CycleView) -> list[str]:
@@ -371,7 +386,9 @@ table{border-collapse:collapse;margin:4px 0 8px;font-size:13px}th,td{border-bott
 padding:3px 8px;text-align:left;vertical-align:top}th{background:#f3f5f8}details.skip{margin:4px 0}
 summary{cursor:pointer}code{background:#f3f5f8;padding:0 3px}.controls{margin:8px 0;color:#4a5263}
 .legend span{margin-right:14px}.legend i{display:inline-block;width:22px;height:9px;margin-right:4px;
-vertical-align:middle}
+vertical-align:middle}.key-low{background:#e3f0fb}.key-mid{background:#eef3e8}.key-over{background:#fbe4e2}
+.key-before{background:#6aa84f}.legend i.key-after{border:2px solid #1565c0;height:5px}
+.legend i.key-arrow{background:#6a1b9a;height:3px}
 """
 
 SCRIPT = """
@@ -393,18 +410,30 @@ SCRIPT = """
 """
 
 
+def _sha256(source: str) -> str:
+    """A CSP hash source: the digest of the element's text exactly as it stands in the page."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(source.encode()).digest()).decode("ascii") + "'"
+
+
+CSP = (
+    f"default-src 'none'; style-src {_sha256(STYLE)}; script-src {_sha256(SCRIPT)}; img-src data:; "
+    "base-uri 'none'; form-action 'none'"
+)
+"""Computed when the module loads, from the very strings the page embeds, so an edit cannot forget it."""
+
+
 def render_html(records: Sequence[Mapping[str, Any]], titles: Sequence[str], heading: str) -> str:
     """The page for ``records`` (one per cycle, ``Plan.to_dict()`` shape), titled ``titles``."""
     views = [cycle_view(record, title) for record, title in zip(records, titles, strict=True)]
     total = sum(len(v.moves) for v in views)
     sections = "".join(_section(view, i) for i, view in enumerate(views, start=1))
     legend = (
-        '<p class="legend"><span><i style="background:#e3f0fb"></i>at or below low</span>'
-        '<span><i style="background:#eef3e8"></i>between low and high</span>'
-        '<span><i style="background:#fbe4e2"></i>above high (red dashes: high threshold)</span>'
-        '<span><i style="background:#6aa84f"></i>usage before</span>'
-        '<span><i style="border:2px solid #1565c0;height:5px"></i>usage after the evictions</span>'
-        '<span><i style="background:#6a1b9a;height:3px"></i>eviction, numbered as in its table</span></p>'
+        '<p class="legend"><span><i class="key-low"></i>at or below low</span>'
+        '<span><i class="key-mid"></i>between low and high</span>'
+        '<span><i class="key-over"></i>above high (red dashes: high threshold)</span>'
+        '<span><i class="key-before"></i>usage before</span>'
+        '<span><i class="key-after"></i>usage after the evictions</span>'
+        '<span><i class="key-arrow"></i>eviction, numbered as in its table</span></p>'
     )
     data = json.dumps({"cycles": len(views), "evictions": total}).replace("</", "<\\/")
     return (

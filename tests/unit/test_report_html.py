@@ -5,6 +5,8 @@ pods left alone by reason, and references nothing outside the file. (The page in
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -125,6 +127,50 @@ def test_names_are_escaped() -> None:
     page = render_html([record], ["<b>cycle</b>"], "report")
     assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)" in page
     assert "<b>cycle</b>" not in page
+
+
+def test_the_policy_allows_only_the_pages_own_style_and_script_by_hash() -> None:
+    page = render_html([one_hotspot()], ["Cycle 1"], "report")
+    (policy,) = re.findall(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page)
+    assert "unsafe-inline" not in policy and "unsafe-hashes" not in policy
+    directives = dict(d.strip().split(" ", 1) for d in policy.split(";"))
+    styles = re.findall(r"<style>(.*?)</style>", page, re.S)
+    scripts = re.findall(r"<script>(.*?)</script>", page, re.S)
+    assert len(styles) == 1 and len(scripts) == 1, "one of each, both covered by the hashes below"
+    for name, text in (("style-src", styles[0]), ("script-src", scripts[0])):
+        digest = base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+        assert directives[name] == f"'sha256-{digest}'"
+    assert " style=" not in page and not re.search(r"\son[a-z]+=", page), "no inline style or handler"
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("evil\u202egnp.exe", "evil\\u202egnp.exe"),  # right-to-left override
+        ("a\u202ab\u202cc\u202dd", "a\\u202ab\\u202cc\\u202dd"),  # embeddings, pop, left-to-right override
+        ("x\u2066y\u2067z\u2068w\u2069", "x\\u2066y\\u2067z\\u2068w\\u2069"),  # isolates
+        ("l\u200er\u200fa\u061c", "l\\u200er\\u200fa\\u061c"),  # marks
+        ("nul\x00bell\x07esc\x1b", "nul\\u0000bell\\u0007esc\\u001b"),  # C0
+        ("del\x7fcsi\x9b", "del\\u007fcsi\\u009b"),  # DEL and C1
+        ("line\u2028para\u2029", "line\\u2028para\\u2029"),
+        ("<b>\u202e</b>", "&lt;b&gt;\\u202e&lt;/b&gt;"),  # both escapings hold together
+        ("plain-node-1.zone-a", "plain-node-1.zone-a"),
+    ],
+)
+def test_invisible_and_reordering_characters_in_names_are_shown_escaped(name: str, shown: str) -> None:
+    record = one_hotspot()
+    for node in record["nodes"]:
+        if node["node"] == "hot":
+            node["node"] = name
+    for eviction in record["evictions"]:
+        eviction["node"] = name
+    record["skips"][0]["pod"] = f"default/{name}"
+    page = render_html([record], [name], name)
+    assert f'data-node="{shown}"' in page and f'data-from="{shown}"' in page
+    assert f"<td>default/{shown}</td>" in page and f"<title>{shown}</title>" in page
+    assert not re.search(
+        r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]", page
+    )
 
 
 def _simulate(tmp_path: Path, output: str, capsys: pytest.CaptureFixture[str]) -> str:
