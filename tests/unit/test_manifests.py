@@ -56,8 +56,8 @@ EXPECTED_CLUSTER_RULES: list[tuple[str, str, tuple[str, ...]]] = [
     ("apps", "statefulsets", ("get", "list", "watch")),
     ("policy", "poddisruptionbudgets", ("get", "list", "watch")),
     ("", "pods/eviction", ("create",)),
-    ("events.k8s.io", "events", ("create", "patch")),
-    ("", "events", ("create", "patch")),
+    ("events.k8s.io", "events", ("create",)),
+    ("", "events", ("create",)),
     ("metrics.k8s.io", "nodes", ("get", "list")),
     ("metrics.k8s.io", "pods", ("get", "list")),
 ]
