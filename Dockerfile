@@ -5,8 +5,8 @@
 #   docker build -t load-aware-descheduler:0.1.0 .
 #
 # Two stages. "builder" fetches the runtime dependencies as wheels (binary only, every file checked against
-# the sha256 in requirements.lock), builds the project's own wheel and installs all of them into a
-# virtualenv. "runtime" starts again from the slim base and copies only that virtualenv: no compiler, no
+# the sha256 in requirements.lock), builds the project's own wheel with a build backend just as pinned
+# (requirements-build.lock) and installs all of them into a virtualenv. "runtime" starts again from the slim base and copies only that virtualenv: no compiler, no
 # build backend, no package manager cache, no source tree.
 #
 # For reproducible builds, pin the base image by digest: --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:...
@@ -19,12 +19,20 @@ WORKDIR /src
 
 # Dependencies first, so this layer is reused when only the code changes. --only-binary: every runtime
 # dependency publishes manylinux wheels for CPython 3.11 on amd64 and arm64, so nothing is compiled.
-COPY requirements.lock ./
+COPY requirements.lock requirements-build.lock ./
 RUN pip wheel --no-cache-dir --require-hashes --only-binary=:all: --wheel-dir /wheels -r requirements.lock
+
+# The build backend (setuptools, wheel) in a virtualenv of its own, hash-checked like the dependencies:
+# left to build isolation, `pip wheel .` would fetch whatever setuptools is newest, unpinned and unchecked.
+RUN python -m venv /opt/build \
+ && /opt/build/bin/pip install --no-cache-dir --require-hashes --only-binary=:all: -r requirements-build.lock
 
 COPY pyproject.toml README.md ./
 COPY descheduler ./descheduler
-RUN pip wheel --no-cache-dir --no-deps --wheel-dir /dist . \
+# --no-build-isolation: build with the pinned backend above; --check-build-dependencies: fail if it no
+# longer satisfies pyproject.toml's [build-system] requires.
+RUN /opt/build/bin/pip wheel --no-cache-dir --no-deps --no-build-isolation --check-build-dependencies \
+      --wheel-dir /dist . \
  && python -m venv /opt/venv \
  && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheels --require-hashes -r requirements.lock \
  && /opt/venv/bin/pip install --no-cache-dir --no-index --no-deps /dist/*.whl \

@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"
 DOCKERIGNORE = REPO / ".dockerignore"
 LOCKFILE = REPO / "requirements.lock"
+BUILD_LOCKFILE = REPO / "requirements-build.lock"
 
 # Words that mean a compiler, a package manager or a fetcher is used (or left) in the final stage.
 BUILD_TOOLS = (
@@ -293,8 +294,8 @@ def test_dockerignore_keeps_tests_and_local_environments_out_of_the_context() ->
 # --- requirements.lock -----------------------------------------------------------------------------------
 
 
-def _lock_entries() -> dict[str, tuple[Requirement, list[str]]]:
-    text = re.sub(r"\\\n", " ", LOCKFILE.read_text())
+def _lock_entries(lockfile: Path = LOCKFILE) -> dict[str, tuple[Requirement, list[str]]]:
+    text = re.sub(r"\\\n", " ", lockfile.read_text())
     entries: dict[str, tuple[Requirement, list[str]]] = {}
     for raw in text.splitlines():
         line = raw.split("#", 1)[0].strip()
@@ -303,15 +304,16 @@ def _lock_entries() -> dict[str, tuple[Requirement, list[str]]]:
         spec, *options = line.split(" --")
         requirement = Requirement(spec.strip())
         name = canonicalize_name(requirement.name)
-        assert name not in entries, f"requirements.lock lists {name} twice"
+        assert name not in entries, f"{lockfile.name} lists {name} twice"
         hashes = [o.split("=", 1)[1].strip() for o in options if o.strip().startswith("hash=")]
         entries[name] = (requirement, hashes)
     return entries
 
 
-def test_lock_pins_every_package_to_one_exact_version_with_hashes() -> None:
-    entries = _lock_entries()
-    assert entries, "requirements.lock is empty"
+@pytest.mark.parametrize("lockfile", [LOCKFILE, BUILD_LOCKFILE], ids=lambda p: p.name)
+def test_lock_pins_every_package_to_one_exact_version_with_hashes(lockfile: Path) -> None:
+    entries = _lock_entries(lockfile)
+    assert entries, f"{lockfile.name} is empty"
     for name, (requirement, hashes) in entries.items():
         specs = list(requirement.specifier)
         assert len(specs) == 1 and specs[0].operator == "==" and "*" not in specs[0].version, (
@@ -339,3 +341,30 @@ def test_lock_covers_every_runtime_dependency_with_an_allowed_version() -> None:
 
 def test_lock_holds_no_development_tools() -> None:
     assert not set(_lock_entries()) & set(DEV_ONLY)
+
+
+def test_the_projects_wheel_is_built_with_the_hash_pinned_backend_only(
+    parsed: tuple[dict[str, str], list[Stage]],
+) -> None:
+    """Build isolation would fetch the newest setuptools and wheel, unpinned and unchecked."""
+    runs = [ins.args for stage in parsed[1][:-1] for ins in stage.all("RUN")]
+    backend = [r for r in runs if "requirements-build.lock" in r]
+    assert backend and all("--require-hashes" in r for r in backend), backend
+    builds = [r for r in runs if re.search(r"\bpip wheel\b[^&]* \.(\s|$)", r)]
+    assert builds, "no builder step runs `pip wheel .`"
+    for run in builds:
+        command = re.search(r"\S*pip wheel\b[^&]*", run)
+        assert command and "--no-build-isolation" in command.group(0), run
+        assert "--check-build-dependencies" in command.group(0), run
+
+
+def test_build_lock_satisfies_the_declared_build_requirements() -> None:
+    entries = _lock_entries(BUILD_LOCKFILE)
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["build-system"]["requires"]
+    for requirement in map(Requirement, declared):
+        name = canonicalize_name(requirement.name)
+        assert name in entries, f"build requirement {name} is missing from {BUILD_LOCKFILE.name}"
+        locked = next(iter(entries[name][0].specifier)).version
+        assert requirement.specifier.contains(locked, prereleases=True), (
+            f"{BUILD_LOCKFILE.name} pins {name}=={locked}, outside pyproject's {requirement.specifier}"
+        )
