@@ -18,7 +18,10 @@ reads memory and sends no request. LIST pages and watch events of nodes, pods an
 by ``fastparse`` (msgspec, into slim structs) and what it does not reproduce exactly by ``json.loads`` and
 ``parse.py``, the definition of every value. Objects that fail to parse are not guessed at: they are left
 out, named in ``object_errors``, and a node hosting such a pod is listed in ``nodes_with_unparsed_pods``
-so the caller can leave it alone.
+so the caller can leave it alone. A node kept with a fallback (Koordinator's raw-allocatable annotation
+unreadable: its ``status.allocatable`` is used) is logged once and named in ``object_warnings``. Parsing
+an object is bounded in time by its size (``parse.py`` checks lengths and ranges before converting), so
+no object can hold a reflector thread, and with it the GIL, ``/healthz`` and shutdown.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from descheduler.cluster.parse import (
     parse_pdb,
     parse_pod,
     parse_workload,
+    show,
 )
 from descheduler.cluster.types import (
     ClusterSnapshot,
@@ -51,7 +55,7 @@ from descheduler.cluster.types import (
     Pod,
 )
 from descheduler.kube.api import KubeApi, WatchStream, decode_json
-from descheduler.kube.errors import ApiStatusError, KubeError
+from descheduler.kube.errors import ApiStatusError, DecodeError, KubeError
 
 log = structlog.get_logger("descheduler.kube.cache")
 _T = TypeVar("_T")
@@ -257,6 +261,8 @@ class _Reflector:
         self._dirty: set[str] = set()
         self.errors: dict[str, str] = {}
         self.bad_pod_nodes: dict[str, str] = {}
+        self.warned: dict[str, str] = {}
+        """The fallback each kept object was last logged with (so it is logged once, not per event)."""
         self.resource_version = ""
         self.synced = threading.Event()
         self.last_heard = 0.0
@@ -433,6 +439,8 @@ class _Reflector:
                 continue
             key, parsed = value
             items[key] = parsed
+            if self.warned:
+                self.warned.pop(key, None)
             if errors:
                 errors.pop(key, None)
                 bad_nodes.pop(key, None)
@@ -475,7 +483,7 @@ class _Reflector:
                 if self.stop.is_set():
                     break
                 if not self._apply_fast(line):
-                    self._apply(stream.decode(line))
+                    self._apply(self._decode(stream, line))
                 received += 1
         finally:
             self._stream = None
@@ -483,6 +491,14 @@ class _Reflector:
         if not self.stop.is_set():
             self.last_heard = self.wall_clock()
         return received
+
+    def _decode(self, stream: WatchStream, line: bytes) -> Any:
+        """The exact decoder's event; a document nested past the interpreter's limit is a broken watch
+        (reconnect with backoff), not a crash of the reflector."""
+        try:
+            return stream.decode(line)
+        except RecursionError:
+            raise DecodeError(f"watch {self.spec.path}: event nested too deeply to decode") from None
 
     def _apply_fast(self, line: bytes) -> bool:
         """Apply an ADDED, MODIFIED, DELETED or BOOKMARK event by the fast path; False (nothing done)
@@ -520,13 +536,17 @@ class _Reflector:
                     self.items[key] = converted[1]
                 self.errors.pop(key, None)
                 self.bad_pod_nodes.pop(key, None)
+                if self.warned:
+                    self.warned.pop(key, None)
             if resource_version:
                 self.resource_version = resource_version
         return True
 
-    def _apply(self, event: Mapping[str, Any]) -> None:
+    def _apply(self, event: Any) -> None:
+        obj = event.get("object") if isinstance(event, Mapping) else None
+        if not isinstance(obj, dict):
+            raise KubeError(f"watch {self.spec.path}: an event without an object: {show(event)}")
         kind = event.get("type")
-        obj = event["object"]
         if kind == "ERROR":
             code = obj.get("code")
             if code == 410 or obj.get("reason") in ("Expired", "Gone"):
@@ -559,6 +579,7 @@ class _Reflector:
                     self.items.pop(key, None)
                     self.errors.pop(key, None)
                     self.bad_pod_nodes.pop(key, None)
+                    self.warned.pop(key, None)
             else:
                 key = self._store(obj, self.items, self.errors, self.bad_pod_nodes)
             if key is not None:
@@ -587,7 +608,7 @@ class _Reflector:
             return None
         try:
             value = self.spec.parse(obj)
-        except (ObjectError, ValueError, TypeError, AttributeError) as exc:
+        except (ObjectError, ValueError, TypeError, AttributeError, RecursionError) as exc:
             items.pop(key, None)
             message = str(exc) if isinstance(exc, ObjectError) else f"{self.spec.kind} {key}: {exc}"
             if errors.get(key) != message:
@@ -601,10 +622,22 @@ class _Reflector:
             return key
         if isinstance(value, Pod):
             value = self.interner.pod(value)
+        self._warn(key, getattr(value, "warnings", ()))
         items[key] = value
         errors.pop(key, None)
         bad_nodes.pop(key, None)
         return key
+
+    def _warn(self, key: str, warnings: tuple[str, ...]) -> None:
+        """Log an object's fallback the first time it is seen (and again only if it changes)."""
+        if not warnings:
+            if self.warned:
+                self.warned.pop(key, None)
+            return
+        message = "; ".join(warnings)
+        if self.warned.get(key) != message:
+            log.warning("object_fallback", resource=self.spec.name, object=key, warning=message)
+            self.warned[key] = message
 
     def values(self) -> tuple[Any, ...]:
         """The values in key order (the same tuple until something changes)."""
@@ -796,6 +829,15 @@ class ClusterCache:
                 for key, message in reflector.errors.items():
                     out[f"{reflector.spec.kind} {key}"] = message
         return out
+
+    @property
+    def object_warnings(self) -> dict[str, str]:
+        """Objects kept with a fallback: ``Kind name`` -> what was ignored (a node whose raw-allocatable
+        annotation cannot be read uses its ``status.allocatable``)."""
+        reflector = self._reflectors.get("nodes")
+        if reflector is None:
+            return {}
+        return {f"Node {node.name}": "; ".join(node.warnings) for node in reflector.values() if node.warnings}
 
     @property
     def nodes_with_unparsed_pods(self) -> frozenset[str]:
