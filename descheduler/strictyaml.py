@@ -41,6 +41,7 @@ DEFAULT_MAX_DEPTH = 64
 _MAX_NUMBER_CHARS = 4300
 """The longest integer or float text accepted: Python's own limit for ``int(str)`` (CVE-2020-10735)."""
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_STR_TAG = "tag:yaml.org,2002:str"
 _DEPTH_ATTR = "_strictyaml_depth"
 
 
@@ -95,11 +96,8 @@ class _StrictConstructor(yaml.constructor.SafeConstructor):
             raise _Problem("YAML aliases are not accepted", *_at(node))
         return super().construct_object(node, deep=deep)
 
-    def _mark_child(self, parent_depth: int, child: Node) -> None:
-        if isinstance(child, MappingNode | SequenceNode):
-            if parent_depth + 1 > self.max_depth:
-                raise _depth_problem(child, self.max_depth)
-            setattr(child, _DEPTH_ATTR, parent_depth + 1)
+    may_alias = True
+    """False when the text holds no ``*``: no node can be shared, so plain strings skip the bookkeeping."""
 
     def _depth_of(self, node: Node) -> int:
         depth: int = getattr(node, _DEPTH_ATTR, 1)
@@ -107,26 +105,34 @@ class _StrictConstructor(yaml.constructor.SafeConstructor):
             raise _depth_problem(node, self.max_depth)
         return depth
 
+    def _child(self, child: Node, depth: int, deep: bool) -> Any:
+        """Construct ``child`` of a collection at ``depth``; strings directly (most of a cluster dump)."""
+        if type(child) is ScalarNode:
+            if child.tag == _STR_TAG and not self.may_alias:
+                return child.value
+        elif depth >= self.max_depth:
+            raise _depth_problem(child, self.max_depth)
+        else:
+            setattr(child, _DEPTH_ATTR, depth + 1)
+        return self.construct_object(child, deep=deep)
+
     def construct_sequence(self, node: Node, deep: bool = False) -> list[Any]:
         if not isinstance(node, SequenceNode):
             raise _Problem(f"expected a sequence, found a {type(node).__name__}", *_at(node))
         depth = self._depth_of(node)
-        result = []
-        for child in node.value:
-            self._mark_child(depth, child)
-            result.append(self.construct_object(child, deep=deep))
-        return result
+        child = self._child
+        return [child(item, depth, deep) for item in node.value]
 
     def construct_mapping(self, node: Node, deep: bool = False) -> dict[Any, Any]:
         if not isinstance(node, MappingNode):
             raise _Problem(f"expected a mapping, found a {type(node).__name__}", *_at(node))
         depth = self._depth_of(node)
+        child = self._child
         mapping: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             if key_node.tag == _MERGE_TAG:
                 raise _Problem("YAML merge keys (<<) are not accepted", *_at(key_node))
-            self._mark_child(depth, key_node)
-            key = self.construct_object(key_node, deep=deep)
+            key = child(key_node, depth, deep)
             try:
                 seen = key in mapping
             except TypeError:
@@ -134,19 +140,26 @@ class _StrictConstructor(yaml.constructor.SafeConstructor):
             if seen:
                 raise _Problem(
                     f"duplicate key {_short(key)} at line {key_node.start_mark.line + 1} "
-                    f"(first at line {self._first_line(node, key)})",
+                    f"(first at line {self._first_line(node, key_node)})",
                     *_at(key_node),
                 )
-            self._mark_child(depth, value_node)
-            mapping[key] = self.construct_object(value_node, deep=deep)
+            mapping[key] = child(value_node, depth, deep)
         return mapping
 
-    def _first_line(self, node: MappingNode, key: object) -> int:
-        """Where ``key`` first appears in ``node`` (error path only, so nothing is kept per key)."""
+    def _first_line(self, node: MappingNode, duplicate: Node) -> int:
+        """Where the key of ``duplicate`` first appears in ``node`` (error path only: nothing kept)."""
+        key = self._plain(duplicate)
         for key_node, _ in node.value:
-            if self.constructed_objects.get(key_node, _MISSING) == key:
+            if key_node is not duplicate and self._plain(key_node) == key:
                 return int(key_node.start_mark.line) + 1
         return int(node.start_mark.line) + 1
+
+    def _plain(self, node: Node) -> Any:
+        """A key as constructed, without the alias bookkeeping (keys are scalars or were constructed)."""
+        if isinstance(node, ScalarNode):
+            constructor = self.yaml_constructors.get(node.tag)
+            return constructor(self, node) if constructor is not None else node.value
+        return self.constructed_objects.get(node, _MISSING)
 
     def construct_yaml_int(self, node: ScalarNode) -> int:
         if len(node.value) > _MAX_NUMBER_CHARS:
@@ -343,6 +356,7 @@ def iter_all(
     except (yaml.YAMLError, UnicodeEncodeError) as exc:  # the characters are checked up front
         raise _input_error(source, text, 0, max_depth, exc) from None
     loader.max_depth = max_depth
+    loader.may_alias = LIBYAML and "*" in text  # the pure composer refuses aliases before construction
     document = -1
     try:
         while True:
