@@ -639,3 +639,23 @@ def test_the_servicemonitor_component_scrapes_the_metrics_service(tmp_path: Path
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     ports = {p["name"] for p in service["spec"]["ports"]}
     assert {e["port"] for e in monitor["spec"]["endpoints"]} <= ports
+
+
+def test_the_network_policy_component_admits_only_monitoring_to_the_pods_ports(tmp_path: Path) -> None:
+    kv = _kubernetes_validate()
+    objs = _overlay(tmp_path, components=["components/network-policy"])
+    policy = _one(objs, "NetworkPolicy")
+    for version in _schema_versions():
+        kv.validate(policy, version, strict=True)
+    deployment = _one(objs, "Deployment")
+    assert policy["metadata"]["namespace"] == deployment["metadata"]["namespace"] == NAMESPACE
+    selected = policy["spec"]["podSelector"]["matchLabels"].items()
+    assert selected and selected <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"], "egress stays open: API server and Prometheus vary"
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ]
+    named = {p["name"] for p in deployment["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    assert {p["port"] for p in rule["ports"]} == named == {"healthz", "metrics"}
+    assert not [o for o in _render(MANIFESTS)[0] if o["kind"] == "NetworkPolicy"], "optional: off by default"
