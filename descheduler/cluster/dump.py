@@ -7,10 +7,29 @@ loader takes minutes. So:
 - JSON is decoded one object at a time: the top-level ``List``'s ``items`` are read with the C scanner of
   the standard library (``JSONDecoder.raw_decode``) one after the other, so only one item's dicts are
   alive while the caller turns it into a small snapshot value. The decoding cost is ``json.loads``' own.
-- YAML goes through libyaml (``yaml.CSafeLoader``) when PyYAML was built with it, else the Python loader.
-- A gzip file (by its magic bytes, whatever its name) is decompressed first.
+- YAML goes through ``descheduler.strictyaml`` (libyaml when PyYAML was built with it): duplicate keys,
+  aliases and deep nesting are refused there.
+- A gzip file (by its magic bytes, whatever its name) is decompressed as it is read.
 
-Errors name the file and, for JSON, the line and column.
+Bounded, whatever the file holds (it may come from anyone):
+
+- a JSON dump (on disk, and its text once decompressed) is at most ``MAX_DUMP_BYTES`` (2 GiB: four times
+  a 5,000-node cluster's dump); one object in it at most ``MAX_ITEM_CHARS`` (the API server stores
+  objects of at most a few MB); JSON nested past the interpreter's recursion limit is an error;
+- what is read whole (a YAML dump, a usage file) is at most ``MAX_DOCUMENT_BYTES``: YAML is parsed into
+  Python objects all at once, tens of times the text's size; a big cluster is dumped as JSON;
+- gzip output beyond ``MAX_GZIP_RATIO`` times the compressed size (past the first ``GZIP_RATIO_FLOOR``
+  bytes) is refused as it is produced, so a gzip bomb costs a few chunks of memory and stops early
+  (DEFLATE's ratio on real dumps is 5-30x; a bomb's is about 1,000x);
+- a NUL character in the text is refused at once: no JSON or YAML holds one, and a bomb of zeros would
+  otherwise be read whole as YAML.
+
+Duplicate keys: YAML refuses them everywhere (``strictyaml``). In JSON the top level (a ``List``'s keys)
+is checked by hand at no cost; inside items the C decoder keeps the last value, as ``json.loads`` and
+the API server's decoder of old did, because a Python hook on every object would make a 500 MB dump
+several times slower to read (measured: see ``tests/unit/test_hostile_cluster_data.py``).
+
+Errors (``DumpError``) name the file and, for JSON, the line and column.
 """
 
 from __future__ import annotations
@@ -18,42 +37,127 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
+import re
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, cast
 
-import yaml
-
 from descheduler.config.load import decode_utf8
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _WHITESPACE = " \t\n\r"
+_NOT_WHITESPACE = re.compile(r"[^ \t\n\r]")
 _DECODER = json.JSONDecoder()
 
-YamlLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's loader when available (tens of times faster), PyYAML's own otherwise; same results."""
+MAX_DUMP_BYTES = 2 * 2**30
+MAX_DOCUMENT_BYTES = 128 * 2**20
+MAX_ITEM_CHARS = 64 * 2**20
+MAX_GZIP_RATIO = 200
+GZIP_RATIO_FLOOR = 2**20
+MAX_YAML_DEPTH = 64
 
 
 class DumpError(ValueError):
     """A dump that cannot be read: the message names the file and what is wrong."""
 
 
-def read_text(path: str | Path, what: str = "cluster") -> str:
-    """The file's text, gunzipped first if it is gzip; UTF-8 required."""
+class _Bounded(io.RawIOBase):
+    """A binary stream that refuses to give more than its bounds allow (module docstring): the plain
+    file's bytes, or a gzip member's output against the size and the compression ratio."""
+
+    def __init__(self, inner: IO[bytes], path: str | Path, limit: int, raw: _Counted | None = None) -> None:
+        self.inner = inner
+        self.path = path
+        self.limit = limit
+        self.raw = raw
+        """The compressed file under a gzip stream (None: ``inner`` is the file itself)."""
+        self.given = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.inner.read(len(view))
+        self.given += len(data)
+        if self.given > self.limit:
+            unzipped = " once decompressed" if self.raw is not None else ""
+            raise DumpError(f"{self.path}: more than the limit of {self.limit} bytes{unzipped}; refused")
+        if self.raw is not None and self.given > GZIP_RATIO_FLOOR:
+            compressed = max(self.raw.size, self.raw.count, 1)
+            if self.given > MAX_GZIP_RATIO * compressed:
+                raise DumpError(
+                    f"{self.path}: gzip expands more than {MAX_GZIP_RATIO} times its {compressed} bytes "
+                    "(a gzip bomb?); refused"
+                )
+        view[: len(data)] = data
+        return len(data)
+
+
+class _Counted(io.RawIOBase):
+    """The file under a gzip stream: counts what was read (a pipe has no size to compare with)."""
+
+    def __init__(self, inner: IO[bytes], size: int) -> None:
+        self.inner = inner
+        self.size = size
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.inner.read(len(view))
+        self.count += len(data)
+        view[: len(data)] = data
+        return len(data)
+
+
+def _open(path: str | Path, what: str, limit: int) -> tuple[IO[bytes], IO[bytes]]:
+    """(the open file, its bounded binary content): gzip undone, bounds checked as it is read."""
     try:
-        data = Path(path).read_bytes()
+        raw = Path(path).open("rb")  # noqa: SIM115 (closed by the caller; opening is what may fail)
     except OSError as exc:
         raise DumpError(f"{path}: cannot read {what} file: {exc.strerror or exc}") from None
-    if data[:2] == _GZIP_MAGIC:
+    try:
+        size = os.fstat(raw.fileno()).st_size
+        if size > limit:
+            raise DumpError(f"{path}: {size} bytes, more than the limit of {limit} bytes for a {what} file")
+        if raw.peek(2)[:2] == _GZIP_MAGIC:
+            counted = _Counted(raw, size)
+            unzipped = gzip.GzipFile(fileobj=io.BufferedReader(counted))
+            return raw, io.BufferedReader(_Bounded(cast(IO[bytes], unzipped), path, limit, counted))
+        return raw, io.BufferedReader(_Bounded(raw, path, limit))
+    except OSError as exc:
+        raw.close()
+        raise DumpError(f"{path}: cannot read {what} file: {exc.strerror or exc}") from None
+    except BaseException:
+        raw.close()
+        raise
+
+
+def read_text(path: str | Path, what: str = "cluster", limit: int = MAX_DOCUMENT_BYTES) -> str:
+    """The file's text, gunzipped first if it is gzip; UTF-8 required; at most ``limit`` bytes."""
+    raw, binary = _open(path, what, limit)
+    with raw:
         try:
-            data = gzip.decompress(data)
+            data = binary.read()
         except (OSError, EOFError, zlib.error) as exc:
             raise DumpError(f"{path}: not a valid gzip file: {exc}") from None
     try:
-        return decode_utf8(data)
+        text = decode_utf8(data)
     except ValueError as exc:
         raise DumpError(f"{path}: {exc}") from None
+    _refuse_nul(path, text, 0)
+    return text
+
+
+def _refuse_nul(path: str | Path, text: str, base: int) -> None:
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise DumpError(f"{path}: a NUL character at offset {base + nul}: binary data, not JSON or YAML")
 
 
 def is_json(text: str) -> bool:
@@ -123,11 +227,13 @@ class _Scanner:
         """Skip whitespace; the next character ("" at the end)."""
         while True:
             text, pos = self.text, self.pos
-            while pos < len(text) and text[pos] in _WHITESPACE:
-                pos += 1
-            self.pos = pos
-            if pos < len(text):
+            if pos < len(text) and text[pos] not in _WHITESPACE:
                 return text[pos]
+            found = _NOT_WHITESPACE.search(text, pos)
+            if found is not None:
+                self.pos = found.start()
+                return text[self.pos]
+            self.pos = len(text)
             if not self.fill():
                 return ""
 
@@ -143,10 +249,17 @@ class _Scanner:
             try:
                 value, end = _DECODER.raw_decode(self.text, self.pos)
             except json.JSONDecodeError as exc:
+                if len(self.text) - self.pos > MAX_ITEM_CHARS:
+                    too_big = f"one value is larger than the limit of {MAX_ITEM_CHARS} characters"
+                    raise self.fail(too_big) from None
                 if self.fill():
                     continue
                 self.pos = exc.pos
                 raise self.fail(exc.msg) from None
+            except RecursionError:
+                raise self.fail("nested too deeply (past the interpreter's recursion limit)") from None
+            except ValueError as exc:  # an integer of more than 4,300 digits (int_max_str_digits)
+                raise self.fail(str(exc)) from None
             if end == len(self.text) and self.fill():
                 continue  # a number may go on in the next chunk
             self.pos = end
@@ -202,9 +315,13 @@ def _object_items(scanner: _Scanner) -> Iterator[Any]:
         yield head
         return
     while True:
+        key_at = scanner.pos
         key = scanner.value()
         if not isinstance(key, str):
             raise scanner.fail("object keys must be strings")
+        if key in head or (key == "items" and streamed):
+            scanner.pos = key_at
+            raise scanner.fail(f"duplicate key {key[:80]!r}")
         scanner.expect(":")
         if key == "items" and scanner.skip() == "[" and not streamed:
             streamed = True
@@ -246,48 +363,55 @@ def _list_item_kind(head: dict[str, Any]) -> str:
 def load_documents(path: str | Path, what: str = "cluster") -> Iterator[Any]:
     """The file's objects (JSON, streamed from disk chunk by chunk) or YAML documents; gzip undone first.
 
-    Raises ``DumpError`` (unreadable, bad gzip, not UTF-8, bad JSON) or ``yaml.YAMLError`` as it goes."""
-    try:
-        raw = Path(path).open("rb")  # noqa: SIM115 (closed below; opening is what may fail)
-    except OSError as exc:
-        raise DumpError(f"{path}: cannot read {what} file: {exc.strerror or exc}") from None
+    Raises ``DumpError`` (unreadable, too large, a gzip bomb, bad gzip, not UTF-8, bad JSON or YAML) as
+    it goes."""
+    raw, binary = _open(path, what, MAX_DUMP_BYTES)
     with raw:
-        gzipped = raw.peek(2)[:2] == _GZIP_MAGIC
-        binary = cast(IO[bytes], gzip.GzipFile(fileobj=raw) if gzipped else raw)
 
         def more(size: int) -> str:
             try:
-                return stream.read(size)
+                chunk = stream.read(size)
             except UnicodeDecodeError:
-                read_text(path, what)  # the whole file again, to say exactly where (raises DumpError)
+                # the whole file again, to say exactly where (raises DumpError)
+                read_text(path, what, MAX_DUMP_BYTES)
                 raise  # not reached: read_text found the same bad byte
             except (OSError, EOFError, zlib.error) as exc:
                 raise DumpError(f"{path}: not a valid gzip file: {exc}") from None
+            _refuse_nul(path, chunk, 0)
+            return chunk
 
         stream = io.TextIOWrapper(binary, encoding="utf-8", errors="strict", newline="")
         head = more(CHUNK)
         if is_json(head):
             yield from iter_json_items(
-                path, head.lstrip("\ufeff"), more, lambda: read_text(path, what).lstrip("\ufeff")
+                path,
+                head.lstrip("\ufeff"),
+                more,
+                lambda: read_text(path, what, MAX_DUMP_BYTES).lstrip("\ufeff"),
             )
             return
         rest = [head]
+        size = len(head)
         while chunk := more(CHUNK):
+            size += len(chunk)
+            if size > MAX_DOCUMENT_BYTES:
+                raise DumpError(
+                    f"{path}: a YAML {what} file larger than {MAX_DOCUMENT_BYTES} bytes; "
+                    "give a large cluster as JSON (kubectl get ... -o json), which is read item by item"
+                )
             rest.append(chunk)
         yield from iter_documents(path, "".join(rest))
 
 
 def iter_documents(path: str | Path, text: str) -> Iterator[Any]:
-    """The dump's objects or YAML documents, JSON streamed item by item, YAML through libyaml if present."""
+    """The dump's objects or YAML documents, JSON streamed item by item, YAML through ``strictyaml``."""
     if is_json(text):
         yield from iter_json_items(path, text.lstrip("\ufeff"))
         return
+    from descheduler.strictyaml import YamlInputError, iter_all
+
     try:
-        yield from yaml.load_all(text, Loader=YamlLoader)
-    except yaml.YAMLError:
-        if YamlLoader is yaml.SafeLoader:
-            raise
-        # libyaml places some marks elsewhere; PyYAML's error reads the same on every install.
-        for _ in yaml.load_all(text, Loader=yaml.SafeLoader):
-            pass
-        raise
+        yield from iter_all(text, str(path), max_bytes=MAX_DOCUMENT_BYTES, max_depth=MAX_YAML_DEPTH)
+    except YamlInputError as exc:
+        where = f" (line {exc.line}, column {exc.column or 1})" if exc.line is not None else ""
+        raise DumpError(f"{path}: not valid YAML{where}: {exc.problem}") from None

@@ -4,6 +4,11 @@ USAGE is YAML: ``nodes: {NODE: SAMPLE or [SAMPLE per cycle]}`` and ``pods: {NAME
 [...]}`` where a SAMPLE is ``{cpu: QUANTITY, memory: QUANTITY, age: DURATION?}`` (other resource names
 may be added as quantities). A list's last entry repeats for later cycles. Every problem raises
 ``InputError`` whose message names the file, the entry and the field.
+
+Both files are read through ``cluster.dump`` (bounded size, gzip ratio and nesting; YAML strict:
+duplicate keys and aliases refused). A usage amount must lie within +-(2^63-1) in its unit (negative
+ones are then refused by the live sources' trust rule, with its reason), a quantity text within
+``parse.MAX_QUANTITY_CHARS`` characters.
 """
 
 from __future__ import annotations
@@ -14,10 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from descheduler.cluster import dump
-from descheduler.cluster.parse import ObjectError, build_snapshot, iter_objects
+from descheduler.cluster.parse import (
+    INT64_MAX,
+    MAX_QUANTITY_CHARS,
+    ObjectError,
+    build_snapshot,
+    iter_objects,
+    show,
+)
 from descheduler.cluster.types import ClusterSnapshot
 from descheduler.units import parse_duration, resource_amount
 
@@ -49,13 +59,6 @@ class UsageSeries:
         return samples[min(cycle, len(samples)) - 1]
 
 
-def _yaml_error(path: str | Path, exc: yaml.YAMLError) -> InputError:
-    mark = getattr(exc, "problem_mark", None)
-    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-    problem = getattr(exc, "problem", None) or str(exc)
-    return InputError(f"{path}: not valid YAML{where}: {problem}")
-
-
 def load_cluster(path: str | Path) -> ClusterSnapshot:
     """Kubernetes objects as ``kubectl get nodes,pods,pdb,rs,deploy,sts -A -o json`` (or ``-o yaml``) prints
     them, gzipped or not; multi-document and ``kind: List`` both work.
@@ -82,8 +85,6 @@ def load_cluster(path: str | Path) -> ClusterSnapshot:
         snapshot = build_snapshot(objects(), problems)
     except dump.DumpError as exc:
         raise InputError(str(exc)) from None
-    except yaml.YAMLError as exc:
-        raise _yaml_error(path, exc) from None
     finally:
         gc.freeze()
         if collecting:
@@ -127,7 +128,7 @@ def _sample(where: str, value: Any, problems: list[str]) -> Sample | None:
         name = str(key)
         if name == "age":
             try:
-                age = parse_duration(raw if isinstance(raw, str) else str(raw))
+                age = parse_duration(raw if isinstance(raw, str) else show(raw))
             except ValueError as exc:
                 problems.append(f"{where}.age: {exc}")
                 continue
@@ -135,13 +136,22 @@ def _sample(where: str, value: Any, problems: list[str]) -> Sample | None:
                 problems.append(f"{where}.age: must not be negative")
             continue
         try:
-            resources[name] = resource_amount(name, raw)
+            resources[name] = _usage_amount(name, raw)
         except ValueError as exc:
             problems.append(f"{where}.{name}: {exc}")
     for required in ("cpu", "memory"):
         if required not in value:
             problems.append(f"{where}: {required} is required in a sample")
     return Sample(resources, age) if len(problems) == before else None
+
+
+def _usage_amount(name: str, raw: Any) -> int:
+    if isinstance(raw, str) and len(raw) > MAX_QUANTITY_CHARS:
+        raise ValueError(f"{show(raw)} is longer than any quantity ({MAX_QUANTITY_CHARS} characters)")
+    amount = resource_amount(name, raw)
+    if -INT64_MAX <= amount <= INT64_MAX:
+        return amount
+    raise ValueError(f"{show(raw)} is beyond what Kubernetes represents (2^63-1)")
 
 
 def _samples(where: str, value: Any, problems: list[str]) -> tuple[Sample, ...]:
@@ -165,8 +175,6 @@ def load_usage(path: str | Path, snapshot: ClusterSnapshot) -> UsageSeries:
         documents = [d for d in dump.iter_documents(path, text) if d is not None]
     except dump.DumpError as exc:
         raise InputError(str(exc)) from None
-    except yaml.YAMLError as exc:
-        raise _yaml_error(path, exc) from None
     if len(documents) > 1:
         raise InputError(f"{path}: expected one YAML document with nodes and pods, found {len(documents)}")
     doc = documents[0] if documents else {}

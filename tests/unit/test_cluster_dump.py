@@ -121,5 +121,10 @@ def test_a_broken_dump_is_refused_naming_the_file_and_where(
     assert message in str(error.value)
 
 
-def test_yaml_goes_through_libyaml_when_pyyaml_has_it() -> None:
-    assert dump.YamlLoader is (yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
+def test_yaml_dumps_are_read_strictly_a_duplicate_key_naming_both_lines(tmp_path: Path) -> None:
+    path = _write(tmp_path / "dump.yaml", b"kind: Node\nmetadata:\n  name: a\n  name: b\n")
+    with pytest.raises(InputError) as error:
+        load_cluster(path)
+    assert str(error.value) == (
+        f"{path}: not valid YAML (line 4, column 3): duplicate key 'name' at line 4 (first at line 3)"
+    )

@@ -380,7 +380,7 @@ def main(out: Path = HERE) -> None:
         if node == "worker-09":
             # A two-cycle spike (a batch of retries), then back to normal: the anomaly condition ignores it.
             spike = {"cpu": f"{node_cpu[node] + SPIKE_CPU}m", "memory": f"{node_mem[node]}Mi"}
-            usage_nodes[node] = [spike, spike, sample]
+            usage_nodes[node] = [spike, dict(spike), sample]  # two objects: YAML aliases are refused
         elif node == "worker-12":
             usage_nodes[node] = {**sample, "age": "10m"}
         else:
