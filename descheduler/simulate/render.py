@@ -2,6 +2,10 @@
 
 The JSON keys ``cycles[].cycle`` and ``cycles[].evictions[].{pod,node,reason}`` are a contract users
 script against; everything else is added information and may grow.
+
+Text output shows every name and message with control and bidirectional-formatting characters escaped
+(``\\u202e``): a pod named with a right-to-left override must not visually rewrite its line or the next
+one. JSON keeps the exact strings (its own escaping is for machines).
 """
 
 from __future__ import annotations
@@ -15,8 +19,26 @@ from descheduler.planner import NodeReport, Plan
 from descheduler.simulate.runner import CycleResult
 
 
+def _escaped(char: str) -> str:
+    if char.isprintable():
+        return char
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def escape(text: str) -> str:
+    """``text`` with every character Python deems non-printable (C0/C1 controls, bidirectional marks,
+    embeddings, overrides and isolates U+202A..U+202E and U+2066..U+2069, line separators...) written
+    as ``\\uXXXX``, so it cannot rewrite a terminal line. The common case costs one scan."""
+    return text if text.isprintable() else "".join(map(_escaped, text))
+
+
 def _time(now: float) -> str:
-    return datetime.fromtimestamp(now, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """UTC time of ``now``; seconds since the epoch when beyond what a date can show (year 9999)."""
+    try:
+        return datetime.fromtimestamp(now, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return f"{now:.0f}s after the epoch"
 
 
 def cycle_dict(result: CycleResult) -> dict[str, Any]:
@@ -47,6 +69,7 @@ def render_html(results: Sequence[CycleResult]) -> str:
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
     widths = [len(h) for h in headers]
+    rows = [[escape(cell) for cell in row] for row in rows]
     for row in rows:
         for i, cell in enumerate(row):
             widths[i] = max(widths[i], len(cell))
@@ -83,8 +106,8 @@ def _class_cell(report: NodeReport) -> str:
 
 def render_plan_text(plan: Plan, title: str) -> list[str]:
     """One cycle as text; also usable for a one-off dry-run audit."""
-    lines = [title]
-    lines += [f"  {note}" for note in plan.notes]
+    lines = [escape(title)]
+    lines += [f"  {escape(note)}" for note in plan.notes]
     resources: list[str] = []
     for report in plan.node_reports:
         for item in report.resources:
