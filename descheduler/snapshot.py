@@ -154,7 +154,14 @@ def _keep(written: Written, kind: str, raw: bytes, struct: Any, interner: Intern
     if value is None:
         try:
             obj = json.loads(raw)
-            obj.setdefault("kind", kind)
+        except (ValueError, RecursionError) as exc:  # the server's bytes; nested too deeply for Python
+            written.problems.append(f"{kind}: an item that cannot be decoded: {str(exc)[:200]}")
+            return
+        if not isinstance(obj, dict):
+            written.problems.append(f"{kind}: an item that is not a JSON object")
+            return
+        obj.setdefault("kind", kind)
+        try:
             value = parse_node(obj) if kind == "Node" else parse_pod(obj)
         except ObjectError as exc:
             written.problems.append(str(exc))

@@ -20,14 +20,15 @@ CLOCK_SKEW_S = 60.0
 
 
 def _show(resource: str, amount: float) -> str:
-    return f"{amount:.0f}m" if resource == "cpu" else f"{amount:.0f} bytes"
+    text = str(amount) if isinstance(amount, int) else f"{amount:.0f}"  # an int may be beyond any float
+    return f"{text}m" if resource == "cpu" else f"{text} bytes"
 
 
 def amount_problem(resource: str, amount: float, allocatable: ResourceList) -> str | None:
     """Why ``amount`` (millicores for cpu, bytes for memory) cannot be trusted, or None."""
-    if math.isnan(amount):
+    if not isinstance(amount, int) and math.isnan(amount):  # (math.isnan of a huge int overflows)
         return f"NaN {resource}"
-    if math.isinf(amount):
+    if not isinstance(amount, int) and math.isinf(amount):
         return f"infinite {resource}"
     if amount < 0:
         return f"negative {resource} ({_show(resource, amount)})"
