@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import reprlib
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
@@ -71,6 +72,10 @@ MAX_QUANTITY_CHARS = 64
 """Longer quantity texts are refused before any conversion (canonical quantities are a few characters)."""
 MAX_RAW_ALLOCATABLE_CHARS = 16 * 1024
 """A raw-allocatable annotation lists a few resources; anything longer is not decoded."""
+MAX_EXPONENT = 64
+"""``1e999999999`` is refused before ``10**999999999`` is computed (minutes of CPU holding the GIL): an
+amount within int64 never needs an exponent beyond this, whatever its mantissa (64 characters at most)."""
+_EXPONENT = re.compile(r"[eE]([+-]?\d+)\s*$")
 MIN_YEAR, MAX_YEAR = 1970, 2999
 MAX_TIMESTAMP_CHARS = 64
 MAX_NAME_SHOWN = 253
@@ -126,8 +131,13 @@ def resource_value(name: str, quantity: Any) -> int:
     """One resource's amount in its planning unit, within Kubernetes' bounds (module docstring).
 
     ``ValueError`` otherwise; the fast decoder (``fastparse``) calls this too, so both refuse alike."""
-    if type(quantity) is str and len(quantity) > MAX_QUANTITY_CHARS:
-        raise ValueError(f"{show(quantity)} is longer than any quantity ({MAX_QUANTITY_CHARS} characters)")
+    if type(quantity) is str:
+        if len(quantity) > MAX_QUANTITY_CHARS:
+            raise ValueError(f"{show(quantity)} is longer than any quantity ({MAX_QUANTITY_CHARS} chars)")
+        if "e" in quantity or "E" in quantity:
+            exponent = _EXPONENT.search(quantity)
+            if exponent is not None and abs(int(exponent.group(1))) > MAX_EXPONENT:
+                raise ValueError(f"{show(quantity)}: exponent beyond +-{MAX_EXPONENT}, out of range")
     amount = resource_amount(name, quantity)
     if 0 <= amount <= INT64_MAX:
         return amount
