@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from descheduler.config.models import (
@@ -25,17 +24,27 @@ from descheduler.config.models import (
     MigrationControllerArgs,
     OtherPluginArgs,
 )
+from descheduler.strictyaml import YamlInputError, load_all
+
+MAX_CONFIG_BYTES = 2**20
+"""A configuration is a few KB; anything over 1 MiB is a mistake (or ``/dev/zero``), refused unread."""
 
 _TAGS = {"LowNodeLoadArgs", "MigrationControllerArgs", "Other"}
 
 
-def read_text_file(path: str | Path) -> str:
+def read_text_file(path: str | Path, max_bytes: int | None = None) -> str:
     """A UTF-8 text file's content. ``OSError`` or ``ValueError`` with a message meant for the user as is
-    (a binary or otherwise encoded file says where the first bad byte is, never a traceback)."""
+    (a binary or otherwise encoded file says where the first bad byte is, never a traceback).
+
+    With ``max_bytes``, at most ``max_bytes + 1`` bytes are read: a larger file (or a device such as
+    ``/dev/zero`` that never ends) is refused at once instead of filling memory."""
     try:
-        data = Path(path).read_bytes()
+        with Path(path).open("rb") as stream:
+            data = stream.read() if max_bytes is None else stream.read(max_bytes + 1)
     except OSError as exc:
         raise OSError(f"cannot read file: {exc.strerror or exc}") from None
+    if max_bytes is not None and len(data) > max_bytes:
+        raise ValueError(f"larger than the limit of {max_bytes} bytes; is this the right file?")
     return decode_utf8(data)
 
 
@@ -125,6 +134,18 @@ def _format_loc(loc: Sequence[int | str], prefix: str) -> str:
     return path or "(top level)"
 
 
+def _short(text: str, limit: int = 200) -> str:
+    """One line of at most ``limit`` characters: a 4,000-digit value must not become a 4,000-column error."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _short_repr(value: object) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**60:
+        return f"an integer of {len(str(abs(value)))} digits"
+    return _short(repr(value), 80)
+
+
 def _format_validation_error(exc: ValidationError, prefix: str) -> list[str]:
     problems = []
     for err in exc.errors():
@@ -139,11 +160,17 @@ def _format_validation_error(exc: ValidationError, prefix: str) -> list[str]:
             continue
         if err.get("type") in ("missing",):
             problems.append(f"{path}: field required")
-        elif isinstance(value, dict | list) or repr(value) in message or "got" in message:
-            problems.append(f"{path}: {message}")
+        elif isinstance(value, dict | list) or "got" in message or _short_repr(value) in message:
+            problems.append(f"{path}: {_short(message)}")
         else:
-            problems.append(f"{path}: {message} (got {value!r})")
+            problems.append(f"{path}: {_short(message)} (got {_short_repr(value)})")
     return problems
+
+
+def _yaml_problem(exc: YamlInputError) -> str:
+    """``not valid YAML (line 7, column 1): duplicate key 'dryRun' at line 7 (first at line 3)``."""
+    where = f" (line {exc.line}, column {exc.column})" if exc.line is not None else ""
+    return f"not valid YAML{where}: {exc.problem}"
 
 
 def _unwrap_configmap(doc: Mapping[str, Any], source: str) -> tuple[Any, str]:
@@ -158,9 +185,12 @@ def _unwrap_configmap(doc: Mapping[str, Any], source: str) -> tuple[Any, str]:
     if not isinstance(text, str):
         raise ConfigError(source, [f"data.{key}: must be a string holding YAML"])
     try:
-        return yaml.safe_load(text), f"data.{key}"
-    except yaml.YAMLError as exc:
-        raise ConfigError(source, [f"data.{key}: not valid YAML: {exc}"]) from None
+        docs = load_all(text, f"data.{key}", max_bytes=MAX_CONFIG_BYTES)
+    except YamlInputError as exc:
+        raise ConfigError(source, [f"data.{key}: {_yaml_problem(exc)}"]) from None
+    if len(docs) != 1:
+        raise ConfigError(source, [f"data.{key}: expected exactly one YAML document, found {len(docs)}"])
+    return docs[0], f"data.{key}"
 
 
 def _plugin_problems(config: DeschedulerConfiguration) -> tuple[list[str], list[str]]:
@@ -307,10 +337,11 @@ def load_config_document(doc: Any, source: str = "<config>") -> EffectiveConfig:
 
 
 def load_config_text(text: str, source: str = "<config>") -> EffectiveConfig:
+    """Parse strictly (``descheduler.strictyaml``: duplicate keys, aliases, depth, size) and validate."""
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise ConfigError(source, [f"not valid YAML: {exc}"]) from None
+        docs = load_all(text, source, max_bytes=MAX_CONFIG_BYTES)
+    except YamlInputError as exc:
+        raise ConfigError(source, [_yaml_problem(exc)]) from None
     if len(docs) != 1:
         raise ConfigError(source, [f"expected exactly one YAML document, found {len(docs)}"])
     return load_config_document(docs[0], source)
@@ -319,7 +350,7 @@ def load_config_text(text: str, source: str = "<config>") -> EffectiveConfig:
 def load_config(path: str | Path) -> EffectiveConfig:
     """Read and validate a configuration file."""
     try:
-        text = read_text_file(path)
+        text = read_text_file(path, MAX_CONFIG_BYTES)
     except (OSError, ValueError) as exc:
         raise ConfigError(str(path), [str(exc)]) from None
     return load_config_text(text, str(path))
