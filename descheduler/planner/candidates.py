@@ -79,10 +79,14 @@ class PodFilter:
     and the workload checks are made again). The index carries them from cycle to cycle for the pods
     that did not change, so a steady cycle decides only new pods."""
 
-    def __init__(self, settings: Settings, index: ClusterIndex) -> None:
+    def __init__(
+        self, settings: Settings, index: ClusterIndex, threshold: tuple[int | None, str] | None = None
+    ) -> None:
+        """``threshold``: the priority threshold already resolved (by another index of the same cycle)."""
         self.settings = settings
         self.index = index
-        self.threshold, self.threshold_problem = resolve_priority_threshold(settings, index)
+        resolved = threshold if threshold is not None else resolve_priority_threshold(settings, index)
+        self.threshold, self.threshold_problem = resolved
         self._memo = index.pod_memo("filter", (settings, self.threshold, self.threshold_problem))
         """uid -> (pod, verdict, workloads version of the verdict, the pod's own checks' answer)."""
         self._workload_verdicts: dict[int, tuple[WorkloadRef, Rejection | None]] = {}

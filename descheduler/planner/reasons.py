@@ -58,6 +58,17 @@ PDB_REFUSED = "pdb-refused"
 """The API server refused an eviction under this pod's PodDisruptionBudget recently (its Retry-After)."""
 NO_DESTINATION = "no-destination"
 
+# --- why a planned eviction was not sent: the API server's objects disagree (``verify.py``) --------------
+VERIFY_POD_CHANGED = "verify-pod-changed"
+"""The pod is gone, replaced, moved, terminating or finished, or its controller changed."""
+VERIFY_WORKLOAD_CHANGED = "verify-workload-changed"
+"""The pod's workload is gone or expects another number of replicas than the cache said."""
+VERIFY_REFUSED = "verify-refused"
+"""A filter or a per-workload limit refuses the eviction on the server's objects."""
+VERIFY_UNREADABLE = "verify-unreadable"
+"""The server's objects could not be read (an error or a timeout): nothing is sent on a guess."""
+VERIFY_CODES = frozenset({VERIFY_POD_CHANGED, VERIFY_WORKLOAD_CHANGED, VERIFY_REFUSED, VERIFY_UNREADABLE})
+
 # --- why eviction on a hotspot stopped (node reports) ------------------------------------------------
 STOP_NO_LONGER_OVER = "no-longer-over"
 STOP_HEADROOM_USED = "headroom-used-up"

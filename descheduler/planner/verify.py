@@ -1,0 +1,196 @@
+"""Decide from the cache, verify from the server: the last check before an eviction is sent.
+
+A watch cannot know it is stale inside its read timeout (a connection that silently stopped delivering
+looks exactly like a quiet cluster), so no staleness bound closes the window in which the cache still
+shows a Deployment at 6 replicas that the server already holds at 1. The plan is made from the cache; right
+before each eviction the service reads what the eviction rests on from the server (consistent reads: the
+pod, its controller chain and the workload's pods) and this module decides, over those plain values, whether
+the eviction still holds:
+
+- the pod is the same one, on the same node, not terminating or finished (``verify-pod-changed``);
+- its controller is the one the cache named and expects as many replicas as the cache said
+  (``verify-workload-changed``): any difference means the plan was made on stale state;
+- every rule that reads those objects passes again on the server's copies (``verify-refused``): the pod's
+  own filters, the single-replica and scaling-to-zero protections, ``maxMigratingPerWorkload``,
+  ``maxUnavailablePerWorkload`` and the per-workload window, counting this cycle's earlier evictions;
+- a read that failed or timed out never lets an eviction through (``verify-unreadable``).
+
+Pure: the shell (``kube/verify.py``) does the reads; the same rules run in dry-run, so an audit shows what
+a live run would do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from descheduler.cluster.types import ClusterSnapshot, Pod, Workload
+from descheduler.planner import reasons
+from descheduler.planner.candidates import PodFilter
+from descheduler.planner.index import ClusterIndex, WorkloadRef
+from descheduler.planner.limits import LimitTracker
+from descheduler.planner.model import PlannedEviction
+from descheduler.planner.settings import Settings
+from descheduler.planner.state import PlannerState
+
+
+@dataclass(frozen=True, slots=True)
+class ServerView:
+    """What the API server held right before the eviction, parsed like the cache parses it."""
+
+    pod: Pod | None
+    """None: the server has no pod of that name."""
+    workloads: tuple[Workload, ...] = ()
+    """The pod's controller chain as the server holds it (ReplicaSet, its Deployment; a StatefulSet...),
+    and for a Deployment its other ReplicaSets, so every pod of the workload resolves to it."""
+    pods: tuple[Pod, ...] = ()
+    """The workload's pods as the server lists them (the pod itself included)."""
+    problem: str = ""
+    """Why the view is incomplete (a read failed or timed out): nothing is evicted on it."""
+    requests: int = 0
+    """How many API requests the view took (reported: the cost of verifying)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Disagreement:
+    """Why the eviction does not hold on the server's objects; ``stale`` names the cache resources that
+    disagreed with the server (the service re-lists them)."""
+
+    code: str
+    message: str
+    stale: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    """The cycle's resolved priority threshold (``PodFilter``), reused: the server view holds only one
+    workload's pods, from which a named PriorityClass could not be resolved again."""
+
+    value: int | None
+    problem: str
+
+
+def recheck(
+    planned: PlannedEviction,
+    cached: WorkloadRef | None,
+    view: ServerView,
+    settings: Settings,
+    state: PlannerState,
+    earlier: Sequence[PlannedEviction],
+    threshold: Threshold,
+    now: float,
+) -> Disagreement | None:
+    """None when the eviction still holds on the server's objects; else what disagrees.
+
+    ``cached`` is the workload the plan resolved from the cache (None for a bare pod); ``state`` is the
+    state the plan was made from and ``earlier`` the evictions of that plan already sent (possibly
+    evicted): they count exactly as the planner counted them."""
+    if view.problem:
+        return Disagreement(
+            reasons.VERIFY_UNREADABLE,
+            f"not sent: what the eviction rests on could not be read from the API server ({view.problem})",
+        )
+    changed = _pod_changed(planned, view.pod)
+    if changed is not None:
+        return changed
+    pod = view.pod
+    assert pod is not None  # _pod_changed answers for a missing pod
+    index = ClusterIndex(ClusterSnapshot(pods=_with(view.pods, pod), workloads=view.workloads))
+    fresh = index.workload_of(pod)
+    moved = _workload_changed(cached, fresh, pod)
+    if moved is not None:
+        return moved
+    verdict = PodFilter(settings, index, threshold=(threshold.value, threshold.problem)).decide(pod)
+    if verdict is not None:
+        return Disagreement(
+            reasons.VERIFY_REFUSED,
+            f"not sent: on the API server's objects the pod is no longer a candidate ({verdict.code}: "
+            f"{verdict.message})",
+            ("pods",),
+        )
+    tracker = LimitTracker(settings, index, state.migrations, now)
+    for done in earlier:
+        tracker.record(
+            done.pod, done.node, fresh if fresh is not None and done.workload == fresh.identity else None
+        )
+    hit = tracker.check(pod, planned.node, fresh)
+    if hit is not None:
+        return Disagreement(
+            reasons.VERIFY_REFUSED,
+            f"not sent: on the API server's objects a limit refuses it ({hit.code}: {hit.message})",
+            ("pods",),
+        )
+    return None
+
+
+def _with(pods: tuple[Pod, ...], pod: Pod) -> tuple[Pod, ...]:
+    """The listed pods with the freshly read pod in its own place (the two reads are not one snapshot)."""
+    return (*(p for p in pods if p.uid != pod.uid and p.key != pod.key), pod)
+
+
+def _pod_changed(planned: PlannedEviction, current: Pod | None) -> Disagreement | None:
+    chosen = planned.pod
+    what = ""
+    if current is None:
+        what = "the API server no longer has the pod"
+    elif chosen.uid and current.uid != chosen.uid:
+        what = f"the pod was replaced (uid {current.uid}, the cache had {chosen.uid})"
+    elif current.node_name != planned.node:
+        what = f"the pod is on node {current.node_name or '(none)'} now, not {planned.node}"
+    elif current.terminating:
+        what = "the pod is terminating already"
+    elif current.is_terminal:
+        what = f"the pod has finished (phase {current.phase})"
+    elif _owner_uid(current) != _owner_uid(chosen):
+        what = "the pod's controller changed since the cache saw it"
+    if not what:
+        return None
+    return Disagreement(reasons.VERIFY_POD_CHANGED, f"not sent: {what}", ("pods",))
+
+
+def _owner_uid(pod: Pod) -> str:
+    return pod.owner.uid if pod.owner is not None else ""
+
+
+def _workload_changed(cached: WorkloadRef | None, fresh: WorkloadRef | None, pod: Pod) -> Disagreement | None:
+    if cached is None and fresh is None:
+        return None
+    if cached is None or fresh is None:
+        return Disagreement(
+            reasons.VERIFY_WORKLOAD_CHANGED,
+            f"not sent: the pod {pod.key} belongs to another workload on the API server",
+            ("pods",),
+        )
+    stale = _resources_of(cached.kind)
+    if fresh.replicas is None and cached.replicas is not None:
+        return Disagreement(
+            reasons.VERIFY_WORKLOAD_CHANGED,
+            f"not sent: {cached.describe()} is gone from the API server (or its controller chain changed)",
+            stale,
+        )
+    if fresh.identity != cached.identity:
+        return Disagreement(
+            reasons.VERIFY_WORKLOAD_CHANGED,
+            f"not sent: the pod's workload is {fresh.describe()} on the API server, the cache had "
+            f"{cached.describe()}",
+            stale,
+        )
+    if fresh.replicas != cached.replicas:
+        return Disagreement(
+            reasons.VERIFY_WORKLOAD_CHANGED,
+            f"not sent: {fresh.describe()} expects {fresh.replicas} replicas on the API server, the cache "
+            f"said {cached.replicas}; planning again on a refreshed cache",
+            stale,
+        )
+    return None
+
+
+def _resources_of(kind: str) -> tuple[str, ...]:
+    """The cache resources a workload's expected replicas come from."""
+    if kind == "Deployment":
+        return ("deployments", "replicasets")
+    return {
+        "ReplicaSet": ("replicasets",),
+        "StatefulSet": ("statefulsets",),
+        "ReplicationController": ("replicationcontrollers",),
+    }.get(kind, ())
