@@ -206,6 +206,7 @@ def rebuild(entries: Iterable[Entry]) -> Rebuilt:
             started=e.at,
             workload_kind=e.workload_kind,
             workload_name=e.workload_name,
+            unresolved=e.status in UNSETTLED,
         )
         for e in merged
     )

@@ -111,7 +111,7 @@ class LimitTracker:
         limit = settings.object_limit
         if limit is not None:
             self.window.update(
-                m.workload for m in recorded if m.workload and m.started + limit.duration > now
+                m.workload for m in recorded if m.workload and m.in_window(limit.duration, now)
             )
         self.evicted_node: Counter[str] = Counter()
         self.evicted_namespace: Counter[str] = Counter()

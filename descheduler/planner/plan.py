@@ -121,7 +121,7 @@ class _Cycle:
         migrations = tuple(
             m
             for m in self.state.migrations
-            if self.index.pod_exists(m.uid, m.pod) or m.started + window > self.now
+            if self.index.pod_exists(m.uid, m.pod) or m.in_window(window, self.now)
         )
         departures = self.departures
         if not s.enabled:

@@ -45,9 +45,17 @@ class Migration:
     workload: str
     """Identity of the pod's workload (see ``WorkloadRef.identity``), empty for bare pods."""
     started: float
+    """The latest moment the server may have applied the eviction: windows count from here."""
     workload_kind: str = ""
     workload_name: str = ""
     """Kind and name of the workload (its top controller), kept for the migration record."""
+    unresolved: bool = False
+    """The eviction's outcome is unknown: the server may still apply it at any moment, so every time
+    window counts it as if it happened now, until it is resolved (``settle_migrations``)."""
+
+    def in_window(self, duration: float, now: float) -> bool:
+        """Whether a window of ``duration`` seconds ending at ``now`` holds this migration."""
+        return self.unresolved or self.started + duration > now
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,12 +200,23 @@ def forget(state: PlannerState, pods: Collection[tuple[str, str]]) -> PlannerSta
     return replace(state, migrations=kept, departures=departures)
 
 
-def add_migrations(state: PlannerState, evictions: Iterable[PlannedEviction], now: float) -> PlannerState:
-    """Record ``evictions`` as migrations started at ``now`` (limits count them); counts untouched.
+def add_migrations(
+    state: PlannerState,
+    evictions: Iterable[PlannedEviction],
+    now: float,
+    *,
+    applied: Mapping[str, float] | None = None,
+    unresolved: Collection[str] = (),
+) -> PlannerState:
+    """Record ``evictions`` as migrations (limits count them); counts untouched.
 
-    The runner uses it to re-plan within a cycle after a refusal: what it already evicted must count
-    against every limit, while the anomaly counts stay those of the cycle's first plan.
+    Each starts when the server may last have applied it: ``applied`` by pod key (when its answer
+    came), else ``now``; those in ``unresolved`` (pod keys, outcome unknown) stay in every window until
+    ``settle_migrations``. The runner also uses it to re-plan within a cycle after a refusal: what it
+    already evicted must count against every limit, while the anomaly counts stay those of the cycle's
+    first plan.
     """
+    at = applied or {}
     added = tuple(
         Migration(
             pod=e.pod.key,
@@ -205,13 +224,27 @@ def add_migrations(state: PlannerState, evictions: Iterable[PlannedEviction], no
             namespace=e.pod.namespace,
             node=e.node,
             workload=e.workload,
-            started=now,
+            started=at.get(e.pod.key, now),
             workload_kind=e.workload_kind,
             workload_name=e.workload_name,
+            unresolved=e.pod.key in unresolved,
         )
         for e in evictions
     )
     return replace(state, migrations=state.migrations + added) if added else state
+
+
+def settle_migrations(state: PlannerState, applied: Mapping[tuple[str, str], float]) -> PlannerState:
+    """Evictions of unknown outcome that turned out applied: ``(pod key, uid)`` -> the latest moment the
+    server may have applied them (when the cache showed it, or the request's deadline if that came
+    first). Their windows run from there, not from when the request was sent."""
+    if not applied:
+        return state
+    migrations = tuple(
+        replace(m, started=applied[(m.pod, m.uid)], unresolved=False) if (m.pod, m.uid) in applied else m
+        for m in state.migrations
+    )
+    return replace(state, migrations=migrations)
 
 
 def add_departures(state: PlannerState, evictions: Iterable[PlannedEviction], now: float) -> PlannerState:

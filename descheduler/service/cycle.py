@@ -50,8 +50,14 @@ from descheduler.planner import (
     reset_anomalies,
 )
 from descheduler.planner import journal as records
+from descheduler.planner.candidates import resolve_priority_threshold
+from descheduler.planner.index import ClusterIndex
 from descheduler.planner.journal import Entry, JournalError
+from descheduler.planner.model import PodSkip
+from descheduler.planner.settings import compile_settings
+from descheduler.planner.state import settle_migrations
 from descheduler.planner.steer import SteerDecision, SteerState, steer
+from descheduler.planner.verify import Disagreement, ServerView, Threshold, recheck
 from descheduler.service.unknown import DEFAULT_SETTLE_SECONDS, Resolution, Unconfirmed, resolve
 
 log = structlog.get_logger("descheduler.cycle")
@@ -100,14 +106,25 @@ class Evictor(Protocol):
         reason: str,
         deadline: float,
         before_send: Callable[[], str | None] | None = None,
+        verify: Callable[[], str | None] | None = None,
     ) -> Outcome:
-        """``before_send`` runs right before each request is sent; a message it returns stops the
-        eviction (result ``failed``) without sending anything."""
+        """``verify`` runs once after the rate limiter, dry run too: a message it returns stops the
+        eviction (result ``not-verified``). ``before_send`` runs right before each request is sent; a
+        message it returns stops the eviction (result ``failed``) without sending anything."""
         ...
 
     def report_resolved(self, pod: Pod, node: str, reason: str, result: str, message: str) -> None:
         """Tell the world (Events) how an ``unknown`` eviction turned out."""
         ...
+
+
+class Verifier(Protocol):
+    """Reads from the API server what an eviction rests on (``kube/verify.py``), and re-lists the cache
+    resources the server disagreed with."""
+
+    def read(self, pod: Pod, deadline: float) -> ServerView: ...
+
+    def resync(self, resources: Sequence[str]) -> object: ...
 
 
 class Journal(Protocol):
@@ -183,6 +200,8 @@ class CycleRecord:
     """Seconds of the fallback quiet period still to go (no live eviction meanwhile)."""
     journal_failures: tuple[str, ...] = ()
     """Reason codes of the journal writes that failed this cycle (each stopped an eviction or a confirm)."""
+    verify_requests: int = 0
+    """API requests made this cycle to verify planned evictions against the server."""
 
     def to_dict(self) -> dict[str, Any]:
         body = self.plan.to_dict()
@@ -292,6 +311,48 @@ class _WriteAhead:
         return self.sent.get(key)
 
 
+class _Check:
+    """One cycle's server-side verification: each planned eviction's pod and workload are read from the
+    API server and the rules that read them are applied again (``planner/verify.py``)."""
+
+    def __init__(self, runner: CycleRunner, snapshot: ClusterSnapshot, now: float, deadline: float) -> None:
+        assert runner.verifier is not None
+        self.verifier = runner.verifier
+        self.runner = runner
+        self.now = now
+        self.deadline = deadline
+        self.settings = compile_settings(runner.config)
+        self.index = ClusterIndex.of(snapshot)
+        self.threshold = Threshold(*resolve_priority_threshold(self.settings, self.index))
+        self.last: Disagreement | None = None
+        """The disagreement behind the last ``verify`` that stopped an eviction."""
+
+    def verify(
+        self, planned: PlannedEviction, decided: Plan, earlier: Sequence[PlannedEviction]
+    ) -> str | None:
+        """A message when the eviction must not be sent; None when the server's objects agree."""
+        view = self.verifier.read(planned.pod, self.deadline)
+        self.runner.verified_requests += view.requests
+        cached = self.index.workload_of(planned.pod)
+        found = recheck(
+            planned, cached, view, self.settings, decided.state, list(earlier), self.threshold, self.now
+        )
+        self.last = found
+        if found is None:
+            return None
+        log.warning(
+            "eviction_not_verified",
+            pod=planned.pod.key,
+            node=planned.node,
+            code=found.code,
+            message=found.message,
+            resync=list(found.stale),
+        )
+        if found.stale:
+            self.verifier.resync(found.stale)
+        return found.message
+
+
 class CycleRunner:
     """Runs cycles one at a time and carries the planner state between them."""
 
@@ -316,8 +377,14 @@ class CycleRunner:
         tainter: Tainter | None = None,
         journal: Journal | None = None,
         fallback_quiet_seconds: float = 0.0,
+        verifier: Verifier | None = None,
     ) -> None:
         self.config = config
+        self.verifier = verifier
+        """Reads each eviction's pod and workload from the server before it is sent (None: trust the
+        snapshot, as ``simulate`` and unit tests do)."""
+        self.verified_requests = 0
+        """API requests the verifications made so far."""
         self.cluster = cluster
         self.usage = usage
         self.evictor = evictor
@@ -527,6 +594,7 @@ class CycleRunner:
             added = [self.tainter.add(c.node, c.message) for c in steering.add] if self.tainter else []
             writing = self.journal is not None and not (self.config.dry_run or self._memory_only)
             ahead = _WriteAhead(self, decided) if writing else None
+            requests_before = self.verified_requests
             decided, calls, aborted = self._evict_all(snapshot, usage, decided, now, deadline, ahead)
             failures = ahead.failures + self._confirm() if ahead is not None else []
             removed = (
@@ -567,6 +635,7 @@ class CycleRunner:
                     max(0.0, self.quiet_until - self.monotonic()) if not self.config.dry_run else 0.0
                 ),
                 journal_failures=tuple(failures),
+                verify_requests=self.verified_requests - requests_before,
             )
             self._summarise(record)
             if self.on_record is not None:
@@ -615,45 +684,43 @@ class CycleRunner:
         """Possibly evicted under an earlier plan of this cycle (already migrations of ``decided``)."""
         current: list[PlannedEviction] = []
         """Possibly evicted under ``decided``."""
+        applied: dict[str, float] = {}
+        """Pod key -> when the server's answer came: the latest moment it may have applied the eviction."""
+        unresolved: set[str] = set()
+        """Pod keys whose eviction's outcome is unknown: counted in every window until resolved."""
+        unverified: list[PodSkip] = []
         attempted: set[str] = set()
         aborted = ""
         replans = 0
+        check = _Check(self, snapshot, now, deadline) if self.verifier is not None else None
         queue = list(decided.evictions)
         while queue:
             planned = queue.pop(0)
-            if self.stopping.is_set():
-                aborted = "shutdown requested"
-            elif not self.is_leader():
-                aborted = "lost leadership"
-            elif self.monotonic() >= deadline:
-                aborted = "cycle time budget spent"
-            elif not self.config.dry_run and self.monotonic() < self.quiet_until:
-                aborted = (
-                    "start-up quiet period: the migration state could not be rebuilt, so the "
-                    "objectLimiters window of the previous run is waited out"
-                )
-            elif ahead is not None and ahead.conflict:
-                aborted = "the migration journal was changed by another writer: planning again next cycle"
+            aborted = aborted or self._abort_reason(ahead, deadline)
             if aborted:
                 records.append(self._record(planned, "not-attempted", aborted))
                 called.append(planned)
                 continue
             sent = self.wall_clock()
-            if ahead is None:
-                outcome = self.evictor.evict(planned.pod, planned.node, planned.reason, deadline)
-            else:
-                outcome = self.evictor.evict(
-                    planned.pod,
-                    planned.node,
-                    planned.reason,
-                    deadline,
-                    before_send=functools.partial(ahead.intend, planned),
-                )
+            hooks: dict[str, Callable[[], str | None]] = {}
+            if check is not None:
+                hooks["verify"] = functools.partial(check.verify, planned, decided, current)
+            if ahead is not None:
+                hooks["before_send"] = functools.partial(ahead.intend, planned)
+            outcome = self.evictor.evict(planned.pod, planned.node, planned.reason, deadline, **hooks)
+            answered = self.wall_clock()
             attempted.add(planned.pod.key)
             called.append(planned)
             records.append(self._record(planned, outcome.result, outcome.message))
+            if outcome.result == "not-verified" and check is not None and check.last is not None:
+                unverified.append(
+                    PodSkip(planned.pod.key, planned.node, check.last.code, outcome.message, planned.prod)
+                )
             if outcome.result in EVICTED_RESULTS:
                 current.append(planned)
+                applied[planned.pod.key] = answered
+                if outcome.result == "unknown":
+                    unresolved.add(planned.pod.key)
             if ahead is not None:
                 sent = ahead.settle(planned, outcome.result) or sent
             if outcome.result == "unknown":
@@ -684,15 +751,35 @@ class CycleRunner:
                     snapshot,
                     after_evictions(usage, earlier),
                     self.config,
-                    add_migrations(base, earlier, now),
+                    add_migrations(base, earlier, now, applied=applied, unresolved=unresolved),
                     now,
                 )
                 queue = self._within_cycle_limits(
                     [e for e in decided.evictions if e.pod.key not in attempted], earlier
                 )
-        state = add_departures(add_migrations(decided.state, current, now), earlier + current, now)
+        state = add_migrations(decided.state, current, now, applied=applied, unresolved=unresolved)
+        state = add_departures(state, earlier + current, now)
         self.state = reset_anomalies(state, [e.node for e in earlier + current], now)
+        if unverified:
+            decided = replace(decided, pod_skips=decided.pod_skips + tuple(unverified))
         return replace(decided, evictions=tuple(called) or decided.evictions), records, aborted
+
+    def _abort_reason(self, ahead: _WriteAhead | None, deadline: float) -> str:
+        """Why no further eviction is attempted this cycle, or ``""``."""
+        if self.stopping.is_set():
+            return "shutdown requested"
+        if not self.is_leader():
+            return "lost leadership"
+        if self.monotonic() >= deadline:
+            return "cycle time budget spent"
+        if not self.config.dry_run and self.monotonic() < self.quiet_until:
+            return (
+                "start-up quiet period: the migration state could not be rebuilt, so the "
+                "objectLimiters window of the previous run is waited out"
+            )
+        if ahead is not None and ahead.conflict:
+            return "the migration journal was changed by another writer: planning again next cycle"
+        return ""
 
     def _within_cycle_limits(
         self, queue: list[PlannedEviction], earlier: Sequence[PlannedEviction]
@@ -781,7 +868,14 @@ class CycleRunner:
         )
         self.unconfirmed = {item.pod.key: item for item in still}
         failed = [(r.eviction.pod.key, r.eviction.pod.uid) for r in settled if r.result == "failed"]
-        self.state = forget(self.state, failed)
+        # Applied at some moment until now, and never after the server's own request timeout: windows count
+        # such an eviction from the latest of those moments (worst case in time).
+        applied = {
+            (r.eviction.pod.key, r.eviction.pod.uid): min(now, r.eviction.sent + self.unknown_settle_seconds)
+            for r in settled
+            if r.result == "evicted"
+        }
+        self.state = settle_migrations(forget(self.state, failed), applied)
         for r in settled:
             item = r.eviction
             (log.info if r.result == "evicted" else log.warning)(

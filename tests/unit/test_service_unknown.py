@@ -214,3 +214,47 @@ def test_resolve_reads_the_cache_as(current: Pod | None, heard: float, expected:
     settled, still = resolve([item], pods, heard=heard, settle=SETTLE)
     results = [r.result for r in settled] + ["unknown" for _ in still]
     assert results == [expected]
+
+
+# --- windows count an unknown eviction from the latest moment the server may have applied it -------------
+
+
+def window_rig(results: list[str], window: float) -> Rig:
+    run = rig(results, objectLimiters={"workload": {"duration": f"{window:g}s", "maxMigrating": 1}})
+    return run
+
+
+def test_an_unknown_eviction_holds_its_workload_window_for_as_long_as_it_stays_unknown() -> None:
+    """A 10 s window, an outcome still unknown 40 s later: the server may apply it at any moment."""
+    run = window_rig(["unknown", "evicted"], window=10.0)
+    key = run.cycle().evictions[0].pod
+    later = run.cycle(after=40.0)
+    assert later.unconfirmed == (key,)
+    assert run.evictor.calls == [key], "no second eviction of the workload while the first may still land"
+    assert "object-limiter" in {s.code for s in later.plan.pod_skips}
+
+
+def test_a_resolved_unknown_eviction_counts_from_when_it_was_resolved_not_when_it_was_sent() -> None:
+    """Sent at 0, seen gone at 25 s: a 30 s window still holds it at 40 s (it may have landed at 25 s)."""
+    run = window_rig(["unknown", "evicted"], window=30.0)
+    key = run.cycle().evictions[0].pod
+    run.cluster.remove_pod(key)
+    resolved = run.cycle(after=25.0)
+    assert [(e.pod, e.result) for e in resolved.resolved] == [(key, "evicted")]
+    held = run.cycle(after=15.0)
+    assert len(run.evictor.calls) == 1, "40 s after sending, 15 s after it may have landed: still in window"
+    assert "object-limiter" in {s.code for s in held.plan.pod_skips}
+    run.cycle(after=16.0)
+    assert len(run.evictor.calls) == 2, "31 s after the latest moment it may have landed: the window is over"
+
+
+def test_a_late_resolution_counts_from_the_servers_own_deadline_at_the_latest() -> None:
+    """Seen gone only 200 s after sending (a stalled cache): the server gave up on it after 60 s, so the
+    window runs from there."""
+    run = window_rig(["unknown", "evicted"], window=300.0)
+    key = run.cycle().evictions[0].pod
+    run.cluster.remove_pod(key)
+    run.cycle(after=200.0)
+    migration = next(m for m in run.runner.state.migrations if m.pod == key)
+    assert not migration.unresolved
+    assert migration.started == NOW + 1.0 + SETTLE
