@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Collection, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, TypeVar, cast
@@ -280,6 +280,8 @@ class _Reflector:
         self.fast: FastKind | None = FAST_KINDS.get(spec.kind) if fast else None
         """Decodes this kind's pages and events into slim structs (``fastparse``); None: ``parse.py`` only."""
         self._stream: WatchStream | None = None
+        self.resync_requested = threading.Event()
+        """Set by ``resync``: the next turn of the loop LISTs again."""
         self._watch_opened: float | None = None
         """Monotonic time the current watch was opened (None while none is open)."""
         self.thread = threading.Thread(target=self._run, name=f"reflector-{spec.name}", daemon=True)
@@ -290,10 +292,20 @@ class _Reflector:
         if stream is not None:
             stream.close()
 
+    def resync(self) -> None:
+        """The server disagreed with this resource's objects: drop the watch (it may be silently stalled)
+        and LIST again, so the next cycle decides on what the server holds."""
+        self.resync_requested.set()
+        self.close_stream()
+
     def _run(self) -> None:
         need_list = True
         while not self.stop.is_set():
             try:
+                if self.resync_requested.is_set():
+                    self.resync_requested.clear()
+                    self.stats["relists"] += 1
+                    need_list = True
                 if need_list:
                     self._list()
                     need_list = False
@@ -480,7 +492,7 @@ class _Reflector:
         received = 0
         try:
             for line in stream.lines():
-                if self.stop.is_set():
+                if self.stop.is_set() or self.resync_requested.is_set():
                     break
                 if not self._apply_fast(line):
                     self._apply(self._decode(stream, line))
@@ -488,7 +500,7 @@ class _Reflector:
         finally:
             self._stream = None
             stream.close()
-        if not self.stop.is_set():
+        if not self.stop.is_set() and not self.resync_requested.is_set():
             self.last_heard = self.wall_clock()
         return received
 
@@ -739,6 +751,18 @@ class ClusterCache:
         for reflector in self._reflectors.values():
             reflector.progress = time.monotonic()
             reflector.thread.start()
+
+    def resync(self, names: Iterable[str]) -> list[str]:
+        """LIST ``names`` again (unknown or unwatched names are ignored); returns those resynced. Called
+        when the server's objects disagreed with the cache before an eviction: a watch that silently
+        stalled cannot know it, so the disagreement is the signal."""
+        done = []
+        for name in names:
+            reflector = self._reflectors.get(name)
+            if reflector is not None:
+                reflector.resync()
+                done.append(name)
+        return done
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()

@@ -45,6 +45,7 @@ RESULTS = frozenset(
         "failed",
         "dry-run-refused",
         "unknown",
+        "not-verified",
     }
 )
 POSSIBLY_EVICTED = frozenset({"evicted", "unknown"})
@@ -179,10 +180,13 @@ class Evictor:
         reason: str,
         deadline: float,
         before_send: Callable[[], str | None] | None = None,
+        verify: Callable[[], str | None] | None = None,
     ) -> EvictionOutcome:
-        """``before_send`` runs right before each request leaves (after the rate limiter, so the time
-        it records is the send time); a message it returns means: not sent, result ``failed``."""
-        outcome, noteworthy = self._evict(pod, node, deadline, before_send)
+        """``verify`` runs once after the rate limiter (dry run too), right before the first request: a
+        message it returns means the server's objects disagree with the plan, result ``not-verified``.
+        ``before_send`` runs right before each request leaves (live only, so the time it records is the
+        send time); a message it returns means: not sent, result ``failed``."""
+        outcome, noteworthy = self._evict(pod, node, deadline, before_send, verify)
         if noteworthy:
             self._emit(pod, node, reason, outcome)
         log.debug("eviction_outcome", pod=pod.key, node=node, result=outcome.result, message=outcome.message)
@@ -190,7 +194,12 @@ class Evictor:
 
     # -- request ----------------------------------------------------------------------------------------
     def _evict(
-        self, pod: Pod, node: str, deadline: float, before_send: Callable[[], str | None] | None
+        self,
+        pod: Pod,
+        node: str,
+        deadline: float,
+        before_send: Callable[[], str | None] | None,
+        verify: Callable[[], str | None] | None = None,
     ) -> tuple[EvictionOutcome, bool]:
         """The outcome, and whether it is worth an event on the pod (not when nothing was asked)."""
         if self._stopping():
@@ -203,6 +212,10 @@ class Evictor:
                 f"client-side eviction rate limit (evictQPS={self.limiter.qps:g}, "
                 f"evictBurst={self.limiter.burst}) allows no eviction before the cycle's deadline",
             ), False
+        if verify is not None:
+            disagreement = verify()
+            if disagreement:
+                return EvictionOutcome("not-verified", disagreement), False
         attempts = 0
         while True:
             attempts += 1

@@ -86,6 +86,7 @@ class Service:
         from descheduler.kube.evict import Evictor
         from descheduler.kube.journal import ConfigMapJournal, journal_name
         from descheduler.kube.metrics_api import MetricsServerApi
+        from descheduler.kube.verify import ServerReader
         from descheduler.usage.source import build_source
 
         if dry_run is not None and dry_run != effective.dry_run:
@@ -181,6 +182,7 @@ class Service:
             max_cache_age=config.watch_cache.max_staleness,
             journal=self.journal,
             fallback_quiet_seconds=self.quiet_seconds,
+            verifier=ServerReader(self.api, resync=self.cache.resync),
         )
         self.runner.request_restore()
         self.endpoints = Endpoints(

@@ -88,6 +88,8 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
         metrics.journal_write_failures.labels(reason).inc()
     for skip in record.plan.pod_skips:
         metrics.pods_skipped.labels(skip.code).inc()
+    if record.verify_requests:
+        metrics.verify_requests.inc(record.verify_requests)
     metrics.usage_errors.set(nodes_without_sample(record))
     missing = usage_unavailable(record)
     metrics.usage_unavailable.set(1 if missing else 0)

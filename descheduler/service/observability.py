@@ -97,6 +97,12 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.verify_requests = Counter(
+            "descheduler_eviction_verify_requests",
+            "API requests made right before evictions to verify the cache's view of the pod and its "
+            "workload (a disagreement skips the pod with a verify-* reason).",
+            registry=r,
+        )
         self.pods_skipped = Counter(
             "descheduler_pods_skipped", "Candidate pods not moved, by reason code.", ["reason"], registry=r
         )

@@ -196,3 +196,96 @@ def test_a_silently_stalled_watch_is_replaced_and_no_cycle_acts_on_the_stale_cac
     assert skipped and all(s["code"] == "stale-cache" for s in skipped)
     assert "watch cache stale" in skipped[0]["reason"]
     assert readyz_text.strip() in ("ok", "")
+
+
+def _scale_web_to_one_behind_the_cache(cluster: Cluster) -> None:
+    """On the server only (the watches are silent): 6 -> 1 replicas, and the last replica's node gets hot."""
+    server = cluster.server
+    server.patch("deployments", "default", "web", {"spec": {"replicas": 1}}, group="apps")
+    rs = server.list("replicasets", "default", group="apps")[0]["metadata"]["name"]
+    server.patch("replicasets", "default", rs, {"spec": {"replicas": 1}}, group="apps")
+    for i in range(2, 7):
+        server.delete("pods", "default", f"web-{i}")
+        cluster.usage.remove_pod("default", f"web-{i}")
+    cluster.usage.set_pod_cores("default", "web-1", 3.2)
+
+
+def test_with_default_watch_settings_a_stalled_cache_cannot_evict_a_workload_scaled_down_meanwhile(
+    usage_backend: UsageBackend, tmp_path: Path
+) -> None:
+    """The watches go silent (noticed only after their read timeout, 15 s by default) and the Deployment
+    is scaled from 6 to 1: the cache still says 6 when the hotspot is confirmed, the server says 1. The
+    read right before the eviction sees it, nothing is sent, and the cache is listed again at once."""
+    with live_cluster(tmp_path, usage_backend, _last_replica_on_hot_node) as cluster:
+        server = cluster.server
+        ports = Ports.free()
+        config = _config(tmp_path, usage_backend, ports)  # watchCache: the defaults
+        with run_descheduler(config, kubeconfig_of(server), ports, tmp_path) as proc:
+            proc.wait_ready()
+            proc.wait_for(lambda: len(proc.events("cycle_summary")) >= 2, timeout=10, what="two cycles")
+            assert server.stall_watches() >= 5
+            stalled = time.monotonic()
+            _scale_web_to_one_behind_the_cache(cluster)
+            stopped = proc.wait_for(
+                lambda: proc.events("eviction_not_verified"), timeout=15, what="the server's copy to stop it"
+            )
+            stopped_at = time.monotonic()
+            proc.wait_for(
+                lambda: any(s["skips"].get("replicas-1") for s in proc.events("cycle_summary")),
+                timeout=10,
+                what="the re-listed cache to skip the last replica as replicas-1",
+            )
+            relisted_at = time.monotonic()
+            verified = metric_samples(proc.get("/metrics")[1], "descheduler_eviction_verify_requests_total")
+            proc.terminate()
+    figures(
+        "stalled-watches-default-settings",
+        evictions=len(evictions(server)),
+        stopped_after_seconds=round(stopped_at - stalled, 1),
+        relisted_after_seconds=round(relisted_at - stalled, 1),
+        verify_requests=verified,
+    )
+    assert evictions(server) == [], "the last replica was evicted on a stale cache"
+    assert stopped[0]["code"] in ("verify-workload-changed", "verify-pod-changed")
+    assert "deployments" in stopped[0]["resync"] or "pods" in stopped[0]["resync"]
+    assert relisted_at - stalled < 15, "the disagreement re-lists the cache before the watch times out"
+
+
+def test_evictions_the_server_applies_after_the_client_gave_up_never_break_the_workload_window(
+    usage_backend: UsageBackend, tmp_path: Path
+) -> None:
+    """Every other eviction is applied 3 s after it arrived, long after the client (1 s cycles) gave up:
+    its outcome is unknown and it counts in the objectLimiters window until the cache shows it applied,
+    so by the server's own apply times no two evictions of the Deployment fall in one window."""
+    latency = 3.0
+    slowed: list[RecordedRequest] = []
+    turn = itertools.count()
+
+    def slow_every_other(request: RecordedRequest) -> bool:
+        if next(turn) % 2:
+            return False
+        slowed.append(request)
+        return True
+
+    with _running(tmp_path, usage_backend) as (cluster, proc):
+        server = cluster.server
+        server.inject(Fault(subresource="eviction", latency=latency, when=slow_every_other))
+        proc.wait_for(lambda: len(evictions(server)) >= 2, timeout=40, what="two evictions")
+        proc.wait_for(lambda: proc.events("eviction_resolved"), timeout=15, what="the slow one to resolve")
+        proc.terminate()
+    sent = evictions(server)
+    late = {id(r) for r in slowed}
+    applied = sorted(r.at + (latency if id(r) in late else 0.0) for r in sent)
+    violations = sum(
+        1 for i, t in enumerate(applied) if sum(1 for u in applied[: i + 1] if t - u < WINDOW - 0.25) > 1
+    )
+    figures(
+        "applied-after-the-client-gave-up",
+        evictions=len(sent),
+        slowed=len(slowed),
+        apply_gaps=[round(b - a, 2) for a, b in itertools.pairwise(applied)],
+        window_violations=violations,
+    )
+    assert slowed, "the first eviction was slowed"
+    assert "unknown" in {e["result"] for e in proc.events("eviction")}
+    assert violations == 0, "by the server's apply times, objectLimiters.workload was exceeded"

@@ -1,0 +1,206 @@
+"""Reading from the API server what an eviction rests on, right before it is sent.
+
+The plan is made from the watch cache; a watch that silently stopped delivering cannot know it is
+stale. So before each eviction (after the rate limiter, before the journal's intent record) this reads
+the pod, its controller chain and the workload's pods with ordinary GET and LIST requests, which
+kube-apiserver serves as consistent reads (no ``resourceVersion``: from etcd's latest revision, or a
+watch cache proven current). ``planner/verify.py`` decides over what comes back.
+
+Requests per eviction: a bare pod 1; a StatefulSet's or ReplicationController's pod 3 (pod, controller,
+the workload's pods); a Deployment's pod 5 (pod, ReplicaSet, Deployment, its ReplicaSets, its pods). Never
+per candidate: only for pods the plan chose. Any failure (an error status other than 404, a timeout, a
+broken connection, an object that cannot be parsed) makes the view ``problem``: nothing is evicted on it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from descheduler.cluster.parse import ObjectError, parse_pod, parse_selector, parse_workload
+from descheduler.cluster.types import LabelSelector, Pod, Workload
+from descheduler.kube.api import KubeApi, path_segment
+from descheduler.kube.errors import ApiStatusError, KubeError
+from descheduler.planner.verify import ServerView
+
+_PATHS = {
+    "ReplicaSet": "/apis/apps/v1/namespaces/{ns}/replicasets",
+    "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
+    "StatefulSet": "/apis/apps/v1/namespaces/{ns}/statefulsets",
+    "ReplicationController": "/api/v1/namespaces/{ns}/replicationcontrollers",
+}
+"""The controllers whose expected replicas the planner reads (as the cache watches them)."""
+
+
+class _Unreadable(Exception):
+    """A read whose answer cannot be trusted; the message says which and why."""
+
+
+def selector_query(selector: LabelSelector) -> str:
+    """A label selector in the ``labelSelector`` query syntax (``a=b,c in (d,e),!f``)."""
+    parts = [f"{key}={value}" for key, value in sorted(selector.match_labels.items())]
+    for req in selector.match_expressions:
+        values = ",".join(req.values)
+        parts.append(
+            {
+                "In": f"{req.key} in ({values})",
+                "NotIn": f"{req.key} notin ({values})",
+                "Exists": req.key,
+                "DoesNotExist": f"!{req.key}",
+            }.get(req.operator, "")
+        )
+    return ",".join(p for p in parts if p)
+
+
+class ServerReader:
+    """Builds a ``ServerView`` for one pod from the server; thread-safe (only the API client is shared)."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        *,
+        resync: Callable[[Sequence[str]], object] = lambda names: None,
+        request_timeout: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``resync``: re-list these cache resources (the cache's ``resync``), called on a disagreement."""
+        self.api = api
+        self.resync = resync
+        self.request_timeout = request_timeout
+        self._clock = clock
+        self.requests = 0
+        """Requests made so far (all views): the cost of verifying, exported as a metric."""
+
+    def read(self, pod: Pod, deadline: float) -> ServerView:
+        """What the server holds for ``pod`` now; never raises for anything the server says."""
+        reads = _Reads(self, deadline)
+        try:
+            return reads.view(pod)
+        except _Unreadable as exc:
+            return ServerView(pod=None, problem=str(exc), requests=reads.count)
+        finally:
+            self.requests += reads.count
+
+
+class _Reads:
+    """One view's requests, counted, each bounded by the request timeout and the cycle's deadline."""
+
+    def __init__(self, reader: ServerReader, deadline: float) -> None:
+        self.reader = reader
+        self.deadline = deadline
+        self.count = 0
+
+    def view(self, pod: Pod) -> ServerView:
+        ns = path_segment(pod.namespace)
+        raw = self._get(f"/api/v1/namespaces/{ns}/pods/{path_segment(pod.name)}")
+        if raw is None:
+            return ServerView(pod=None, requests=self.count)
+        current = self._parse(parse_pod, raw)
+        assert isinstance(current, Pod)
+        owner = current.owner
+        if owner is None or owner.kind not in _PATHS:
+            return ServerView(pod=current, pods=(current,), requests=self.count)
+        chain, top_raw = self._chain(pod.namespace, owner.kind, owner.name)
+        top = chain[-1] if chain else None
+        if top is None or top_raw is None:
+            return ServerView(pod=current, workloads=tuple(chain), pods=(current,), requests=self.count)
+        selector = self._selector(top_raw, top)
+        workloads = list(chain)
+        if top.kind == "Deployment":
+            sets = self._list(_PATHS["ReplicaSet"].format(ns=ns), selector)
+            known = {w.uid for w in workloads}
+            for item in sets:
+                workload = self._parse(parse_workload, {"kind": "ReplicaSet", **item})
+                assert isinstance(workload, Workload)
+                if workload.uid not in known:
+                    workloads.append(workload)
+        pods = []
+        for item in self._list(f"/api/v1/namespaces/{ns}/pods", selector):
+            parsed = self._parse(parse_pod, {"kind": "Pod", **item})
+            assert isinstance(parsed, Pod)
+            pods.append(parsed)
+        return ServerView(pod=current, workloads=tuple(workloads), pods=tuple(pods), requests=self.count)
+
+    def _chain(self, namespace: str, kind: str, name: str) -> tuple[list[Workload], Mapping[str, Any] | None]:
+        """The controller chain from the pod's owner up (a ReplicaSet and its Deployment); a controller
+        the server no longer has ends it (the planner then finds the workload unknown: not moved)."""
+        chain: list[Workload] = []
+        raw: Mapping[str, Any] | None = None
+        while kind in _PATHS and len(chain) < 3:
+            path = _PATHS[kind].format(ns=path_segment(namespace)) + "/" + path_segment(name)
+            found = self._get(path)
+            if found is None:
+                break
+            workload = self._parse(parse_workload, {"kind": kind, **found})
+            assert isinstance(workload, Workload)
+            chain.append(workload)
+            raw = found
+            if workload.owner is None or workload.owner.kind != "Deployment" or kind != "ReplicaSet":
+                break
+            kind, name = workload.owner.kind, workload.owner.name
+        return chain, raw
+
+    def _selector(self, raw: Mapping[str, Any], workload: Workload) -> str:
+        spec = raw.get("spec")
+        value = spec.get("selector") if isinstance(spec, Mapping) else None
+        if workload.kind == "ReplicationController" and isinstance(value, Mapping):
+            value = {"matchLabels": value}
+        if not isinstance(value, Mapping):
+            raise _Unreadable(f"{workload.kind} {workload.namespace}/{workload.name} has no spec.selector")
+        try:
+            selector = parse_selector(dict(raw), value, "spec.selector")
+        except ObjectError as exc:
+            raise _Unreadable(str(exc)) from None
+        query = selector_query(selector)
+        if not query:
+            raise _Unreadable(f"{workload.kind} {workload.namespace}/{workload.name} selects every pod")
+        return query
+
+    def _timeout(self) -> float:
+        left = self.deadline - self.reader._clock()
+        if left <= 0:
+            raise _Unreadable("the cycle's deadline passed before the reads were done")
+        return min(self.reader.request_timeout, left)
+
+    def _get(self, path: str) -> Mapping[str, Any] | None:
+        """The object, or None for 404."""
+        self.count += 1
+        try:
+            found = self.reader.api.request("GET", path, timeout=self._timeout(), deadline=self.deadline)
+        except ApiStatusError as exc:
+            if exc.status == 404:
+                return None
+            raise _Unreadable(f"GET {path}: {exc}") from None
+        except KubeError as exc:
+            raise _Unreadable(f"GET {path}: {exc}") from None
+        if not isinstance(found, Mapping):
+            raise _Unreadable(f"GET {path}: the answer is not an object")
+        return found
+
+    def _list(self, path: str, selector: str) -> Sequence[Mapping[str, Any]]:
+        self.count += 1
+        try:
+            found = self.reader.api.request(
+                "GET",
+                path,
+                query={"labelSelector": selector},
+                timeout=self._timeout(),
+                deadline=self.deadline,
+            )
+        except KubeError as exc:
+            raise _Unreadable(f"LIST {path}?labelSelector={selector}: {exc}") from None
+        items = found.get("items") if isinstance(found, Mapping) else None
+        if not isinstance(items, list) or not all(isinstance(i, Mapping) for i in items):
+            raise _Unreadable(f"LIST {path}: the answer holds no list of objects")
+        meta = found.get("metadata")
+        if isinstance(meta, Mapping) and meta.get("continue"):
+            raise _Unreadable(f"LIST {path}: the answer was paginated (more pods than one page)")
+        return items
+
+    @staticmethod
+    def _parse(parser: Callable[[Any], object], raw: Mapping[str, Any]) -> object:
+        try:
+            return parser(raw)
+        except (ObjectError, ValueError, TypeError) as exc:
+            raise _Unreadable(f"an object the server sent cannot be understood: {exc}") from None

@@ -1,0 +1,162 @@
+"""The runner reads what each eviction rests on from the server, after the rate limiter and before the
+journal's intent record: a disagreement skips the pod, says why, and re-lists the stale resources."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+
+from descheduler.cluster.types import ClusterSnapshot, Pod
+from descheduler.planner import reasons
+from descheduler.planner.verify import ServerView
+from descheduler.service.cycle import CycleRunner
+from tests.unit.builders import NOW, World, cpu, settings
+
+
+def hot_world() -> World:
+    world = World()
+    world.node("hot", cpu="10", usage=cpu("8"))
+    world.node("cool", cpu="10", usage=cpu("1"))
+    world.deployment("web", replicas=6)
+    for i in range(1, 5):
+        world.pod(f"web-{i}", on="hot", owner="web", usage=cpu("2"))
+    return world
+
+
+@dataclass
+class Snapshots:
+    value: ClusterSnapshot
+
+    def snapshot(self) -> ClusterSnapshot:
+        return self.value
+
+
+@dataclass
+class Usage:
+    world: World
+
+    def fetch_nodes(self, nodes: Any) -> Any:
+        return self.world.usage(NOW)
+
+    def fetch_pods(self, wanted: Any, nodes: Any, pods: Any) -> Any:
+        return self.world.usage(NOW).pods
+
+
+@dataclass
+class Outcome:
+    result: str
+    message: str = ""
+    retry_after: float | None = None
+
+
+@dataclass
+class Evictor:
+    """Runs the hooks in the real evictor's order: ``verify`` first, then ``before_send``, then sends."""
+
+    sent: list[str] = field(default_factory=list)
+    order: list[str] = field(default_factory=list)
+
+    def evict(
+        self,
+        pod: Pod,
+        node: str,
+        reason: str,
+        deadline: float,
+        before_send: Callable[[], str | None] | None = None,
+        verify: Callable[[], str | None] | None = None,
+    ) -> Outcome:
+        if verify is not None:
+            self.order.append("verify")
+            refusal = verify()
+            if refusal:
+                return Outcome("not-verified", refusal)
+        if before_send is not None:
+            self.order.append("intent")
+            refusal = before_send()
+            if refusal:
+                return Outcome("failed", refusal)
+        self.sent.append(pod.key)
+        return Outcome("evicted")
+
+    def report_resolved(self, pod: Pod, node: str, reason: str, result: str, message: str) -> None:
+        pass
+
+
+@dataclass
+class Server:
+    """The API server's copy of the cluster, which may have moved on from the cache."""
+
+    snapshot: ClusterSnapshot
+    reads: list[str] = field(default_factory=list)
+    resynced: list[str] = field(default_factory=list)
+
+    def read(self, pod: Pod, deadline: float) -> ServerView:
+        self.reads.append(pod.key)
+        found = next((p for p in self.snapshot.pods if p.key == pod.key), None)
+        return ServerView(found, self.snapshot.workloads, self.snapshot.pods, requests=5)
+
+    def resync(self, resources: Sequence[str]) -> object:
+        self.resynced.extend(resources)
+        return None
+
+
+def scaled(snapshot: ClusterSnapshot, replicas: int) -> ClusterSnapshot:
+    return replace(snapshot, workloads=tuple(replace(w, replicas=replicas) for w in snapshot.workloads))
+
+
+def runner(server: Server, *, dry_run: bool = False) -> tuple[CycleRunner, Evictor]:
+    world = hot_world()
+    config = settings(low={"cpu": 20}, high={"cpu": 50}, top={"dryRun": dry_run})
+    evictor = Evictor()
+    run = CycleRunner(
+        config=config,
+        cluster=Snapshots(world.snapshot()),
+        usage=Usage(world),
+        evictor=evictor,
+        wall_clock=lambda: NOW,
+        verifier=server,
+    )
+    return run, evictor
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["live", "dry-run"])
+def test_a_workload_scaled_to_one_on_the_server_is_not_evicted_from_a_cache_that_says_six(
+    dry_run: bool,
+) -> None:
+    server = Server(scaled(hot_world().snapshot(), 1))
+    run, evictor = runner(server, dry_run=dry_run)
+    record = run.run_cycle()
+    assert record is not None
+    assert evictor.sent == []
+    assert {e.result for e in record.evictions} == {"not-verified"}
+    skips = {s.code for s in record.plan.pod_skips}
+    assert reasons.VERIFY_WORKLOAD_CHANGED in skips, "the audit says why the pod was not moved"
+    assert set(server.resynced) == {"deployments", "replicasets"}
+    assert record.verify_requests == 5 * len(server.reads)
+
+
+def test_the_server_agreeing_lets_each_eviction_through_after_its_own_read() -> None:
+    server = Server(hot_world().snapshot())
+    run, evictor = runner(server)
+    record = run.run_cycle()
+    assert record is not None
+    assert [e.result for e in record.evictions] == ["evicted", "evicted"]
+    assert evictor.sent == server.reads, "one read per eviction, none per candidate"
+    assert server.resynced == []
+
+
+def test_without_a_verifier_nothing_is_read() -> None:
+    world = hot_world()
+    evictor = Evictor()
+    run = CycleRunner(
+        config=settings(low={"cpu": 20}, high={"cpu": 50}),
+        cluster=Snapshots(world.snapshot()),
+        usage=Usage(world),
+        evictor=evictor,
+        wall_clock=lambda: NOW,
+    )
+    record = run.run_cycle()
+    assert record is not None and evictor.order == [] and evictor.sent
