@@ -89,6 +89,13 @@ VALUE_SETS: dict[str, list[str]] = {
         "--set",
         "image.repository=registry.example.com/lad,image.tag=1.2.3,ports.healthz=8081,ports.metrics=8082",
     ],
+    "network-policy": ["--set", "networkPolicy.enabled=true"],
+    "network-policy-egress": [
+        "--set",
+        "networkPolicy.enabled=true,networkPolicy.egress.restrict=true",
+        "--set",
+        "networkPolicy.egress.apiServer.cidrs={10.0.0.1/32,10.0.0.2/32}",
+    ],
 }
 
 
@@ -224,3 +231,110 @@ def test_the_grafana_dashboard_is_optional_and_is_the_repositorys_dashboard(helm
     assert board["metadata"]["labels"]["grafana_dashboard"] == "1"
     committed = json.loads((REPO / "dashboards" / "descheduler.json").read_text())
     assert json.loads(board["data"]["load-aware-descheduler.json"]) == committed
+
+
+def test_the_network_policy_is_optional_and_admits_only_the_chosen_peers_to_the_pods_ports(
+    helm: Path,
+) -> None:
+    assert not [o for o in render(helm) if o["kind"] == "NetworkPolicy"], "off by default"
+    objs = render(helm, *VALUE_SETS["network-policy"])
+    policy = one(objs, "NetworkPolicy")
+    pod_labels = one(objs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"], "egress unrestricted unless asked"
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ]
+    assert {p["port"] for p in rule["ports"]} == {p["name"] for p in container(objs)["ports"]}
+    nobody = one(
+        render(helm, *VALUE_SETS["network-policy"], "--set", "networkPolicy.ingress.from=null"),
+        "NetworkPolicy",
+    )
+    assert nobody["spec"]["ingress"] == [], "no peers: no rule (a rule without `from` would admit everyone)"
+
+
+def test_restricted_egress_reaches_only_the_api_server_prometheus_and_dns(helm: Path) -> None:
+    policy = one(render(helm, *VALUE_SETS["network-policy-egress"]), "NetworkPolicy")
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    api, prometheus, dns = policy["spec"]["egress"]
+    assert api["to"] == [{"ipBlock": {"cidr": "10.0.0.1/32"}}, {"ipBlock": {"cidr": "10.0.0.2/32"}}]
+    assert {p["port"] for p in api["ports"]} == {443, 6443}
+    assert prometheus["ports"] == [{"port": 9090, "protocol": "TCP"}]
+    assert {(p["port"], p["protocol"]) for p in dns["ports"]} == {(53, "UDP"), (53, "TCP")}
+    done = run_helm(helm, "template", RELEASE, str(CHART), "--set", "networkPolicy.enabled=true")
+    assert done.returncode == 0
+    done = run_helm(
+        helm,
+        "template",
+        RELEASE,
+        str(CHART),
+        "--set",
+        "networkPolicy.enabled=true,networkPolicy.egress.restrict=true",
+    )
+    assert done.returncode != 0 and "networkPolicy.egress.apiServer.cidrs" in done.stderr
+
+
+CM_HEAD = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: koord\ndata:\n"
+BAD_CONFIGS: dict[str, tuple[str, str]] = {
+    "unparseable YAML": ("kind: [DeschedulerConfiguration\n", "config: not valid YAML"),
+    "a scalar": ("just words\n", "config: not valid YAML"),
+    "a list": ("- kind: DeschedulerConfiguration\n", "config: not valid YAML"),
+    "a repeated top-level key": (
+        "dryRun: true\nkind: DeschedulerConfiguration\ndryRun: false\n",
+        'config: key "dryRun" appears more than once',
+    ),
+    "leaderElection not a mapping": ("leaderElection: true\n", "config: leaderElection must be a mapping"),
+    "a ConfigMap with broken data": (
+        CM_HEAD + "  config.yaml: |\n    kind: [x\n",
+        "config: ConfigMap data key config.yaml: not valid YAML",
+    ),
+    "a ConfigMap with two data keys": (
+        CM_HEAD + "  a.yaml: |\n    kind: DeschedulerConfiguration\n  b.yaml: |\n    dryRun: false\n",
+        "exactly one data key, found 2 (a.yaml, b.yaml)",
+    ),
+    "a ConfigMap repeating its data key": (
+        CM_HEAD + "  config.yaml: |\n    dryRun: true\n  config.yaml: |\n    dryRun: false\n",
+        'ConfigMap data key "config.yaml" appears more than once',
+    ),
+    "a ConfigMap whose configuration repeats a key": (
+        CM_HEAD + "  config.yaml: |\n    dryRun: true\n    dryRun: false\n",
+        'config: ConfigMap data key config.yaml: key "dryRun" appears more than once',
+    ),
+}
+
+
+@pytest.mark.parametrize(("text", "message"), BAD_CONFIGS.values(), ids=BAD_CONFIGS.keys())
+def test_a_config_the_chart_cannot_read_stops_the_install_with_a_message_naming_it(
+    helm: Path, tmp_path: Path, text: str, message: str
+) -> None:
+    """Before, helm's fromYaml turned such text into an `Error:` key: the install succeeded and the pod
+    crash-looped (or, for a repeated key, silently ran with the last value). `helm install` renders with
+    the same engine as `helm template`; `helm lint` reports a template's `fail` only as INFO."""
+    given = tmp_path / "config.yaml"
+    given.write_text(text)
+    done = run_helm(helm, "template", RELEASE, str(CHART), "--set-file", f"config={given}")
+    assert done.returncode != 0, f"helm template accepted {text!r}"
+    assert message in done.stderr and "Error:" not in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("as_configmap", [False, True], ids=["configuration", "koordinator-configmap"])
+def test_the_users_leader_election_timings_are_kept_and_the_chart_sets_only_where_the_lease_is(
+    helm: Path, tmp_path: Path, as_configmap: bool
+) -> None:
+    text = (
+        "apiVersion: descheduler/v1alpha2\nkind: DeschedulerConfiguration\n"
+        "leaderElection:\n  leaderElect: false\n  leaseDuration: 40s\n  renewDeadline: 30s\n"
+        "  retryPeriod: 5s\n  resourceName: theirs\n  resourceNamespace: kube-system\n"
+    )
+    if as_configmap:
+        text = CM_HEAD + "  config.yaml: |\n" + "".join(f"    {line}\n" for line in text.splitlines())
+    given = tmp_path / "config.yaml"
+    given.write_text(text)
+    election = configuration(render(helm, "--set-file", f"config={given}")).config.leader_election
+    assert (election.lease_duration, election.renew_deadline, election.retry_period) == (40.0, 30.0, 5.0)
+    assert (election.leader_elect, election.resource_name, election.resource_namespace) == (
+        True,
+        "load-aware-descheduler",
+        NAMESPACE,
+    )
