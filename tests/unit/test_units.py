@@ -9,6 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from descheduler.units import (
+    MAX_DURATION_SECONDS,
+    MAX_INT64,
     cpu_millis,
     format_duration,
     memory_bytes,
@@ -61,9 +63,65 @@ def test_go_durations_parse(text: str, seconds: float) -> None:
 
 
 @given(st.integers(min_value=0, max_value=10**15 - 1), st.sampled_from([("s", 1), ("m", 60), ("h", 3600)]))
-def test_whole_seconds_minutes_and_hours_parse_exactly(amount: int, unit: tuple[str, int]) -> None:
+def test_whole_seconds_minutes_and_hours_parse_exactly_within_gos_range(
+    amount: int, unit: tuple[str, int]
+) -> None:
     name, seconds = unit
-    assert parse_duration(f"{amount}{name}") == float(Fraction(amount) * seconds)
+    if amount * seconds <= MAX_DURATION_SECONDS:
+        assert parse_duration(f"{amount}{name}") == float(Fraction(amount) * seconds)
+    else:
+        with pytest.raises(ValueError, match="out of range"):
+            parse_duration(f"{amount}{name}")
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("2562047h47m16.854775807s", float(MAX_DURATION_SECONDS)), ("-2562047h", -2562047 * 3600.0)],
+)
+def test_durations_at_gos_limit_parse(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize(
+    "bad", ["999999999999999h", "2562047h47m16.854775808s", "-2562048h", "1" * 101 + "s", "9" * 400 + "h"]
+)
+def test_durations_beyond_gos_int64_nanoseconds_are_refused(bad: str) -> None:
+    with pytest.raises(ValueError, match=r"out of range|too long"):
+        parse_duration(bad)
+
+
+@pytest.mark.parametrize(
+    ("bad", "words"),
+    [
+        ("1e400", "exponent"),
+        ("1e999999999", "exponent"),
+        ("1e-999999999", "exponent"),
+        ("9" * 5000, "too long"),
+        ("9" * 65, "too long"),
+        ("8Ei", "out of range"),
+        ("9223372036854775808", "out of range"),
+        ("10E", "out of range"),
+        ("1e19", "out of range"),
+        (2**63, "out of range"),
+        (10**4000, "out of range"),
+        (1e300, "out of range"),
+    ],
+)
+def test_quantities_beyond_int64_are_refused_fast(bad: object, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        parse_quantity(bad)
+
+
+@pytest.mark.parametrize(("resource", "text"), [("memory", "999999999999999999Ti"), ("cpu", "9" * 19)])
+def test_resource_amounts_beyond_int64_are_refused(resource: str, text: str) -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        resource_amount(resource, text)
+
+
+def test_quantities_at_the_int64_limit_parse() -> None:
+    assert parse_quantity(str(MAX_INT64)) == MAX_INT64
+    assert parse_quantity("7Ei") == 7 * 2**60
+    assert parse_quantity("1e-100") == Fraction(1, 10**100)
 
 
 @pytest.mark.parametrize("bad", ["", "5", "5x", "m5", "1h 30m", "s"])
@@ -82,7 +140,9 @@ def test_int_or_percent_accepts_ints_and_percentages(value: object, parsed: obje
     assert parse_int_or_percent(value) == parsed
 
 
-@pytest.mark.parametrize("bad", [-1, "10x", "%", "1.5", True, None])
+@pytest.mark.parametrize(
+    "bad", [-1, "10x", "%", "1.5", True, None, 2**31, "2147483648", "99999999999%", "9" * 5000]
+)
 def test_int_or_percent_refuses_everything_else(bad: object) -> None:
     with pytest.raises(ValueError):
         parse_int_or_percent(bad)
@@ -97,5 +157,12 @@ def test_the_integer_fast_path_gives_exactly_what_the_exact_parser_gives(
     number: int, suffix: str, resource: str
 ) -> None:
     text = f"{number}{suffix}"
-    exact = cpu_millis(text) if resource == "cpu" else memory_bytes(text)
-    assert resource_amount(resource, text) == exact
+    try:
+        exact: int | str = cpu_millis(text) if resource == "cpu" else memory_bytes(text)
+    except ValueError as exc:  # beyond int64: both paths refuse it
+        exact = str(exc)
+    try:
+        fast: int | str = resource_amount(resource, text)
+    except ValueError as exc:
+        fast = str(exc)
+    assert fast == exact
