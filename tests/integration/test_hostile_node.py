@@ -1,0 +1,145 @@
+"""A node annotation cannot freeze the live service (issue 25).
+
+Whoever may annotate a Node (a kubelet, koordlet) once stopped the descheduler: a
+``node.koordinator.sh/raw-allocatable`` of ``{"cpu":"1e999999999"}`` made a watch thread compute
+``10**999999999`` while holding the GIL, so ``/healthz`` stopped answering and SIGTERM was ignored. Here
+``descheduler run`` watches such a node, one whose annotation is not JSON at all, and a healthy one:
+
+- ``/healthz`` answers every poll in under a second, from the start to the end;
+- cycles run over all three nodes: the two hostile ones fall back to ``status.allocatable``, each reported
+  once in the log (``object_fallback``), however many cycles and watch events follow;
+- the node's annotation changed in flight (a watch event through the fast and exact decoders) is read
+  again without a freeze;
+- SIGTERM stops the process within its usual bound.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.integration.apiserver import objects
+from tests.integration.service_fixtures import (
+    GI,
+    Cluster,
+    Descheduler,
+    Ports,
+    UsageBackend,
+    http_get,
+    kubeconfig_of,
+    live_cluster,
+    run_descheduler,
+    service_config,
+    usage_backend,
+    write_config,
+)
+
+pytestmark = pytest.mark.integration
+__all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
+
+RAW_ALLOCATABLE = "node.koordinator.sh/raw-allocatable"
+HOSTILE = {
+    "absurd-quantity": json.dumps({"cpu": "1e999999999"}),
+    "not-json": '{"cpu": "8", memory',
+}
+HEALTHZ_BOUND = 1.0
+CYCLES = 3
+"""Cycles to see complete after the first, each over all three nodes."""
+SHUTDOWN_BOUND = 10.0
+
+
+def build(cluster: Cluster) -> None:
+    cluster.node("healthy")
+    for name, annotation in HOSTILE.items():
+        node = objects.node(name, cpu="4", memory="16Gi")
+        node["metadata"]["annotations"] = {RAW_ALLOCATABLE: annotation}
+        cluster.server.create(node)
+        cluster.usage.add_node(name, base_cores=0.3, cpus=4, mem_total=16 * GI)
+    cluster.deployment("app", {"app-1": ("healthy", 0.2), "app-2": ("absurd-quantity", 0.2)})
+
+
+@dataclass
+class Observed:
+    proc: Descheduler
+    healthz_seconds: list[float] = field(default_factory=list)
+    healthz_statuses: list[int] = field(default_factory=list)
+    exit_code: int | None = None
+
+
+def _poll_healthz(proc: Descheduler, seen: Observed) -> None:
+    started = time.monotonic()
+    status, _ = http_get(proc.url("/healthz"), timeout=5.0)
+    seen.healthz_seconds.append(time.monotonic() - started)
+    seen.healthz_statuses.append(status)
+
+
+def _summaries(proc: Descheduler) -> list[dict[str, object]]:
+    return proc.events("cycle_summary")
+
+
+@pytest.fixture(scope="module")
+def observed(usage_backend: UsageBackend, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
+    workdir: Path = tmp_path_factory.mktemp("hostile-node")
+    with live_cluster(workdir, usage_backend, build) as cluster:
+        ports = Ports.free()
+        doc = service_config(prometheus_url=usage_backend.url, ports=ports, dry_run=True)
+        config = write_config(workdir / "config.yaml", doc)
+        with run_descheduler(config, kubeconfig_of(cluster.server), ports, workdir) as proc:
+            seen = Observed(proc)
+            # Measured from the moment the endpoint listens (the process starts it before its cache).
+            proc.wait_for(lambda: proc.get("/healthz")[0] != 0, timeout=20, what="/healthz to listen")
+
+            def polled(check: object) -> object:
+                _poll_healthz(proc, seen)
+                return check() if callable(check) else check
+
+            proc.wait_for(
+                lambda: polled(lambda: len(_summaries(proc)) >= 1), timeout=30, what="a first cycle"
+            )
+            # A change to a hostile node arrives as a watch event: read again, bounded as well.
+            cluster.server.patch("nodes", "", "absurd-quantity", {"metadata": {"labels": {"touched": "yes"}}})
+            first = len(_summaries(proc))
+            proc.wait_for(
+                lambda: polled(lambda: len(_summaries(proc)) >= first + CYCLES),
+                timeout=30,
+                what=f"{CYCLES} more cycles",
+                interval=0.1,
+            )
+            seen.exit_code = proc.terminate(timeout=SHUTDOWN_BOUND)
+            yield seen
+
+
+def test_healthz_answers_within_a_second_throughout(observed: Observed) -> None:
+    assert len(observed.healthz_seconds) >= 10
+    assert set(observed.healthz_statuses) == {200}
+    assert max(observed.healthz_seconds) < HEALTHZ_BOUND
+
+
+def test_cycles_run_over_every_node_the_hostile_ones_on_their_allocatable(observed: Observed) -> None:
+    summaries = _summaries(observed.proc)
+    assert len(summaries) >= 1 + CYCLES
+    for summary in summaries:
+        nodes = summary["nodes"]
+        assert isinstance(nodes, dict)
+        assert sum(nodes.values()) == 3, summary
+    assert not observed.proc.events("reflector_crashed")
+    assert not observed.proc.events("object_rejected")
+
+
+def test_each_fallback_is_reported_once_naming_the_node_and_the_rule(observed: Observed) -> None:
+    fallbacks = observed.proc.events("object_fallback")
+    assert sorted(str(f["object"]) for f in fallbacks) == sorted(HOSTILE)
+    for record in fallbacks:
+        warning = str(record["warning"])
+        assert f"Node {record['object']}: annotation {RAW_ALLOCATABLE}" in warning
+        assert "thresholds use status.allocatable" in warning
+
+
+def test_sigterm_stops_the_process_within_its_bound(observed: Observed) -> None:
+    assert observed.exit_code == 0
+    assert observed.proc.exit_seconds is not None and observed.proc.exit_seconds < SHUTDOWN_BOUND
