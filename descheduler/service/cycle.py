@@ -331,7 +331,9 @@ class _Check:
         self, planned: PlannedEviction, decided: Plan, earlier: Sequence[PlannedEviction]
     ) -> str | None:
         """A message when the eviction must not be sent; None when the server's objects agree."""
+        started = self.runner.monotonic()
         view = self.verifier.read(planned.pod, self.deadline)
+        seconds = round(self.runner.monotonic() - started, 4)
         self.runner.verified_requests += view.requests
         cached = self.index.workload_of(planned.pod)
         found = recheck(
@@ -339,6 +341,7 @@ class _Check:
         )
         self.last = found
         if found is None:
+            log.info("eviction_verified", pod=planned.pod.key, requests=view.requests, seconds=seconds)
             return None
         log.warning(
             "eviction_not_verified",
@@ -347,6 +350,8 @@ class _Check:
             code=found.code,
             message=found.message,
             resync=list(found.stale),
+            requests=view.requests,
+            seconds=seconds,
         )
         if found.stale:
             self.verifier.resync(found.stale)

@@ -22,6 +22,7 @@ from tests.integration.service_fixtures import (
     Descheduler,
     Ports,
     UsageBackend,
+    metric_samples,
     run_descheduler,
     usage_backend,
     write_config,
@@ -56,6 +57,7 @@ class LiveLoop:
     running_after: list[dict[str, Any]]
     events: list[dict[str, Any]]
     evictions_after_cure: int
+    verify_requests: float
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +104,7 @@ def live_loop(
             proc.wait_for(
                 lambda: len(proc.events("cycle_summary")) >= cured_at + 4, timeout=30, what="4 more cycles"
             )
+            verified = metric_samples(proc.get("/metrics")[1], "descheduler_eviction_verify_requests_total")
             proc.terminate()
         result = LiveLoop(
             cluster=cluster,
@@ -115,6 +118,7 @@ def live_loop(
             running_after=control_plane.running_pods(ns, "app=busy"),
             events=control_plane.get_json("events", "-n", ns)["items"],
             evictions_after_cure=sum(1 for e in proc.events("eviction") if e["cycle"] > cured_at + 1),
+            verify_requests=sum(value for _, value in verified),
         )
     api.close()
     evicted = [e["pod"] for e in result.proc.events("eviction")]
@@ -168,6 +172,22 @@ def test_each_evicted_pod_carries_a_descheduled_event(live_loop: LiveLoop) -> No
     }
     assert set(described) == evicted
     assert all(f'from node "{live_loop.cluster.hot}"' in m for m in described.values())
+
+
+def test_each_eviction_was_verified_on_the_server_with_a_few_requests_and_none_per_candidate(
+    live_loop: LiveLoop,
+) -> None:
+    """A Deployment's pod: the pod, its ReplicaSet, the Deployment, its ReplicaSets, its pods (5 reads)."""
+    evictions = live_loop.proc.events("eviction")
+    verified = live_loop.proc.events("eviction_verified")
+    seconds = sorted(v["seconds"] for v in verified)
+    print(
+        f"\nverify: {live_loop.verify_requests:g} requests for {len(evictions)} evictions; "
+        f"seconds per eviction {seconds}"
+    )
+    assert [v["pod"] for v in verified] == [e["pod"] for e in evictions]
+    assert all(v["requests"] == 5 for v in verified)
+    assert live_loop.verify_requests == 5 * len(evictions)
 
 
 # --- dry run ------------------------------------------------------------------------------------------------
