@@ -25,9 +25,10 @@ Bounded, whatever the file holds (it may come from anyone):
   otherwise be read whole as YAML.
 
 Duplicate keys: YAML refuses them everywhere (``strictyaml``). In JSON the top level (a ``List``'s keys)
-is checked by hand at no cost; inside items the C decoder keeps the last value, as ``json.loads`` and
-the API server's decoder of old did, because a Python hook on every object would make a 500 MB dump
-several times slower to read (measured: see ``tests/unit/test_hostile_cluster_data.py``).
+is checked by hand at no cost; inside items the C decoder keeps the last value, as ``json.loads`` does:
+an ``object_pairs_hook`` that refuses duplicates doubles the decoding time (measured on 20,000 pods of
+1.1 KB: 0.107 s plain, 0.209 s with the hook; some 2.5 s more on a 500 MB dump), and ``kubectl``, which
+writes these dumps, never repeats a key.
 
 Errors (``DumpError``) name the file and, for JSON, the line and column.
 """
