@@ -22,7 +22,7 @@ def _known_names(cls: type[BaseModel]) -> list[str]:
 class StrictModel(BaseModel):
     """Rejects unknown keys, naming the closest known key; accepts camelCase aliases."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, allow_inf_nan=False)
 
     ignored_fields: ClassVar[frozenset[str]] = frozenset()
     """Keys accepted for compatibility that mean nothing here; the loader reports them once."""

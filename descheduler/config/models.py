@@ -13,12 +13,18 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from descheduler.config.base import StrictModel
 from descheduler.config.types import (
+    MAX_CONFIG_DURATION,
+    MAX_CONFIG_INT,
+    MAX_CONFIG_RATE,
     Duration,
     FloatOrString,
+    Int32,
     NonNegativeInt,
     ReplicasIntOrPercent,
     ResourceThresholds,
     ResourceWeights,
+    dns1123_label_problem,
+    dns1123_subdomain_problem,
 )
 from descheduler.usage.settings import MetricsProviders
 
@@ -62,9 +68,11 @@ class Namespaces(StrictModel):
 
 
 class LoadAnomalyCondition(StrictModel):
-    consecutive_abnormalities: int = Field(default=5, ge=1, alias="consecutiveAbnormalities")
+    consecutive_abnormalities: int = Field(
+        default=5, ge=1, le=MAX_CONFIG_INT, alias="consecutiveAbnormalities"
+    )
     """A node over its high threshold this many cycles in a row is a hotspot (1 = at once)."""
-    consecutive_normalities: int = Field(default=3, ge=0, alias="consecutiveNormalities")
+    consecutive_normalities: int = Field(default=3, ge=0, le=MAX_CONFIG_INT, alias="consecutiveNormalities")
     """Accepted for Koordinator compatibility: here one normal cycle already resets the count."""
     timeout: Duration = 60.0
     """Accepted for Koordinator compatibility: here counts expire with ``detectorCacheTimeout``."""
@@ -120,7 +128,9 @@ class LowNodeLoadArgs(StrictModel):
     paused: bool = False
     dry_run: bool = Field(default=False, alias="dryRun")
     number_of_nodes: NonNegativeInt = Field(default=0, alias="numberOfNodes")
-    node_metric_expiration_seconds: int = Field(default=180, ge=1, alias="nodeMetricExpirationSeconds")
+    node_metric_expiration_seconds: int = Field(
+        default=180, ge=1, le=int(MAX_CONFIG_DURATION), alias="nodeMetricExpirationSeconds"
+    )
     evictable_namespaces: Namespaces | None = Field(default=None, alias="evictableNamespaces")
     node_selector: LabelSelectorConfig | None = Field(default=None, alias="nodeSelector")
     pod_selectors: list[PodSelector] = Field(default_factory=list, alias="podSelectors")
@@ -139,6 +149,14 @@ class LowNodeLoadArgs(StrictModel):
     detector_cache_timeout: Duration = Field(default=300.0, alias="detectorCacheTimeout")
     node_pools: list[NodePool] = Field(default_factory=list, alias="nodePools")
     hotspot_taint: HotspotTaint = Field(default_factory=HotspotTaint, alias="hotspotTaint")
+
+    @field_validator("detector_cache_timeout")
+    @classmethod
+    def _positive_detector_timeout(cls, value: float) -> float:
+        # 0 forgets every count before the next cycle: no node would ever be confirmed hot, silently.
+        if value <= 0:
+            raise ValueError("must be a positive duration such as 5m (0 would confirm no hotspot, ever)")
+        return value
 
     @model_validator(mode="after")
     def _thresholds_consistent(self) -> LowNodeLoadArgs:
@@ -161,7 +179,7 @@ class LowNodeLoadArgs(StrictModel):
 
 
 class PriorityThreshold(StrictModel):
-    value: int | None = None
+    value: Int32 | None = None
     name: str = ""
 
     @model_validator(mode="after")
@@ -220,7 +238,7 @@ class MigrationControllerArgs(StrictModel):
         default_factory=lambda: {"workload": ObjectLimiter()}, alias="objectLimiters"
     )
     evict_qps: FloatOrString = Field(default=10.0, alias="evictQPS")
-    evict_burst: int = Field(default=1, ge=1, alias="evictBurst")
+    evict_burst: int = Field(default=1, ge=1, le=MAX_CONFIG_INT, alias="evictBurst")
     eviction_policy: Literal["Eviction", "Delete"] = Field(default="Eviction", alias="evictionPolicy")
     default_delete_options: dict[str, Any] | None = Field(default=None, alias="defaultDeleteOptions")
     skip_eviction_gates: bool = Field(default=False, alias="skipEvictionGates")
@@ -228,10 +246,10 @@ class MigrationControllerArgs(StrictModel):
     default_job_mode: str | None = Field(default=None, alias="defaultJobMode")
     default_job_ttl: Duration | None = Field(default=None, alias="defaultJobTTL")
     scheduler_names: list[str] | None = Field(default=None, alias="schedulerNames")
-    max_concurrent_reconciles: int | None = Field(default=None, alias="maxConcurrentReconciles")
+    max_concurrent_reconciles: Int32 | None = Field(default=None, alias="maxConcurrentReconciles")
     arbitration_args: ArbitrationArgs | None = Field(default=None, alias="arbitrationArgs")
     flow_control_qps: FloatOrString | None = Field(default=None, alias="flowControlQPS")
-    flow_control_burst: int | None = Field(default=None, alias="flowControlBurst")
+    flow_control_burst: Int32 | None = Field(default=None, alias="flowControlBurst")
 
     @field_validator("object_limiters")
     @classmethod
@@ -342,6 +360,23 @@ class LeaderElection(StrictModel):
     resource_name: str = Field(default="load-aware-descheduler", alias="resourceName")
     resource_namespace: str = Field(default="kube-system", alias="resourceNamespace")
 
+    @field_validator("resource_name")
+    @classmethod
+    def _lease_name(cls, value: str) -> str:
+        # The migration journal is a ConfigMap named after the Lease (kube/journal.py): both must be valid.
+        problem = dns1123_subdomain_problem(value, 253 - len("-migrations"))
+        if problem is not None:
+            raise ValueError(f"the Lease name {problem}")
+        return value
+
+    @field_validator("resource_namespace")
+    @classmethod
+    def _lease_namespace(cls, value: str) -> str:
+        problem = dns1123_label_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
     @model_validator(mode="after")
     def _timings(self) -> LeaderElection:
         if self.leader_elect and not self.lease_duration > self.renew_deadline > self.retry_period > 0:
@@ -374,8 +409,8 @@ class ClientConnection(StrictModel):
     kubeconfig: str = ""
     accept_content_types: str = Field(default="", alias="acceptContentTypes")
     content_type: str = Field(default="application/json", alias="contentType")
-    qps: float = Field(default=50.0, gt=0)
-    burst: int = Field(default=100, ge=1)
+    qps: float = Field(default=50.0, gt=0, le=MAX_CONFIG_RATE)
+    burst: int = Field(default=100, ge=1, le=MAX_CONFIG_INT)
 
 
 class DeschedulerConfiguration(StrictModel):

@@ -8,9 +8,19 @@ from typing import Annotated, TypeVar
 
 from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer
 
-from descheduler.units import format_duration, parse_duration, parse_int_or_percent
+from descheduler.units import MAX_INT32, format_duration, parse_duration, parse_int_or_percent
 
 _V = TypeVar("_V")
+
+MAX_CONFIG_DURATION = 366 * 24 * 3600.0
+"""No setting of this product means anything beyond a year; past it, sums and timeouts built from a
+duration (a watch timeout plus jitter, a wait) could overflow what Python's waits accept."""
+
+MAX_CONFIG_INT = MAX_INT32
+"""Counts, limits and weights: an int32, as the Kubernetes fields they mirror."""
+
+MAX_CONFIG_RATE = 1e6
+"""Requests or evictions per second: far above anything an API server serves."""
 
 
 def _duration(value: object) -> float:
@@ -19,18 +29,23 @@ def _duration(value: object) -> float:
     return parse_duration(value)
 
 
-def _non_negative(value: float) -> float:
+def _bounded_duration(value: float) -> float:
+    """A negative duration would switch a limit off (or stop every eviction) without a word: refused."""
     if value < 0:
-        raise ValueError(f"duration must not be negative, got {format_duration(value)}")
+        raise ValueError(f"must be a positive duration or 0, got {format_duration(value)}")
+    if value > MAX_CONFIG_DURATION:
+        raise ValueError(f"must be at most 8784h (a year), got {format_duration(value)}")
     return value
 
 
 Duration = Annotated[
     float,
     BeforeValidator(_duration),
+    AfterValidator(_bounded_duration),
     PlainSerializer(format_duration, return_type=str),
 ]
-"""Seconds, written and printed the way Go's ``time.Duration`` is (``90s``, ``5m``, ``1h30m``)."""
+"""Seconds, written and printed the way Go's ``time.Duration`` is (``90s``, ``5m``, ``1h30m``);
+0 to a year (``MAX_CONFIG_DURATION``)."""
 
 
 def _percent(value: object) -> float:
@@ -58,10 +73,12 @@ def _float_or_string(value: object) -> float:
         raise ValueError(f"expected a number, got {value!r}")
     try:
         number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"expected a number (or a string holding one), got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"expected a number (or a string holding one), got {str(value)[:40]!r}") from None
     if number < 0 or number != number:
         raise ValueError(f"must be a non-negative number, got {value!r}")
+    if number > MAX_CONFIG_RATE:
+        raise ValueError(f"must be at most {MAX_CONFIG_RATE:g}, got {str(value)[:40]}")
     return number
 
 
@@ -82,7 +99,32 @@ ReplicasIntOrPercent = Annotated[
 ]
 """A per-workload limit: an integer or a percentage of the expected replicas, at most ``"100%"``."""
 
-NonNegativeInt = Annotated[int, Field(ge=0)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_CONFIG_INT)]
+PositiveInt = Annotated[int, Field(ge=1, le=MAX_CONFIG_INT)]
+Int32 = Annotated[int, Field(ge=-MAX_CONFIG_INT - 1, le=MAX_CONFIG_INT)]
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def dns1123_label_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a namespace (a DNS-1123 label, as Kubernetes checks), or None."""
+    if len(value) > 63 or not _DNS1123_LABEL.match(value):
+        return (
+            f"{value[:80]!r} is not a valid namespace name: at most 63 lowercase letters, digits or '-', "
+            "starting and ending with a letter or digit"
+        )
+    return None
+
+
+def dns1123_subdomain_problem(value: str, max_length: int = 253) -> str | None:
+    """Why ``value`` cannot name an object such as a Lease (a DNS-1123 subdomain), or None."""
+    if len(value) > max_length or not _DNS1123_SUBDOMAIN.match(value):
+        return (
+            f"{value[:80]!r} is not a valid object name: at most {max_length} lowercase letters, digits, "
+            "'-' or '.', starting and ending with a letter or digit"
+        )
+    return None
 
 
 KNOWN_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
