@@ -15,6 +15,7 @@ import yaml
 from descheduler import __version__
 from descheduler.config.load import ConfigError, EffectiveConfig, load_config
 from descheduler.planner import loop_warnings
+from descheduler.usage.settings import redact_document
 from descheduler.validation import check_runnable
 
 EXIT_OK = 0
@@ -34,7 +35,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     _print_notices(effective)
     for warning in loop_warnings(effective):
         print(f"warning: {warning}", file=sys.stderr)
-    sys.stdout.write(yaml.safe_dump(effective.to_document(), sort_keys=False))
+    # Printed, so kept free of secrets: a Prometheus URL's password is replaced by ***.
+    sys.stdout.write(yaml.safe_dump(redact_document(effective.to_document()), sort_keys=False))
     return EXIT_OK
 
 

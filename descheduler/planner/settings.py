@@ -23,7 +23,7 @@ from descheduler.config.models import (
     NodePool,
 )
 from descheduler.units import format_duration
-from descheduler.usage.settings import usage_window
+from descheduler.usage.settings import credential_warnings, usage_window
 
 BASE_RESOURCES = ("cpu", "memory")
 FULL = 100.0
@@ -375,13 +375,17 @@ def loop_warnings(config: EffectiveConfig) -> list[str]:
     average over, a node is confirmed hot again while its sample still holds pods moved away less than a
     window ago. The planner corrects for its own evictions (``estimate.py``); anything else that moved
     pods (a rollout, another descheduler, a restart that lost the record) is still in the sample.
+
+    Also credentials sent over plain ``http://`` (``credential_warnings``): ``validate`` prints these
+    warnings, ``run`` and ``once`` log them at start.
     """
+    credentials = credential_warnings(config.config.metrics_providers)
     args = config.low_node_load
     if args is None:
-        return []
+        return credentials
     window = usage_window(config.config.metrics_providers)
     if window <= 0:
-        return []
+        return credentials
     providers = config.config.metrics_providers
     where = (
         "metricsProviders[0].prometheus.window"
@@ -395,7 +399,7 @@ def loop_warnings(config: EffectiveConfig) -> list[str]:
         for i, pool in enumerate(args.node_pools)
         if pool.anomaly_condition is not None
     ]
-    warnings: list[str] = []
+    warnings: list[str] = list(credentials)
     for field, condition in checks:
         count = condition.consecutive_abnormalities
         if count * interval < window:

@@ -7,9 +7,11 @@ the node, the PromQL itself) can be set, because a wrong mapping silently yields
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
@@ -245,3 +247,71 @@ def _at_most_one(providers: list[MetricsProvider]) -> list[MetricsProvider]:
 
 MetricsProviders = Annotated[list[MetricsProvider], AfterValidator(_at_most_one)]
 """The field type for ``metricsProviders``: empty means :func:`default_providers`."""
+
+
+REDACTED = "***"
+
+
+def redact_url(url: str) -> str:
+    """``url`` with the password of its userinfo replaced by ``***`` (``validate`` prints URLs)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:{REDACTED}@{host}"))
+
+
+def redact_document(doc: dict[str, Any]) -> dict[str, Any]:
+    """The effective-configuration document with every secret a user may write inline redacted.
+
+    Only a URL's userinfo can hold one: tokens and passwords are read from files (``bearerTokenFile``,
+    ``passwordFile``), whose paths are not secret."""
+    for provider in doc.get("metricsProviders") or []:
+        prometheus = provider.get("prometheus") if isinstance(provider, dict) else None
+        if isinstance(prometheus, dict) and isinstance(prometheus.get("url"), str):
+            prometheus["url"] = redact_url(prometheus["url"])
+    return doc
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def credential_warnings(providers: Sequence[MetricsProvider]) -> list[str]:
+    """Credentials that would cross the network in clear text: ``http://`` to a host other than loopback.
+
+    A warning, not an error: inside a cluster a plain-HTTP Prometheus behind a NetworkPolicy is common,
+    but whoever can see that traffic can reuse the credentials."""
+    warnings: list[str] = []
+    for i, provider in enumerate(providers):
+        settings = provider.prometheus
+        if provider.source != "Prometheus" or settings is None:
+            continue
+        parts = urlsplit(settings.url)
+        if parts.scheme != "http" or _is_loopback(parts.hostname or ""):
+            continue
+        userinfo = parts.username is not None or parts.password is not None
+        sent = [
+            what
+            for what, present in (
+                ("the user and password in the URL", userinfo),
+                ("basicAuth", settings.basic_auth is not None),
+                ("authToken (a bearer token)", settings.auth_token is not None),
+            )
+            if present
+        ]
+        if sent:
+            warnings.append(
+                f"metricsProviders[{i}].prometheus: {' and '.join(sent)} will be sent in clear text over "
+                f"plain http:// to {parts.hostname}; use https:// so they cannot be read or reused on the way"
+            )
+    return warnings
