@@ -144,7 +144,7 @@ def resource_value(name: str, quantity: Any) -> int:
     if amount < 0:
         raise ValueError(f"must not be negative, got {show(quantity)}")
     unit = "millicores" if name == "cpu" else "units"
-    raise ValueError(f"{show(quantity)} is beyond what Kubernetes represents (2^63-1 {unit})")
+    raise ValueError(f"{show(quantity)} is out of range: beyond 2^63-1 {unit}")
 
 
 def _map(obj: Obj, path: str) -> Mapping[str, Any]:

@@ -151,7 +151,7 @@ def _usage_amount(name: str, raw: Any) -> int:
     amount = resource_amount(name, raw)
     if -INT64_MAX <= amount <= INT64_MAX:
         return amount
-    raise ValueError(f"{show(raw)} is beyond what Kubernetes represents (2^63-1)")
+    raise ValueError(f"{show(raw)} is out of range: beyond +-(2^63-1)")
 
 
 def _samples(where: str, value: Any, problems: list[str]) -> tuple[Sample, ...]:
