@@ -266,6 +266,12 @@ class MigrationControllerArgs(StrictModel):
         for key in value or {}:
             if key not in allowed:
                 raise ValueError(f"unknown DeleteOptions field {key!r}; known: {', '.join(sorted(allowed))}")
+        grace = (value or {}).get("gracePeriodSeconds")
+        if isinstance(grace, int) and not isinstance(grace, bool) and not 0 <= grace <= MAX_CONFIG_DURATION:
+            raise ValueError(
+                f"gracePeriodSeconds must be between 0 and {int(MAX_CONFIG_DURATION)} (a year), "
+                f"got {grace if abs(grace) < 10**20 else 'a number of ' + str(len(str(grace))) + ' digits'}"
+            )
         return value
 
 

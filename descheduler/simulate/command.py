@@ -7,10 +7,10 @@ import sys
 from typing import Any
 
 from descheduler.config.load import ConfigError, load_config
-from descheduler.planner import validate
 from descheduler.simulate.inputs import InputError, load_cluster, load_usage
 from descheduler.simulate.render import render_html, render_json, render_text
 from descheduler.simulate.runner import run
+from descheduler.validation import check_runnable
 
 EXIT_OK = 0
 EXIT_INPUT = 2
@@ -56,7 +56,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     effective = None
     try:
         effective = load_config(args.config)
-        validate(effective)
+        check_runnable(effective, args.config)  # what validate, run and once check, no less
     except ConfigError as exc:
         errors.append(str(exc))
     snapshot = series = None
