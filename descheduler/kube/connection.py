@@ -10,11 +10,119 @@ from typing import Any
 
 from descheduler.kube.api import DEFAULT_USER_AGENT, KubeApi
 from descheduler.kube.errors import ApiConnectionError, ClientThrottledError, ConfigError, KubeError
+from descheduler.strictyaml import YamlInputError, load_all
+
+MAX_KUBECONFIG_BYTES = 4 * 2**20
+"""A kubeconfig is a few KB even with embedded certificates; a larger file is refused unread."""
+
+_ENTRY_LISTS = {"clusters": "cluster", "users": "user", "contexts": "context"}
+_STRING_FIELDS = {
+    "cluster": (
+        "server",
+        "certificate-authority",
+        "certificate-authority-data",
+        "tls-server-name",
+        "proxy-url",
+    ),
+    "user": (
+        "token",
+        "tokenFile",
+        "client-certificate",
+        "client-certificate-data",
+        "client-key",
+        "client-key-data",
+        "username",
+        "password",
+    ),
+    "context": ("cluster", "user", "namespace"),
+}
+_MAPPING_FIELDS = {"user": ("exec", "auth-provider")}
 
 REACH_BUDGET_SECONDS = 15.0
 """How long start-up keeps trying an API server that does not answer before giving up with its reason."""
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def _type_name(value: object) -> str:
+    return {str: "a string", int: "a number", float: "a number", bool: "a boolean", list: "a list"}.get(
+        type(value),
+        "null" if value is None else "a mapping" if isinstance(value, dict) else type(value).__name__,
+    )
+
+
+def kubeconfig_problems(doc: Any) -> list[str]:
+    """What in a parsed kubeconfig has the wrong shape, each naming the field (``users[0].user``).
+
+    The kubernetes client indexes into these without checking (``user: some-string`` was a traceback);
+    only the fields it reads are checked, everything else is left to it."""
+    if doc is None:
+        return []
+    if not isinstance(doc, dict):
+        return [f"(top level): must be a mapping, got {_type_name(doc)}"]
+    problems: list[str] = []
+    for key in ("current-context", "apiVersion", "kind"):
+        if key in doc and not isinstance(doc[key], str):
+            problems.append(f"{key}: must be a string, got {_type_name(doc[key])}")
+    if "preferences" in doc and not isinstance(doc["preferences"], dict | None):
+        problems.append(f"preferences: must be a mapping, got {_type_name(doc['preferences'])}")
+    for list_key, entry_key in _ENTRY_LISTS.items():
+        entries = doc.get(list_key)
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            problems.append(f"{list_key}: must be a list, got {_type_name(entries)}")
+            continue
+        for i, entry in enumerate(entries):
+            where = f"{list_key}[{i}]"
+            if not isinstance(entry, dict):
+                problems.append(
+                    f"{where}: must be a mapping with name and {entry_key}, got {_type_name(entry)}"
+                )
+                continue
+            if not isinstance(entry.get("name"), str):
+                problems.append(f"{where}.name: must be a string, got {_type_name(entry.get('name'))}")
+            body = entry.get(entry_key)
+            if not isinstance(body, dict):
+                problems.append(f"{where}.{entry_key}: must be a mapping, got {_type_name(body)}")
+                continue
+            for field in _STRING_FIELDS[entry_key]:
+                if field in body and not isinstance(body[field], str):
+                    problems.append(
+                        f"{where}.{entry_key}.{field}: must be a string, got {_type_name(body[field])}"
+                    )
+            for field in _MAPPING_FIELDS.get(entry_key, ()):
+                if field in body and not isinstance(body[field], dict):
+                    problems.append(
+                        f"{where}.{entry_key}.{field}: must be a mapping, got {_type_name(body[field])}"
+                    )
+            insecure = body.get("insecure-skip-tls-verify")
+            if insecure is not None and not isinstance(insecure, bool):
+                field = f"{where}.{entry_key}.insecure-skip-tls-verify"
+                problems.append(f"{field}: must be true or false, got {_type_name(insecure)}")
+    return problems
+
+
+def check_kubeconfig_file(path: str) -> None:
+    """Read ``path`` strictly (bounded, duplicate keys and aliases refused) and check its shape.
+
+    Raises ``ConfigError`` with one line naming the file and every problem; the kubernetes client then
+    reads the same, now known-good, file."""
+    from descheduler.config.load import read_text_file
+
+    try:
+        text = read_text_file(path, MAX_KUBECONFIG_BYTES)
+        docs = load_all(text, path, max_bytes=MAX_KUBECONFIG_BYTES)
+    except YamlInputError as exc:
+        where = f" (line {exc.line}, column {exc.column})" if exc.line is not None else ""
+        raise ConfigError(f"kubeconfig {path}: not valid YAML{where}: {exc.problem}") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"kubeconfig {path}: {exc}") from None
+    if len(docs) > 1:
+        raise ConfigError(f"kubeconfig {path}: expected one YAML document, found {len(docs)}")
+    problems = kubeconfig_problems(docs[0] if docs else None)
+    if problems:
+        raise ConfigError(f"kubeconfig {path}: {'; '.join(problems)}")
 
 
 def connect(
@@ -53,6 +161,9 @@ def connect(
         files = [p for p in path.split(os.pathsep) if p]
         if not any(os.path.exists(os.path.expanduser(p)) for p in files):
             raise ConfigError(f"kubeconfig {path}: file not found")
+        for file in files:
+            if os.path.exists(os.path.expanduser(file)):
+                check_kubeconfig_file(os.path.expanduser(file))
         try:
             config.load_kube_config(
                 config_file=path, context=context, client_configuration=configuration, persist_config=False
