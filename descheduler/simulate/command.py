@@ -71,6 +71,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     for notice in effective.notices:
         print(f"notice: {notice}", file=sys.stderr)
+    for warning in (w for node in snapshot.nodes for w in node.warnings):  # a fallback (raw-allocatable)
+        print(f"warning: {warning}", file=sys.stderr)
     if effective.low_node_load is None:
         print(
             "notice: LowNodeLoad is not enabled in any profile's balance plugins: nothing will move",

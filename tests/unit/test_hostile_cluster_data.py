@@ -483,3 +483,24 @@ def test_a_truncated_gzip_is_refused(tmp_path: Path) -> None:
     path = _write(tmp_path / "dump.gz", data[: len(data) // 2])
     with pytest.raises(InputError, match="not a valid gzip file"):
         load_cluster(path)
+
+
+def test_simulate_warns_of_a_node_on_its_allocatable_and_still_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = json.loads(_cluster([pod("p1", "hot", cpu="3")]))
+    cluster["items"][0]["metadata"]["annotations"] = {RAW_ALLOCATABLE_ANNOTATION: '{"cpu":"1e999999999"}'}
+    usage = {"nodes": {"hot": {"cpu": "1", "memory": "1Gi"}, "cool": {"cpu": "1", "memory": "1Gi"}}}
+    (tmp_path / "config.yaml").write_text(CONFIG)
+    (tmp_path / "cluster.json").write_text(json.dumps(cluster))
+    (tmp_path / "usage.json").write_text(json.dumps(usage))
+    code = main([
+        "simulate", "--config", str(tmp_path / "config.yaml"), "--cluster", str(tmp_path / "cluster.json"),
+        "--usage", str(tmp_path / "usage.json"), "--output", "json",
+    ])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0
+    assert captured.err.splitlines() == [
+        f"warning: Node hot: annotation {RAW_ALLOCATABLE_ANNOTATION}: cpu: '1e999999999': "
+        "exponent beyond +-64, out of range; ignored, thresholds use status.allocatable"
+    ]
