@@ -132,13 +132,24 @@ def resource_value(name: str, quantity: Any) -> int:
 
     ``ValueError`` otherwise; the fast decoder (``fastparse``) calls this too, so both refuse alike."""
     if type(quantity) is str:
-        if len(quantity) > MAX_QUANTITY_CHARS:
-            raise ValueError(f"{show(quantity)} is longer than any quantity ({MAX_QUANTITY_CHARS} chars)")
-        if "e" in quantity or "E" in quantity:
-            exponent = _EXPONENT.search(quantity)
-            if exponent is not None and abs(int(exponent.group(1))) > MAX_EXPONENT:
-                raise ValueError(f"{show(quantity)}: exponent beyond +-{MAX_EXPONENT}, out of range")
-    amount = resource_amount(name, quantity)
+        return _string_value(name, quantity)
+    return _in_range(name, quantity, resource_amount(name, quantity))
+
+
+@functools.lru_cache(maxsize=8192)
+def _string_value(name: str, quantity: str) -> int:
+    """Memoised like ``units``' own: the pods of a cluster repeat a few request texts. Only texts within
+    ``MAX_QUANTITY_CHARS`` are ever kept (a refusal raises, and is not cached)."""
+    if len(quantity) > MAX_QUANTITY_CHARS:
+        raise ValueError(f"{show(quantity)} is longer than any quantity ({MAX_QUANTITY_CHARS} chars)")
+    if "e" in quantity or "E" in quantity:
+        exponent = _EXPONENT.search(quantity)
+        if exponent is not None and abs(int(exponent.group(1))) > MAX_EXPONENT:
+            raise ValueError(f"{show(quantity)}: exponent beyond +-{MAX_EXPONENT}, out of range")
+    return _in_range(name, quantity, resource_amount(name, quantity))
+
+
+def _in_range(name: str, quantity: Any, amount: int) -> int:
     if 0 <= amount <= INT64_MAX:
         return amount
     if amount < 0:
@@ -176,13 +187,19 @@ def _str_map(obj: Obj, value: Any, path: str) -> dict[str, str]:
         return {}
     if not isinstance(value, Mapping):
         raise ObjectError(f"{_describe(obj)}: {path} must be a map of strings")
-    out: dict[str, str] = {}
-    for k, v in value.items():
-        if isinstance(v, (Mapping, list)):  # scalars read as text (hand-written YAML's `version: 1`)
-            where = f"{path}.{_name_text(str(k))}"
-            raise ObjectError(f"{_describe(obj)}: {where} must be a string, got {show(v)}")
-        out[str(k)] = str(v)
-    return out
+    return {
+        k if type(k) is str else str(k): v if type(v) is str else _scalar_text(obj, path, k, v)
+        for k, v in value.items()
+    }
+
+
+def _scalar_text(obj: Obj, path: str, key: Any, value: Any) -> str:
+    """A scalar label or annotation value as text (hand-written YAML's ``version: 1``); a map or list
+    is refused (its text could be megabytes, or nested past the recursion limit)."""
+    if isinstance(value, (Mapping, list)):
+        where = f"{path}.{_name_text(str(key))}"
+        raise ObjectError(f"{_describe(obj)}: {where} must be a string, got {show(value)}")
+    return str(value)
 
 
 def _resources(obj: Obj, value: Any, path: str) -> dict[str, int]:
