@@ -16,8 +16,9 @@ PyYAML's ``safe_load`` is safe against code execution but not against the rest o
 libyaml (``CSafeLoader``) is used when PyYAML was built with it: cluster dumps of hundreds of MB go through
 this reader, and libyaml is tens of times faster. Both loaders give the same results and the same errors:
 the pure loader checks aliases and depth as it composes, the libyaml one as it constructs (libyaml composes
-in C, where nothing can be hooked), and on the error path the events are scanned again so that the first
-problem in document order is the one reported, as the pure loader would.
+in C, where nothing can be hooked), and on the error path the text is read again with the pure loader
+(up to 4 MiB; past that, libyaml's events say which alias or depth problem comes first) so that the
+error reported is the one the pure loader reports.
 """
 
 from __future__ import annotations
@@ -166,16 +167,16 @@ class _StrictConstructor(yaml.constructor.SafeConstructor):
             raise _Problem(f"integer of more than {_MAX_NUMBER_CHARS} characters is not accepted", *_at(node))
         try:
             return int(super().construct_yaml_int(node))
-        except ValueError as exc:
-            raise _Problem(f"integer out of range: {exc}", *_at(node)) from None
+        except (ValueError, IndexError) as exc:  # IndexError: an empty ``!!int ""``
+            raise _Problem(f"invalid integer {_short(node.value, 40)}: {exc}", *_at(node)) from None
 
     def construct_yaml_float(self, node: ScalarNode) -> float:
         if len(node.value) > _MAX_NUMBER_CHARS:
             raise _Problem(f"number of more than {_MAX_NUMBER_CHARS} characters is not accepted", *_at(node))
         try:
             value = float(super().construct_yaml_float(node))
-        except (ValueError, OverflowError) as exc:
-            raise _Problem(f"float out of range: {exc}", *_at(node)) from None
+        except (ValueError, OverflowError, IndexError) as exc:
+            raise _Problem(f"invalid float {_short(node.value, 40)}: {exc}", *_at(node)) from None
         if not math.isfinite(value):
             raise _Problem(f"float {_short(node.value, 40)} is out of range (not finite)", *_at(node))
         return value
@@ -183,8 +184,14 @@ class _StrictConstructor(yaml.constructor.SafeConstructor):
     def construct_yaml_timestamp(self, node: ScalarNode) -> Any:
         try:
             return super().construct_yaml_timestamp(node)
-        except (ValueError, OverflowError) as exc:
+        except (ValueError, OverflowError, AttributeError) as exc:  # AttributeError: ``!!timestamp x``
             raise _Problem(f"invalid timestamp {_short(node.value, 40)}: {exc}", *_at(node)) from None
+
+    def construct_yaml_bool(self, node: ScalarNode) -> bool:
+        try:
+            return bool(super().construct_yaml_bool(node))
+        except KeyError:  # ``!!bool maybe``
+            raise _Problem(f"invalid boolean {_short(node.value, 40)}", *_at(node)) from None
 
     def construct_refused(self, node: Node) -> Any:
         """``!!omap``, ``!!pairs`` and ``!!set``: no Kubernetes or config field uses them."""
@@ -196,6 +203,7 @@ _add: Any = _StrictConstructor.add_constructor
 _add("tag:yaml.org,2002:int", _StrictConstructor.construct_yaml_int)
 _add("tag:yaml.org,2002:float", _StrictConstructor.construct_yaml_float)
 _add("tag:yaml.org,2002:timestamp", _StrictConstructor.construct_yaml_timestamp)
+_add("tag:yaml.org,2002:bool", _StrictConstructor.construct_yaml_bool)
 for _tag in ("omap", "pairs", "set"):
     _add(f"tag:yaml.org,2002:{_tag}", _StrictConstructor.construct_refused)
 
@@ -273,22 +281,51 @@ def _size_problem(text: str, source: str, max_bytes: int) -> YamlInputError | No
     return None
 
 
-_PURE_RESCAN_LIMIT = 16 * 2**20
-"""Up to this size the libyaml loader's error path re-reads the text with the pure parser (seconds)."""
+_PURE_RESCAN_LIMIT = 4 * 2**20
+"""Up to this size the libyaml loader's error path re-reads the text with the pure loader (a second or
+two at most); a configuration (1 MiB) or kubeconfig (4 MiB) always is."""
 
 
 def _pure_verdict(text: str, document: int, max_depth: int) -> _Problem | yaml.YAMLError | None:
-    """The first problem of document number ``document`` as the pure loader would report it.
+    """The problem the pure loader finds first, reading up to document number ``document``; None if none.
 
     The error path of the libyaml loader: its constructor visits nodes breadth-first (so it may meet a later
-    problem first) and libyaml words syntax errors its own way. The pure parser's events say which problem
-    comes first and how PyYAML words it, so both loaders report the same line. Past ``_PURE_RESCAN_LIMIT``
-    libyaml's events are used instead (its wording, but the same first problem)."""
-    loader = yaml.SafeLoader if len(text) <= _PURE_RESCAN_LIMIT or not LIBYAML else yaml.CSafeLoader
+    problem first), libyaml words syntax errors its own way and, on a few corner cases of syntax, fails at
+    another point than PyYAML's scanner. Reading again with the pure loader gives the same error whichever
+    loader ran. Documents before ``document`` are only composed (libyaml constructed them already)."""
+    if len(text) > _PURE_RESCAN_LIMIT:
+        return _structural_scan(text, document, max_depth)
+    try:
+        loader = _PureLoader(text)
+    except yaml.YAMLError as exc:
+        return exc
+    loader.max_depth = max_depth
+    index = -1
+    try:
+        while loader.check_node():
+            index += 1
+            node = loader.get_node()
+            if index == document:
+                loader.construct_document(node)
+                return None
+        return None
+    except (_Problem, yaml.YAMLError) as exc:
+        return exc
+    except RecursionError:
+        return _Problem(f"nesting deeper than {max_depth} levels is not accepted")
+    except (ValueError, OverflowError, LookupError, AttributeError, TypeError):
+        return None
+    finally:
+        loader.dispose()
+
+
+def _structural_scan(text: str, document: int, max_depth: int) -> _Problem | None:
+    """The first alias or over-deep collection of document ``document`` in document order, from libyaml's
+    events: for text too large to read again with the pure loader."""
     index = -1
     depth = 0
     try:
-        for event in yaml.parse(text, Loader=loader):
+        for event in yaml.parse(text, Loader=yaml.CSafeLoader):
             if isinstance(event, DocumentStartEvent):
                 index += 1
                 depth = 0
@@ -304,8 +341,8 @@ def _pure_verdict(text: str, document: int, max_depth: int) -> _Problem | yaml.Y
                     return _depth_problem(event, max_depth)
             elif isinstance(event, CollectionEndEvent):
                 depth -= 1
-    except yaml.YAMLError as exc:
-        return exc if index <= document else None
+    except yaml.YAMLError:
+        return None
     return None
 
 
@@ -361,16 +398,20 @@ def iter_all(
     try:
         while True:
             try:
-                if not loader.check_node():
-                    return
-                document += 1
+                more = loader.check_node()
+            except (yaml.YAMLError, UnicodeEncodeError) as exc:  # the start of the next document
+                raise _input_error(source, text, document + 1, max_depth, exc) from None
+            if not more:
+                return
+            document += 1
+            try:
                 data = loader.construct_document(loader.get_node())
             except (_Problem, yaml.YAMLError, UnicodeEncodeError) as exc:
-                raise _input_error(source, text, max(document, 0), max_depth, exc) from None
+                raise _input_error(source, text, document, max_depth, exc) from None
             except RecursionError:
                 too_deep = f"nesting deeper than {max_depth} levels is not accepted"
                 raise YamlInputError(source, too_deep) from None
-            except (ValueError, OverflowError) as exc:
+            except (ValueError, OverflowError, LookupError, AttributeError, TypeError) as exc:
                 # Anything a constructor let through (our own cases are caught above with their line).
                 raise YamlInputError(source, f"invalid value: {' '.join(str(exc).split())}") from None
             if data is not None:
