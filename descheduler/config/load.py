@@ -60,12 +60,19 @@ def decode_utf8(data: bytes) -> str:
         ) from None
 
 
+def _one_line(text: str) -> str:
+    """A problem is one line: a key or value holding a line break or a control character is escaped."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class ConfigError(ValueError):
     """Invalid configuration; ``str()`` is the full, human-readable list of problems."""
 
     def __init__(self, source: str, problems: Sequence[str]) -> None:
         self.source = source
-        self.problems = list(problems)
+        self.problems = [_one_line(p) for p in problems]
         lines = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"invalid configuration in {source}:\n{lines}")
 
