@@ -17,7 +17,7 @@ libyaml (``CSafeLoader``) is used when PyYAML was built with it: cluster dumps o
 this reader, and libyaml is tens of times faster. Both loaders give the same results and the same errors:
 the pure loader checks aliases and depth as it composes, the libyaml one as it constructs (libyaml composes
 in C, where nothing can be hooked), and on the error path the text is read again with the pure loader
-(up to 4 MiB; past that, libyaml's events say which alias or depth problem comes first) so that the
+(syntax errors, up to 256 KiB) or scanned for aliases and depth (our checks) so that the
 error reported is the one the pure loader reports.
 """
 
@@ -281,9 +281,9 @@ def _size_problem(text: str, source: str, max_bytes: int) -> YamlInputError | No
     return None
 
 
-_PURE_RESCAN_LIMIT = 4 * 2**20
-"""Up to this size the libyaml loader's error path re-reads the text with the pure loader (a second or
-two at most); a configuration (1 MiB) or kubeconfig (4 MiB) always is."""
+_PURE_RESCAN_LIMIT = 256 * 2**10
+"""Up to this size a syntax error found by libyaml is read again with the pure loader (well under a
+second); past it libyaml's own words are kept (same line, other wording)."""
 
 
 def _pure_verdict(text: str, document: int, max_depth: int) -> _Problem | yaml.YAMLError | None:
@@ -307,6 +307,7 @@ def _pure_verdict(text: str, document: int, max_depth: int) -> _Problem | yaml.Y
             node = loader.get_node()
             if index == document:
                 loader.construct_document(node)
+                loader.check_node()  # libyaml may have failed looking ahead, past the document's end
                 return None
         return None
     except (_Problem, yaml.YAMLError) as exc:
@@ -369,8 +370,18 @@ def _from_yaml_error(source: str, exc: yaml.YAMLError, max_depth: int, text: str
 def _input_error(
     source: str, text: str, document: int, max_depth: int, exc: _Problem | yaml.YAMLError | UnicodeEncodeError
 ) -> YamlInputError:
-    """The error to raise for ``exc``, worded and placed as the pure loader would (see ``_pure_verdict``)."""
-    found = (_pure_verdict(text, document, max_depth) if LIBYAML else None) or exc
+    """The error to raise for ``exc``, worded and placed as the pure loader would.
+
+    A problem of our constructor (duplicate key, number, alias, depth) is the pure loader's too, unless the
+    document also holds an alias or over-deep nesting, which the pure loader meets first (as it composes):
+    libyaml's events say (``_structural_scan``, fast). A syntax error is re-read with the pure loader for
+    PyYAML's words (``_pure_verdict``)."""
+    if not LIBYAML:
+        found: _Problem | yaml.YAMLError | UnicodeEncodeError | None = exc
+    elif isinstance(exc, _Problem):
+        found = _structural_scan(text, document, max_depth) or exc
+    else:
+        found = _pure_verdict(text, document, max_depth) or exc
     if isinstance(found, _Problem):
         return YamlInputError(source, found.problem, found.line, found.column)
     if isinstance(found, yaml.YAMLError):
