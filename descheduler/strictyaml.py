@@ -16,9 +16,9 @@ PyYAML's ``safe_load`` is safe against code execution but not against the rest o
 libyaml (``CSafeLoader``) is used when PyYAML was built with it: cluster dumps of hundreds of MB go through
 this reader, and libyaml is tens of times faster. Both loaders give the same results and the same errors:
 the pure loader checks aliases and depth as it composes, the libyaml one as it constructs (libyaml composes
-in C, where nothing can be hooked), and on the error path the text is read again with the pure loader
-(syntax errors, up to 256 KiB) or scanned for aliases and depth (our checks) so that the
-error reported is the one the pure loader reports.
+in C, where nothing can be hooked), and on the error path the text is read again with the pure loader (up
+to 256 KiB; past that libyaml's events are scanned for aliases and depth) so that the error reported is
+the one the pure loader reports.
 """
 
 from __future__ import annotations
@@ -282,8 +282,8 @@ def _size_problem(text: str, source: str, max_bytes: int) -> YamlInputError | No
 
 
 _PURE_RESCAN_LIMIT = 256 * 2**10
-"""Up to this size a syntax error found by libyaml is read again with the pure loader (well under a
-second); past it libyaml's own words are kept (same line, other wording)."""
+"""Up to this size the libyaml loader's error path reads the text again with the pure loader (well under a
+second); past it, see ``_pure_verdict``."""
 
 
 def _pure_verdict(text: str, document: int, max_depth: int) -> _Problem | yaml.YAMLError | None:
@@ -294,6 +294,9 @@ def _pure_verdict(text: str, document: int, max_depth: int) -> _Problem | yaml.Y
     another point than PyYAML's scanner. Reading again with the pure loader gives the same error whichever
     loader ran. Documents before ``document`` are only composed (libyaml constructed them already)."""
     if len(text) > _PURE_RESCAN_LIMIT:
+        # A problem of our constructor (duplicate key, number) is the pure loader's too, unless the document
+        # also holds an alias or over-deep nesting, met first by the pure loader (as it composes): libyaml's
+        # events say, fast. A syntax error keeps libyaml's words.
         return _structural_scan(text, document, max_depth)
     try:
         loader = _PureLoader(text)
@@ -370,16 +373,9 @@ def _from_yaml_error(source: str, exc: yaml.YAMLError, max_depth: int, text: str
 def _input_error(
     source: str, text: str, document: int, max_depth: int, exc: _Problem | yaml.YAMLError | UnicodeEncodeError
 ) -> YamlInputError:
-    """The error to raise for ``exc``, worded and placed as the pure loader would.
-
-    A problem of our constructor (duplicate key, number, alias, depth) is the pure loader's too, unless the
-    document also holds an alias or over-deep nesting, which the pure loader meets first (as it composes):
-    libyaml's events say (``_structural_scan``, fast). A syntax error is re-read with the pure loader for
-    PyYAML's words (``_pure_verdict``)."""
+    """The error to raise for ``exc``, worded and placed as the pure loader would (``_pure_verdict``)."""
     if not LIBYAML:
         found: _Problem | yaml.YAMLError | UnicodeEncodeError | None = exc
-    elif isinstance(exc, _Problem):
-        found = _structural_scan(text, document, max_depth) or exc
     else:
         found = _pure_verdict(text, document, max_depth) or exc
     if isinstance(found, _Problem):
