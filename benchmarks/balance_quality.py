@@ -220,7 +220,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for s in decided.pod_skips
             if not s.code.startswith("filtered-") and s.code not in PERMANENT
         )
-        state = commit(decided.state, decided, [e.pod.key for e in decided.evictions], now)
+        state = commit(decided.state, decided.evictions, now)
         world.tick()
         count = len(decided.evictions)
         per_cycle.append(count)

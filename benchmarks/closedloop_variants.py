@@ -216,7 +216,7 @@ def run_variant(args: argparse.Namespace, variant: str) -> Result:
         made_hot |= (world.over_nodes(high) - over_before) & destinations
         if variant == "+ taint":
             world.tainted -= {c.node for c in decision.remove}
-        state = commit(decided.state, decided, [e.pod.key for e in decided.evictions], now)
+        state = commit(decided.state, decided.evictions, now)
         world.tick()
         result.evictions += len(decided.evictions)
         result.cycles_run = cycle

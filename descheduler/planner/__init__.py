@@ -5,7 +5,7 @@ the two share the work). The live service, ``once --dry-run`` and ``simulate`` a
 """
 
 from descheduler.planner.model import NodeReport, Plan, PlannedEviction, PodSkip, ResourceReport
-from descheduler.planner.plan import plan, pod_usage_nodes
+from descheduler.planner.plan import after_evictions, plan, pod_usage_nodes
 from descheduler.planner.settings import loop_warnings, validate
 from descheduler.planner.state import (
     AnomalyCount,
@@ -15,9 +15,11 @@ from descheduler.planner.state import (
     add_departures,
     add_migrations,
     commit,
+    evicted_from,
     forget,
     refuse,
     reset_anomalies,
+    settle_migrations,
 )
 
 __all__ = [
@@ -32,12 +34,15 @@ __all__ = [
     "ResourceReport",
     "add_departures",
     "add_migrations",
+    "after_evictions",
     "commit",
+    "evicted_from",
     "forget",
     "loop_warnings",
     "plan",
     "pod_usage_nodes",
     "refuse",
     "reset_anomalies",
+    "settle_migrations",
     "validate",
 ]

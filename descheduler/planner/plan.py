@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSnapshot
+from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
 from descheduler.planner import reasons
 from descheduler.planner.anomaly import is_hotspot, next_count
@@ -38,13 +38,47 @@ from descheduler.planner.state import AnomalyCount, PlannerState
 
 
 def plan(
-    snapshot: ClusterSnapshot, usage: UsageSnapshot, config: EffectiveConfig, state: PlannerState, now: float
+    snapshot: ClusterSnapshot,
+    usage: UsageSnapshot,
+    config: EffectiveConfig,
+    state: PlannerState,
+    now: float,
+    *,
+    already: Sequence[PlannedEviction] = (),
+    attempted: Mapping[str, str] | None = None,
 ) -> Plan:
     """Decide this cycle's evictions. Pure: no I/O, no clock (``now`` is seconds since the epoch).
 
+    A re-plan within a cycle (after the API server refused an eviction) passes ``already``: the evictions
+    this cycle already sent (possibly applied). They count against every limit as this cycle's own, their
+    usage has left their node for their destination, and their pods are not proposed again. ``attempted``
+    maps the pods tried this cycle without an eviction (refused, failed...) to what happened: each is
+    skipped with that reason, never dropped silently. ``state`` is the state the cycle started from; the
+    caller records what happened with ``commit``.
+
     Raises ``ConfigError`` only for configuration problems ``settings.validate`` reports at start-up.
     """
-    return _Cycle(snapshot, usage, compile_settings(config), state, now).run()
+    cycle = _Cycle(snapshot, after_evictions(usage, already), compile_settings(config), state, now)
+    return cycle.run(already=already, attempted=attempted or {})
+
+
+def after_evictions(usage: UsageSnapshot, evictions: Sequence[PlannedEviction]) -> UsageSnapshot:
+    """Node usage as if ``evictions`` had moved: each pod's usage leaves its node and lands on its
+    destination, so a re-plan within the cycle neither re-cures a cured node nor overfills a destination."""
+    if not evictions:
+        return usage
+    nodes = dict(usage.nodes)
+    for eviction in evictions:
+        for name, sign in ((eviction.node, -1), (eviction.destination, 1)):
+            sample = nodes.get(name)
+            if sample is None:
+                continue
+            values = dict(sample.resources)
+            for resource, amount in eviction.usage.items():
+                if resource in values:
+                    values[resource] = max(0, values[resource] + sign * amount)
+            nodes[name] = UsageSample(values, sample.timestamp)
+    return replace(usage, nodes=nodes)
 
 
 def pod_usage_nodes(
@@ -98,6 +132,7 @@ class _Cycle:
         self.snapshot = snapshot
         self.usage = usage
         self.settings = settings
+        self.attempted: Mapping[str, str] = {}
         self.state = state
         self.now = now
         self.index = ClusterIndex.of(snapshot)
@@ -115,8 +150,11 @@ class _Cycle:
 
     # --- the cycle ------------------------------------------------------------------------------------
 
-    def run(self) -> Plan:
+    def run(
+        self, already: Sequence[PlannedEviction] = (), attempted: Mapping[str, str] | None = None
+    ) -> Plan:
         s = self.settings
+        self.attempted = attempted or self.attempted
         window = s.object_limit.duration if s.object_limit is not None else 0.0
         migrations = tuple(
             m
@@ -148,6 +186,9 @@ class _Cycle:
             # status included, starts the memo afresh: the entries hold the budget objects).
             budgets = self.index.pod_memo("budgets", self.snapshot.pdbs)
             self.pdbs = PdbTracker(self.snapshot.pdbs, refusals, budgets)
+            for done in already:  # this cycle's earlier evictions: its own, for every limit and budget
+                self.limits.record(done.pod, done.node, self.index.workload_of(done.pod))
+                self.pdbs.record(done.pod)
             self.filter = PodFilter(s, self.index)
             self._rejections: dict[str, Rejection | None] = {}
             self._rank_keys = self.index.pod_memo("rank key")
@@ -435,6 +476,9 @@ class _Cycle:
                     f"{source.name} is over on",
                     prod,
                 )
+                continue
+            if self.attempted and pod.key in self.attempted:
+                self._skip(pod, source.name, reasons.ATTEMPTED, self.attempted[pod.key], prod)
                 continue
             workload = self.index.workload_of(pod)
             hit = self.limits.check(pod, source.name, workload) or self.pdbs.check(pod)

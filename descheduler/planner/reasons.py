@@ -52,6 +52,8 @@ MIGRATING_PER_WORKLOAD = "migrating-per-workload"
 UNAVAILABLE_PER_WORKLOAD = "unavailable-per-workload"
 OBJECT_LIMITER = "object-limiter"
 ALREADY_MIGRATING = "already-migrating"
+ATTEMPTED = "attempted-this-cycle"
+"""Tried earlier in this cycle without an eviction (refused, failed, not verified): not tried twice."""
 PDB = "pdb"
 PDB_MULTIPLE = "pdb-multiple"
 PDB_REFUSED = "pdb-refused"
@@ -115,6 +117,7 @@ LIMIT_CODES = frozenset(
         UNAVAILABLE_PER_WORKLOAD,
         OBJECT_LIMITER,
         ALREADY_MIGRATING,
+        ATTEMPTED,
     }
 )
 

@@ -6,17 +6,19 @@ How ``plan`` and ``commit`` share the work (the clock is always an argument, nev
    this cycle's anomaly counts applied (over: +1, not over: 0) and migrations that no longer matter
    dropped. It records no migration and resets no count for the evictions it proposes, because
    nothing has been evicted yet.
-2. The caller runs the evictions (or not: dry-run) and calls ``commit(plan.state, plan, evicted, now)``
-   with the keys of the pods that really were evicted. Only those become recorded migrations, and only
-   their source nodes get their anomaly counts reset. A failed eviction therefore changes nothing: the
-   node stays a hotspot and is acted on again next cycle.
+2. The caller runs the evictions (or not: dry-run). When the API server refuses one, it plans again
+   with ``plan(..., already=sent, attempted=tried)``: the same starting state, this cycle's sent
+   evictions counted as its own. At the end it calls ``commit(plan.state, evicted, now)`` with the
+   planned evictions that really (or possibly) happened, whichever plan proposed them. Only those become
+   recorded migrations, and only their source nodes get their anomaly counts reset. A failed eviction
+   therefore changes nothing: the node stays a hotspot and is acted on again next cycle.
 3. The state returned by ``commit`` is what the next ``plan`` receives. In dry-run, ``commit`` with no
    evicted pods keeps a hotspot a hotspot, so every audit cycle shows what would be done.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -131,59 +133,37 @@ class PlannerState:
         return body
 
 
-def commit(state_after_plan: PlannerState, plan: Plan, evicted: Collection[str], now: float) -> PlannerState:
-    """Record the evictions that really happened (pod keys in ``evicted``) into the plan's state.
+def commit(
+    state: PlannerState,
+    evictions: Sequence[PlannedEviction],
+    now: float,
+    *,
+    applied: Mapping[str, float] | None = None,
+    unresolved: Collection[str] = (),
+) -> PlannerState:
+    """Record the evictions that (possibly) happened into the state the cycle's plan returned: the one path
+    by which the live service, dry-run and ``simulate`` record a cycle.
 
-    Each becomes a migration started at ``now`` and resets its source node's anomaly counts (overall
-    and prod). Planned evictions missing from ``evicted`` leave no trace. A key that the plan did not
-    propose is a caller bug and raises ``ValueError``.
+    Each becomes a migration (starting when the server may last have applied it: ``applied`` by pod key,
+    else ``now``; those in ``unresolved`` stay in every window until ``settle_migrations``), a departure
+    (its load leaves its node's sample only later), and resets its source node's anomaly counts (overall
+    and prod). Planned evictions left out leave no trace: a failed eviction changes nothing.
     """
-    done = set(evicted)
-    if not done:
-        return state_after_plan
-    planned = {e.pod.key: e for e in plan.evictions}
-    unknown = sorted(done - planned.keys())
+    if not evictions:
+        return state
+    recorded = add_migrations(state, evictions, now, applied=applied, unresolved=unresolved)
+    return reset_anomalies(add_departures(recorded, evictions, now), [e.node for e in evictions], now)
+
+
+def evicted_from(plan: Plan, keys: Collection[str]) -> list[PlannedEviction]:
+    """The plan's evictions of the pods ``keys`` (in plan order). A key the plan did not propose is a
+    caller bug and raises ``ValueError``."""
+    planned = {e.pod.key for e in plan.evictions}
+    unknown = sorted(set(keys) - planned)
     if unknown:
         raise ValueError(f"commit: pods {unknown} were not planned for eviction in this plan")
-    anomalies = dict(state_after_plan.anomalies)
-    prod_anomalies = dict(state_after_plan.prod_anomalies)
-    migrations = list(state_after_plan.migrations)
-    departures = list(state_after_plan.departures)
-    for key in sorted(done):
-        eviction = planned[key]
-        migrations.append(
-            Migration(
-                pod=key,
-                uid=eviction.pod.uid,
-                namespace=eviction.pod.namespace,
-                node=eviction.node,
-                workload=eviction.workload,
-                started=now,
-                workload_kind=eviction.workload_kind,
-                workload_name=eviction.workload_name,
-            )
-        )
-        departures.append(
-            Departure(
-                pod=key,
-                uid=eviction.pod.uid,
-                node=eviction.node,
-                workload=eviction.workload,
-                created=eviction.pod.created,
-                left=now,
-                usage={name: amount for name, amount in eviction.usage.items() if name != "pods"},
-            )
-        )
-        anomalies[eviction.node] = AnomalyCount(0, now)
-        if eviction.node in prod_anomalies:
-            prod_anomalies[eviction.node] = AnomalyCount(0, now)
-    return PlannerState(
-        anomalies=anomalies,
-        prod_anomalies=prod_anomalies,
-        migrations=tuple(migrations),
-        departures=tuple(departures),
-        pdb_refusals=state_after_plan.pdb_refusals,
-    )
+    wanted = set(keys)
+    return [e for e in plan.evictions if e.pod.key in wanted]
 
 
 def forget(state: PlannerState, pods: Collection[tuple[str, str]]) -> PlannerState:

@@ -252,7 +252,7 @@ def run(
         now = start + (cycle - 1) * interval
         usage = usage_for_cycle(series, world, cycle, now)
         result = plan(world.snapshot, usage, config, state, now)
-        state = commit(result.state, result, [e.pod.key for e in result.evictions], now)
+        state = commit(result.state, result.evictions, now)
         moves: list[Rescheduled] = []
         placed: list[Pod] = []
         if result.evictions and reschedule:

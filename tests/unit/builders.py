@@ -337,7 +337,7 @@ class World:
         for i in range(count):
             now = NOW + i * interval
             result = self.plan(config, state, now)
-            state = commit(result.state, result, [e.pod.key for e in result.evictions], now)
+            state = commit(result.state, result.evictions, now)
             plans.append(result)
         return plans
 

@@ -285,7 +285,7 @@ def test_the_prometheus_stand_in_recognises_every_default_query(name: str) -> No
 def test_the_as_today_variant_decides_on_the_raw_sample_and_the_shipped_one_on_the_estimate() -> None:
     """The benchmarks' "as today" rows switch the estimate off; check that they really do."""
     from benchmarks.closedloop_variants import raw_samples
-    from descheduler.planner import commit
+    from descheduler.planner import commit, evicted_from
     from tests.unit.builders import NOW, World, cpu, settings
 
     world = World().node("hot", usage=cpu("9")).node("cool", usage=cpu("1"))
@@ -293,7 +293,7 @@ def test_the_as_today_variant_decides_on_the_raw_sample_and_the_shipped_one_on_t
     world.pod("p", on="hot", owner="web", usage=cpu("4"))
     world.pod("q", on="hot", owner="web", usage=cpu("1"))
     first = world.plan(settings())
-    state = commit(first.state, first, ["default/p"], NOW)
+    state = commit(first.state, evicted_from(first, ["default/p"]), NOW)
     world.remove_pod("p").set_node_usage("hot", cpu("8.2"))  # a minute later the sample still holds 4/5 of p
     shipped = world.plan(settings(), state, NOW + 60)
     with raw_samples():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from descheduler.planner import AnomalyCount, Departure, Migration, PlannerState, commit
+from descheduler.planner import AnomalyCount, Departure, Migration, PlannerState, commit, evicted_from
 from tests.unit.builders import NOW, World, cpu, evicted, report, settings
 
 
@@ -37,7 +37,7 @@ def test_one_cycle_not_over_resets_the_count() -> None:
     for i, hot_usage in enumerate(["9", "9", "4", "9", "9", "9"]):
         world.node_usage["hot"] = cpu(hot_usage)
         result = world.plan(config, state, NOW + 60 * i)
-        state = commit(result.state, result, evicted(result), NOW + 60 * i)
+        state = commit(result.state, evicted_from(result, evicted(result)), NOW + 60 * i)
         counts.append((report(result, "hot").anomaly_count, len(result.evictions)))
     assert counts == [(1, 0), (2, 0), (0, 0), (1, 0), (2, 0), (3, 1)]
 
@@ -48,7 +48,7 @@ def test_a_committed_eviction_resets_the_source_nodes_count() -> None:
     first = world.plan(config)
     second = world.plan(config, first.state, NOW + 60)
     assert evicted(second) == ["default/web-1"]
-    after = commit(second.state, second, evicted(second), NOW + 60)
+    after = commit(second.state, evicted_from(second, evicted(second)), NOW + 60)
     assert after.anomalies["hot"] == AnomalyCount(0, NOW + 60)
     # The pod is still listed (terminating) but the count restarted: no hotspot the next cycle.
     third = world.plan(config, after, NOW + 120)
@@ -61,7 +61,7 @@ def test_a_failed_eviction_neither_resets_the_count_nor_records_a_migration() ->
     state = PlannerState()
     for i in range(4):
         result = world.plan(config, state, NOW + 60 * i)
-        state = commit(result.state, result, [], NOW + 60 * i)
+        state = commit(result.state, evicted_from(result, []), NOW + 60 * i)
     assert state.anomalies["hot"].count == 4
     assert state.migrations == ()
     assert evicted(result) == ["default/web-1"]
@@ -80,7 +80,7 @@ def test_commit_records_only_the_pods_really_evicted() -> None:
     world.node_usage["cool"] = cpu("0")
     result = world.plan(settings(high={"cpu": 50}))
     assert sorted(evicted(result)) == ["default/web-1", "default/web-2"]
-    state = commit(result.state, result, ["default/web-2"], NOW)
+    state = commit(result.state, evicted_from(result, ["default/web-2"]), NOW)
     assert [(m.pod, m.node, m.started) for m in state.migrations] == [("default/web-2", "hot", NOW)]
     assert state.migrations[0].workload == "uid-deployment-default-web"
 
@@ -88,7 +88,7 @@ def test_commit_records_only_the_pods_really_evicted() -> None:
 def test_commit_rejects_a_pod_the_plan_did_not_propose() -> None:
     result = hot_world().plan(settings())
     with pytest.raises(ValueError, match="not planned"):
-        commit(result.state, result, ["default/other"], NOW)
+        commit(result.state, evicted_from(result, ["default/other"]), NOW)
 
 
 def test_a_skipped_node_keeps_its_count_for_the_cycle() -> None:

@@ -15,7 +15,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from descheduler.cluster.types import ClusterSnapshot, OwnerRef, Pod, UsageSample, UsageSnapshot
-from descheduler.planner import Departure, PlannerState, commit
+from descheduler.planner import Departure, PlannerState, commit, evicted_from
 from descheduler.planner.estimate import (
     PodShare,
     UsageEstimator,
@@ -123,7 +123,7 @@ def test_an_evicted_pod_leaves_its_nodes_usage_in_the_next_cycle() -> None:
     config = settings(low={"cpu": 20}, high={"cpu": 50}, top={"maxNoOfPodsToEvictPerNode": 1})
     first = world.plan(config)
     assert evicted(first) == ["default/p"]
-    state = commit(first.state, first, ["default/p"], NOW)
+    state = commit(first.state, evicted_from(first, ["default/p"]), NOW)
     # A minute later p is gone, but the 5-minute sample still holds 4/5 of it: 9 - 4 * 0.2 = 8.2 cores.
     world.remove_pod("p").set_node_usage("hot", cpu("8.2"))
     second = world.plan(config, state, NOW + 60)
@@ -139,7 +139,7 @@ def test_a_replacement_counts_on_its_new_node_before_it_has_its_own_sample() -> 
     world = hot_world()
     config = settings(low={"cpu": 20}, high={"cpu": 50})
     first = world.plan(config)
-    state = commit(first.state, first, evicted(first), NOW)
+    state = commit(first.state, evicted_from(first, evicted(first)), NOW)
     world.remove_pod("p").set_node_usage("hot", cpu("8.2"))
     # The replacement started 30 s ago on cool; no sample yet. cool's sample holds 1/10 of it: 1.4 cores.
     world.pod("p-2", on="cool", owner="web", created=NOW + 30)
@@ -176,7 +176,7 @@ def test_a_terminating_pod_leaves_the_figure_at_once() -> None:
 def test_the_audit_shows_the_sample_the_estimate_and_the_usage_outside_pods() -> None:
     world = hot_world()
     first = world.plan(settings())
-    state = commit(first.state, first, ["default/p"], NOW)
+    state = commit(first.state, evicted_from(first, ["default/p"]), NOW)
     world.remove_pod("p").set_node_usage("hot", cpu("8.2"))
     hot = next(n for n in world.plan(settings(), state, NOW + 60).to_dict()["nodes"] if n["node"] == "hot")
     cpu_doc = hot["resources"][0]
@@ -191,7 +191,7 @@ def test_the_audit_shows_the_sample_the_estimate_and_the_usage_outside_pods() ->
 def test_a_departure_is_forgotten_once_it_is_out_of_every_usable_sample() -> None:
     world = hot_world()
     first = world.plan(settings())
-    state = commit(first.state, first, ["default/p"], NOW)
+    state = commit(first.state, evicted_from(first, ["default/p"]), NOW)
     assert [d.pod for d in state.departures] == ["default/p"]
     world.remove_pod("p")
     kept = world.plan(settings(), state, NOW + 300 + 180 - 1)  # window + nodeMetricExpirationSeconds
@@ -417,7 +417,7 @@ def cured_state() -> PlannerState:
     world = hot_world()
     first = world.plan(settings(low={"cpu": 20}, high={"cpu": 50}))
     assert evicted(first) == ["default/p"]
-    return commit(first.state, first, ["default/p"], NOW - 60)
+    return commit(first.state, evicted_from(first, ["default/p"]), NOW - 60)
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from descheduler.config.load import load_config_document
-from descheduler.planner import PlannerState, commit, plan, reasons
+from descheduler.planner import PlannerState, commit, evicted_from, plan, reasons
 from tests.unit.builders import NOW, World, cpu, evicted, node_classes, report, settings, skip_codes
 
 NO_WORKLOAD_LIMITS = {"objectLimiters": {}, "maxMigratingPerWorkload": 0, "maxUnavailablePerWorkload": 0}
@@ -308,7 +308,7 @@ def test_a_hotspot_whose_pods_cannot_move_keeps_being_a_hotspot_until_something_
     state = PlannerState()
     for i in range(3):
         result = world.plan(settings(), state, NOW + 60 * i)
-        state = commit(result.state, result, evicted(result), NOW + 60 * i)
+        state = commit(result.state, evicted_from(result, evicted(result)), NOW + 60 * i)
     assert report(result, "hot").anomaly_count == 3
     assert report(result, "hot").stop_code == reasons.STOP_CANDIDATES_EXHAUSTED
 

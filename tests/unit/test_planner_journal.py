@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from descheduler.planner import PlannerState, commit, reasons
+from descheduler.planner import PlannerState, commit, evicted_from, reasons
 from descheduler.planner import journal as records
 from descheduler.planner.journal import Entry, JournalUnreadable
 from descheduler.planner.model import Plan
@@ -60,7 +60,7 @@ def first_run(config: Any) -> tuple[Plan, PlannerState]:
     """The process before the crash: one cycle whose planned evictions all happened."""
     result = crowded().plan(config)
     done = [e.pod.key for e in result.evictions]
-    return result, commit(result.state, result, done, NOW)
+    return result, commit(result.state, evicted_from(result, done), NOW)
 
 
 def through_the_configmap(state: PlannerState, status: str) -> tuple[Entry, ...]:

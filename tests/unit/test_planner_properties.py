@@ -267,7 +267,7 @@ def test_no_plan_ever_breaks_a_filter_limit_pdb_or_destination_threshold(
         now = NOW + 60 * cycle
         result = world.plan(config, state, now)
         check_plan(world, config, result, flying, top, migration, args, earlier)
-        state = commit(result.state, result, [e.pod.key for e in result.evictions], now)
+        state = commit(result.state, result.evictions, now)
         # The snapshot does not change: every committed eviction stays in flight (its pod is still there).
         for e in result.evictions:
             flying.update([f"node:{e.node}", f"ns:{e.pod.namespace}", "all", f"workload:{e.workload}"])

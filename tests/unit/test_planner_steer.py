@@ -8,7 +8,7 @@ import pytest
 
 from descheduler.cluster.types import Node, Taint
 from descheduler.kube.taints import taint_patch
-from descheduler.planner import commit
+from descheduler.planner import commit, evicted_from
 from descheduler.planner.model import NodeReport, ResourceReport
 from descheduler.planner.steer import TAINT_EFFECT, TAINT_KEY, SteerState, steer
 from tests.unit.builders import NOW, World, cpu, evicted, settings
@@ -337,7 +337,7 @@ def test_pods_in_motion_are_this_cycles_evictions_then_those_whose_replacement_h
     config = settings(low={"cpu": 20}, high={"cpu": 50}, top={"maxNoOfPodsToEvictPerNode": 1})
     first = world.plan(config)
     assert (evicted(first), first.moving["cpu"]) == (["default/p"], 4000)
-    state = commit(first.state, first, ["default/p"], NOW)
+    state = commit(first.state, evicted_from(first, ["default/p"]), NOW)
     world.remove_pod("p").set_node_usage("hot", cpu("8.2"))
     world.pod("p-2", on="cool", owner="web", created=NOW + 30, phase="Pending")
     pending = world.plan(config, state, NOW + 60)
