@@ -71,6 +71,7 @@ def measure(nodes: int, cycles: int, seed: int, hot_fraction: float, consecutive
     from descheduler.kube.events import EventRecorder
     from descheduler.kube.evict import Evictor
     from descheduler.service.cycle import CycleRunner
+    from descheduler.service.edges import Clocks, Edges, Timing
     from descheduler.usage.prometheus import QUERY_NAMES, PrometheusSource
     from descheduler.usage.settings import PrometheusSettings
 
@@ -109,12 +110,10 @@ def measure(nodes: int, cycles: int, seed: int, hot_fraction: float, consecutive
             events = EventRecorder(api)
             evictor = Evictor(api, evict_qps=1000.0, evict_burst=1000, dry_run=False, events=events)
             runner = CycleRunner(
-                config=config,
-                cluster=cache,
-                usage=source,
-                evictor=evictor,
-                wall_clock=lambda: clock[0],
-                budget_seconds=INTERVAL,
+                config,
+                Edges(cluster=cache, usage=source, evictor=evictor),
+                clocks=Clocks(wall=lambda: clock[0]),
+                timing=Timing(budget_seconds=INTERVAL),
             )
             attempted = evicted = 0
             results: Counter[str] = Counter()

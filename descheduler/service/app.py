@@ -25,6 +25,7 @@ from descheduler.config.load import EffectiveConfig, load_config
 from descheduler.config.models import LabelSelectorConfig
 from descheduler.planner import loop_warnings
 from descheduler.service.cycle import CycleRecord, CycleRunner
+from descheduler.service.edges import Edges, Signals, Timing
 from descheduler.service.health import Endpoints
 from descheduler.service.heap import HeapKeeper
 from descheduler.service.observability import Metrics, configure_logging
@@ -170,19 +171,25 @@ class Service:
         """Only when the records cannot be read: evict nothing for one objectLimiters window, so the
         previous run's migrations have aged out of every window before this one acts."""
         self.runner = CycleRunner(
-            config=effective,
-            tainter=self.tainter,
-            cluster=self.cache,
-            usage=self.usage,
-            evictor=self.evictor,
-            is_leader=self._leading.is_set,
-            on_record=self._observe,
-            untrusted_nodes=self._untrusted_nodes,
-            cache_ages=lambda: self.cache.ages(time.time()),
-            max_cache_age=config.watch_cache.max_staleness,
-            journal=self.journal,
-            fallback_quiet_seconds=self.quiet_seconds,
-            verifier=ServerReader(self.api, resync=self.cache.resync),
+            effective,
+            Edges(
+                cluster=self.cache,
+                usage=self.usage,
+                evictor=self.evictor,
+                tainter=self.tainter,
+                journal=self.journal,
+                verifier=ServerReader(self.api, resync=self.cache.resync),
+            ),
+            signals=Signals(
+                is_leader=self._leading.is_set,
+                cache_ages=lambda: self.cache.ages(time.time()),
+                untrusted_nodes=self._untrusted_nodes,
+                on_record=self._observe,
+            ),
+            timing=Timing(
+                max_cache_age=config.watch_cache.max_staleness,
+                fallback_quiet_seconds=self.quiet_seconds,
+            ),
         )
         self.runner.request_restore()
         self.endpoints = Endpoints(

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from descheduler.cluster.types import Pod
+from descheduler.planner.state import PlannerState, forget, settle_migrations
 
 DEFAULT_SETTLE_SECONDS = 60.0
 """kube-apiserver's default ``--request-timeout``: no request is still being worked on after this."""
@@ -77,3 +78,29 @@ def resolve(
         else:
             still.append(item)
     return settled, still
+
+
+def settle_state(
+    state: PlannerState,
+    pending: Mapping[str, Unconfirmed],
+    pods: Iterable[Pod],
+    *,
+    heard: float,
+    settle: float,
+    now: float,
+) -> tuple[PlannerState, dict[str, Unconfirmed], list[Resolution]]:
+    """``resolve`` applied to the planner state: a confirmed failure stops counting (``forget``); a
+    confirmed eviction counts in every window from the latest moment it may have been applied (now, or
+    the server's own request timeout after sending if that came first). Returns the new state, what
+    stays unknown by pod key, and the resolutions."""
+    if not pending:
+        return state, dict(pending), []
+    by_key = {pod.key: pod for pod in pods}
+    settled, still = resolve(pending.values(), by_key, heard=heard, settle=settle)
+    failed = [(r.eviction.pod.key, r.eviction.pod.uid) for r in settled if r.result == "failed"]
+    applied = {
+        (r.eviction.pod.key, r.eviction.pod.uid): min(now, r.eviction.sent + settle)
+        for r in settled
+        if r.result == "evicted"
+    }
+    return settle_migrations(forget(state, failed), applied), {u.pod.key: u for u in still}, settled

@@ -22,6 +22,8 @@ from descheduler.cluster.parse import build_snapshot, iter_objects
 from descheduler.cluster.types import ClusterSnapshot, UsageSample, UsageSnapshot
 from descheduler.config.load import EffectiveConfig, load_config_document
 from descheduler.planner import Plan, PlannerState, commit, plan
+from descheduler.service.cycle import CycleRunner
+from descheduler.service.edges import Clocks, Edges, Signals, Timing
 from descheduler.units import resource_amount
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC).timestamp()
@@ -356,3 +358,33 @@ def node_classes(result: Plan) -> dict[str, str]:
 
 def report(result: Plan, node: str) -> Any:
     return next(r for r in result.node_reports if r.node == node)
+
+
+# --- the cycle runner ------------------------------------------------------------------------------------
+
+_EDGE_OPTIONS = ("tainter", "journal", "verifier")
+_CLOCK_OPTIONS = {"wall_clock": "wall", "monotonic": "monotonic"}
+_SIGNAL_OPTIONS = ("is_leader", "cache_ages", "untrusted_nodes", "on_record")
+_TIMING_OPTIONS = (
+    "budget_seconds",
+    "max_cache_age",
+    "pdb_retry_seconds",
+    "unknown_settle_seconds",
+    "startup_quiet_seconds",
+    "fallback_quiet_seconds",
+)
+
+
+def cycle_runner(
+    config: EffectiveConfig, cluster: Any, usage: Any, evictor: Any, **options: Any
+) -> CycleRunner:
+    """A ``CycleRunner`` with each option put in its group (``Edges``, ``Clocks``, ``Signals``, ``Timing``),
+    so a test names only what it exercises: ``cycle_runner(..., wall_clock=..., max_cache_age=30)``."""
+    unknown = set(options) - {*_EDGE_OPTIONS, *_CLOCK_OPTIONS, *_SIGNAL_OPTIONS, *_TIMING_OPTIONS}
+    if unknown:
+        raise TypeError(f"cycle_runner: unknown options {sorted(unknown)}")
+    edges = Edges(cluster, usage, evictor, **{k: options[k] for k in _EDGE_OPTIONS if k in options})
+    clocks = Clocks(**{field: options[k] for k, field in _CLOCK_OPTIONS.items() if k in options})
+    signals = Signals(**{k: options[k] for k in _SIGNAL_OPTIONS if k in options})
+    timing = Timing(**{k: options[k] for k in _TIMING_OPTIONS if k in options})
+    return CycleRunner(config, edges, clocks=clocks, signals=signals, timing=timing)

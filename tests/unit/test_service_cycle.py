@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, U
 from descheduler.config.load import EffectiveConfig, load_config_document
 from descheduler.service.cycle import CycleRunner
 from descheduler.units import resource_amount
+from tests.unit.builders import cycle_runner
 
 SEED = Path(__file__).resolve().parents[1] / "scenarios" / "seed-stress-demo"
 NOW = 1_800_000_000.0
@@ -80,9 +81,7 @@ class FakeEvictor:
     sent: list[str] = field(default_factory=list)
     """Requests that left (``before_send`` allowed them)."""
 
-    def evict(
-        self, pod: Pod, node: str, reason: str, deadline: float, before_send: Any = None
-    ) -> Outcome:
+    def evict(self, pod: Pod, node: str, reason: str, deadline: float, before_send: Any = None) -> Outcome:
         self.calls.append(pod.key)
         if before_send is not None:
             refusal = before_send()
@@ -98,11 +97,11 @@ class FakeEvictor:
 
 
 def runner(evictor: FakeEvictor, *, config: EffectiveConfig | None = None, **kwargs: Any) -> CycleRunner:
-    return CycleRunner(
-        config=config or seed_config(anomalyCondition={"consecutiveAbnormalities": 1}),
-        cluster=StaticCluster(),
-        usage=kwargs.pop("usage", SeedUsage()),
-        evictor=evictor,
+    return cycle_runner(
+        config or seed_config(anomalyCondition={"consecutiveAbnormalities": 1}),
+        StaticCluster(),
+        kwargs.pop("usage", SeedUsage()),
+        evictor,
         wall_clock=kwargs.pop("wall_clock", lambda: NOW),
         **kwargs,
     )
@@ -165,7 +164,7 @@ def test_a_successful_eviction_resets_the_count_and_an_in_flight_migration_is_no
     ("setup", "reason"),
     [
         (lambda r: r.stopping.set(), "shutdown requested"),
-        (lambda r: setattr(r, "is_leader", lambda: False), "lost leadership"),
+        (lambda r: setattr(r, "signals", replace(r.signals, is_leader=lambda: False)), "lost leadership"),
         (lambda r: setattr(r, "budget", 0.0), "cycle time budget spent"),
     ],
 )

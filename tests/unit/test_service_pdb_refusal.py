@@ -8,7 +8,7 @@ from typing import Any
 
 from descheduler.cluster.types import Pod
 from descheduler.service.cycle import CycleRunner
-from tests.unit.builders import NOW, World, cpu, settings
+from tests.unit.builders import NOW, World, cpu, cycle_runner, settings
 from tests.unit.test_service_unknown import Cluster, Usage
 
 
@@ -53,11 +53,11 @@ def web_and_api() -> World:
 
 
 def runner(world: World, evictor: RefusingEvictor, clock: list[float], **top: Any) -> CycleRunner:
-    return CycleRunner(
-        config=settings(low={"cpu": 20}, high={"cpu": 50}, migration={"objectLimiters": {}}, top=top or None),
-        cluster=Cluster(world),
-        usage=Usage(world),
-        evictor=evictor,
+    return cycle_runner(
+        settings(low={"cpu": 20}, high={"cpu": 50}, migration={"objectLimiters": {}}, top=top or None),
+        Cluster(world),
+        Usage(world),
+        evictor,
         wall_clock=lambda: clock[0],
         pdb_retry_seconds=60.0,
     )

@@ -5,17 +5,16 @@ from __future__ import annotations
 import pytest
 
 from descheduler.service.audit import nodes_without_sample, readiness, usage_unavailable
-from descheduler.service.cycle import CycleRunner
-from tests.unit.builders import NOW, World, cpu, settings
+from tests.unit.builders import NOW, World, cpu, cycle_runner, settings
 from tests.unit.test_service_unknown import Cluster, FakeEvictor, Usage
 
 
 def record_of(world: World) -> object:
-    run = CycleRunner(
-        config=settings(),
-        cluster=Cluster(world),
-        usage=Usage(world),
-        evictor=FakeEvictor(),
+    run = cycle_runner(
+        settings(),
+        Cluster(world),
+        Usage(world),
+        FakeEvictor(),
         wall_clock=lambda: NOW,
     )
     record = run.run_cycle()

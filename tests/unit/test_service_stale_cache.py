@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from descheduler.service.cycle import CycleRunner
-from tests.unit.builders import NOW, World, cpu, settings
+from tests.unit.builders import NOW, World, cpu, cycle_runner, settings
 from tests.unit.test_service_unknown import Cluster, FakeEvictor, Usage, hot_world
 
 BOUND = 30.0
@@ -17,11 +17,11 @@ def runner(
     ages: dict[str, float], evictor: FakeEvictor, world: World | None = None, **kw: Any
 ) -> CycleRunner:
     world = world or hot_world()
-    return CycleRunner(
-        config=settings(low={"cpu": 20}, high={"cpu": 50}, **kw),
-        cluster=Cluster(world),
-        usage=Usage(world),
-        evictor=evictor,
+    return cycle_runner(
+        settings(low={"cpu": 20}, high={"cpu": 50}, **kw),
+        Cluster(world),
+        Usage(world),
+        evictor,
         wall_clock=lambda: NOW,
         cache_ages=lambda: ages,
         max_cache_age=BOUND,
@@ -68,11 +68,11 @@ def test_a_skipped_cycle_leaves_the_anomaly_counts_as_they_were() -> None:
 
 def test_without_a_bound_the_age_is_not_checked() -> None:
     world = World().node("a", usage=cpu("1"))
-    run = CycleRunner(
-        config=settings(),
-        cluster=Cluster(world),
-        usage=Usage(world),
-        evictor=FakeEvictor(),
+    run = cycle_runner(
+        settings(),
+        Cluster(world),
+        Usage(world),
+        FakeEvictor(),
         cache_ages=lambda: {"pods": 1e9},
     )
     record = run.run_cycle()

@@ -10,7 +10,7 @@ import pytest
 from descheduler.cluster.types import ClusterSnapshot, Pod
 from descheduler.service.cycle import CycleRunner
 from descheduler.service.unknown import Unconfirmed, resolve
-from tests.unit.builders import NOW, World, cpu, settings
+from tests.unit.builders import NOW, World, cpu, cycle_runner, settings
 
 SENT = NOW
 SETTLE = 60.0
@@ -107,11 +107,11 @@ def rig(results: list[str], *, consecutive: int = 1, cache_age: float = 0.0, **m
         migration={"objectLimiters": {"workload": {"duration": "5m", "maxMigrating": 1}}, **migration},
         top={"maxNoOfPodsToEvictPerNode": 1},
     )
-    runner = CycleRunner(
-        config=config,
-        cluster=cluster,
-        usage=Usage(world),
-        evictor=evictor,
+    runner = cycle_runner(
+        config,
+        cluster,
+        Usage(world),
+        evictor,
         wall_clock=lambda: clock[0],
         cache_ages=lambda: {"pods": cache_age, "nodes": 0.0},
         unknown_settle_seconds=SETTLE,

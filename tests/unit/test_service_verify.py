@@ -13,7 +13,7 @@ from descheduler.cluster.types import ClusterSnapshot, Pod
 from descheduler.planner import reasons
 from descheduler.planner.verify import ServerView
 from descheduler.service.cycle import CycleRunner
-from tests.unit.builders import NOW, World, cpu, settings
+from tests.unit.builders import NOW, World, cpu, cycle_runner, settings
 
 
 def hot_world() -> World:
@@ -111,11 +111,11 @@ def runner(server: Server, *, dry_run: bool = False) -> tuple[CycleRunner, Evict
     world = hot_world()
     config = settings(low={"cpu": 20}, high={"cpu": 50}, top={"dryRun": dry_run})
     evictor = Evictor()
-    run = CycleRunner(
-        config=config,
-        cluster=Snapshots(world.snapshot()),
-        usage=Usage(world),
-        evictor=evictor,
+    run = cycle_runner(
+        config,
+        Snapshots(world.snapshot()),
+        Usage(world),
+        evictor,
         wall_clock=lambda: NOW,
         verifier=server,
     )
@@ -151,11 +151,11 @@ def test_the_server_agreeing_lets_each_eviction_through_after_its_own_read() -> 
 def test_without_a_verifier_nothing_is_read() -> None:
     world = hot_world()
     evictor = Evictor()
-    run = CycleRunner(
-        config=settings(low={"cpu": 20}, high={"cpu": 50}),
-        cluster=Snapshots(world.snapshot()),
-        usage=Usage(world),
-        evictor=evictor,
+    run = cycle_runner(
+        settings(low={"cpu": 20}, high={"cpu": 50}),
+        Snapshots(world.snapshot()),
+        Usage(world),
+        evictor,
         wall_clock=lambda: NOW,
     )
     record = run.run_cycle()

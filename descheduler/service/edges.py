@@ -1,0 +1,149 @@
+"""What the cycle runner talks to, each behind a small protocol, and its settings grouped by concern.
+
+The same runner drives the live cluster (``app.py`` wires the API client, cache, Prometheus and the
+migration journal), the stand-in API server in integration tests, and fakes in unit tests.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, UsageSnapshot
+from descheduler.planner.journal import Entry
+from descheduler.planner.verify import ServerView
+from descheduler.service.unknown import DEFAULT_SETTLE_SECONDS
+
+if TYPE_CHECKING:
+    from descheduler.service.records import CycleRecord
+
+
+class SnapshotSource(Protocol):
+    def snapshot(self) -> ClusterSnapshot: ...
+
+
+class UsageSource(Protocol):
+    def fetch_nodes(self, nodes: Sequence[Node]) -> UsageSnapshot: ...
+
+    def fetch_pods(
+        self, wanted: Collection[str] | None, nodes: Sequence[Node], pods: Sequence[Pod]
+    ) -> Mapping[str, UsageSample]: ...
+
+
+class Outcome(Protocol):
+    @property
+    def result(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+
+    @property
+    def retry_after(self) -> float | None:
+        """The server's Retry-After of a refusal, if it gave one."""
+        ...
+
+
+class TaintResult(Protocol):
+    @property
+    def result(self) -> str: ...
+    def to_dict(self) -> dict[str, str]: ...
+
+
+class Tainter(Protocol):
+    def add(self, node: str, message: str) -> TaintResult: ...
+    def remove(self, node: str, message: str) -> TaintResult: ...
+
+
+class Evictor(Protocol):
+    def evict(
+        self,
+        pod: Pod,
+        node: str,
+        reason: str,
+        deadline: float,
+        before_send: Callable[[], str | None] | None = None,
+        verify: Callable[[], str | None] | None = None,
+    ) -> Outcome:
+        """``verify`` runs once after the rate limiter, dry run too: a message it returns stops the
+        eviction (result ``not-verified``). ``before_send`` runs right before each request is sent; a
+        message it returns stops the eviction (result ``failed``) without sending anything."""
+        ...
+
+    def report_resolved(self, pod: Pod, node: str, reason: str, result: str, message: str) -> None:
+        """Tell the world (Events) how an ``unknown`` eviction turned out."""
+        ...
+
+
+class Verifier(Protocol):
+    """Reads from the API server what an eviction rests on (``kube/verify.py``), and re-lists the cache
+    resources the server disagreed with."""
+
+    def read(self, pod: Pod, deadline: float) -> ServerView: ...
+
+    def resync(self, resources: Sequence[str]) -> object: ...
+
+
+class Journal(Protocol):
+    """Where migration records outlive the process (``kube/journal.py``: a ConfigMap)."""
+
+    @property
+    def where(self) -> str: ...
+
+    def load(self) -> tuple[Entry, ...]:
+        """Raises ``JournalUnreadable``."""
+        ...
+
+    def save(self, entries: Sequence[Entry]) -> None:
+        """Raises ``JournalWriteError``."""
+        ...
+
+
+@dataclass(frozen=True)
+class Edges:
+    """The outside world of a cycle. Only ``cluster``, ``usage`` and ``evictor`` are required: without a
+    tainter no hotspot taint, without a journal no write-ahead records, without a verifier the snapshot
+    is trusted (``simulate``, unit tests)."""
+
+    cluster: SnapshotSource
+    usage: UsageSource
+    evictor: Evictor
+    tainter: Tainter | None = None
+    journal: Journal | None = None
+    verifier: Verifier | None = None
+
+
+@dataclass(frozen=True)
+class Clocks:
+    wall: Callable[[], float] = time.time
+    """Seconds since the epoch: the planner's ``now``, migration and journal times."""
+    monotonic: Callable[[], float] = time.monotonic
+    """Deadlines and quiet periods."""
+
+
+@dataclass(frozen=True)
+class Signals:
+    """What the service tells the runner at each cycle, and where the runner reports back."""
+
+    is_leader: Callable[[], bool] = lambda: True
+    cache_ages: Callable[[], Mapping[str, float]] = dict
+    """Per watched resource, seconds since it last heard from the API server."""
+    untrusted_nodes: Callable[[], Mapping[str, str]] = dict
+    """Nodes the cache cannot fully describe (an unparsable pod), and why: skipped like unmeasured nodes."""
+    on_record: Callable[[CycleRecord], None] | None = None
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Time bounds of the runner; None takes the configuration's ``deschedulingInterval``."""
+
+    budget_seconds: float | None = None
+    """A cycle sends no eviction after this long."""
+    max_cache_age: float | None = None
+    """No cycle at all while any watched resource last heard from the server longer ago than this."""
+    pdb_retry_seconds: float | None = None
+    """The least time a refused budget is left alone (the server's Retry-After when longer)."""
+    unknown_settle_seconds: float = DEFAULT_SETTLE_SECONDS
+    startup_quiet_seconds: float = 0.0
+    fallback_quiet_seconds: float = 0.0
+    """No live eviction this long when the migration journal cannot be read (an objectLimiters window)."""

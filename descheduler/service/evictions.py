@@ -1,0 +1,207 @@
+"""One cycle's eviction pass: verify, write ahead, evict, and plan again after a budget's refusal.
+
+Safety rules enforced here, about the outside world rather than the plan:
+- no eviction unless this replica may act (leader, not stopping) at the moment of the call, nor after the
+  cycle's time budget, nor during the fallback quiet period, nor once another journal writer appeared;
+- each eviction rests on what the server holds right before it is sent (``verify.py``), dry run too;
+- no request leaves before its record is in the migration journal (``ledger.py``);
+- an eviction of unknown outcome counts as one (it is in ``done``) and stays in every window until the
+  cache settles it (``unknown.py``);
+- a PodDisruptionBudget's refusal is remembered for the server's Retry-After and the planner plans again
+  at once with what this cycle already sent (``plan(..., already=, attempted=)``), so the next candidate
+  is tried in the same cycle and every pod that was not moved has a reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+import structlog
+
+from descheduler.cluster.selectors import selector_matches
+from descheduler.cluster.types import ClusterSnapshot, Pod, PodDisruptionBudget, UsageSnapshot
+from descheduler.config.load import EffectiveConfig
+from descheduler.planner import Plan, PlannedEviction, PlannerState, PodSkip, plan, refuse
+from descheduler.service.edges import Evictor
+from descheduler.service.ledger import EVICTED_RESULTS, WriteAhead
+from descheduler.service.records import EvictionRecord
+from descheduler.service.unknown import Unconfirmed
+from descheduler.service.verify import ServerCheck
+
+log = structlog.get_logger("descheduler.cycle")
+
+REFUSED_RESULTS = frozenset({"refused-by-pdb", "dry-run-refused"})
+"""A PodDisruptionBudget said no: remembered per budget, and the cycle re-planned without its pods."""
+MAX_REPLANS = 5
+"""Re-plans per cycle after refusals: each removes at least one budget's pods, so this only bounds cost."""
+
+
+@dataclass
+class Pass:
+    """What the pass did: the plan the audit shows, each call's record, and what (possibly) happened."""
+
+    decided: Plan
+    records: list[EvictionRecord] = field(default_factory=list)
+    aborted: str = ""
+    done: list[PlannedEviction] = field(default_factory=list)
+    """Evicted or of unknown outcome, in call order, whichever plan proposed them."""
+    applied: dict[str, float] = field(default_factory=dict)
+    """Pod key -> when the server's answer came: the latest moment it may have applied the eviction."""
+    unresolved: set[str] = field(default_factory=set)
+    unconfirmed: list[Unconfirmed] = field(default_factory=list)
+    refusals: PlannerState | None = None
+    """The cycle's starting state with the budgets refused this cycle (None: no refusal)."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Why no further eviction may be attempted: asked before each one."""
+
+    stopping: Callable[[], bool]
+    is_leader: Callable[[], bool]
+    monotonic: Callable[[], float]
+    deadline: float
+    quiet_left: Callable[[], float]
+    dry_run: bool
+
+    def closed(self, ahead: WriteAhead | None) -> str:
+        if self.stopping():
+            return "shutdown requested"
+        if not self.is_leader():
+            return "lost leadership"
+        if self.monotonic() >= self.deadline:
+            return "cycle time budget spent"
+        if not self.dry_run and self.quiet_left() > 0:
+            return (
+                "start-up quiet period: the migration state could not be rebuilt, so the "
+                "objectLimiters window of the previous run is waited out"
+            )
+        if ahead is not None and ahead.conflict:
+            return "the migration journal was changed by another writer: planning again next cycle"
+        return ""
+
+
+@dataclass
+class EvictionPass:
+    """Runs the planned evictions of one cycle in order (see the module docstring)."""
+
+    config: EffectiveConfig
+    evictor: Evictor
+    gate: Gate
+    wall: Callable[[], float]
+    pdb_retry_seconds: float
+    check: ServerCheck | None = None
+    ahead: WriteAhead | None = None
+
+    def run(self, snapshot: ClusterSnapshot, usage: UsageSnapshot, state: PlannerState, first: Plan) -> Pass:
+        now = first.now
+        result = Pass(decided=first)
+        called: list[PlannedEviction] = []
+        attempted: dict[str, str] = {}
+        unverified: list[PodSkip] = []
+        base = state
+        replans = 0
+        queue = list(first.evictions)
+        while queue:
+            planned = queue.pop(0)
+            called.append(planned)
+            result.aborted = result.aborted or self.gate.closed(self.ahead)
+            if result.aborted:
+                result.records.append(_record(planned, "not-attempted", result.aborted))
+                continue
+            outcome = self._evict(planned, result)
+            attempted[planned.pod.key] = f"tried earlier this cycle: {outcome.result}"
+            if outcome.result == "not-verified" and self.check is not None and self.check.last is not None:
+                skip = PodSkip(
+                    planned.pod.key, planned.node, self.check.last.code, outcome.message, planned.prod
+                )
+                unverified.append(skip)
+            if outcome.result in REFUSED_RESULTS and replans < MAX_REPLANS:
+                replans += 1
+                retry_after = max(outcome.retry_after or 0.0, self.pdb_retry_seconds)
+                budgets = refused_budgets(planned.pod, snapshot.pdbs, outcome.message)
+                base = refuse(base, budgets, self.wall() + retry_after)
+                result.refusals = base
+                log.info(
+                    "replanning_after_refusal", pod=planned.pod.key, budgets=budgets, retry_after=retry_after
+                )
+                result.decided = plan(
+                    snapshot, usage, self.config, base, now, already=result.done, attempted=attempted
+                )
+                queue = list(result.decided.evictions)
+        decided = result.decided
+        if unverified:
+            decided = replace(decided, pod_skips=decided.pod_skips + tuple(unverified))
+        result.decided = replace(decided, evictions=tuple(called) or decided.evictions)
+        return result
+
+    def _evict(self, planned: PlannedEviction, result: Pass) -> _Outcome:
+        hooks: dict[str, Callable[[], str | None]] = {}
+        if self.check is not None:
+            hooks["verify"] = functools.partial(self.check.verify, planned, result.decided, result.done)
+        if self.ahead is not None:
+            hooks["before_send"] = functools.partial(self.ahead.intend, planned)
+        sent = self.wall()
+        outcome = self.evictor.evict(planned.pod, planned.node, planned.reason, self.gate.deadline, **hooks)
+        answered = self.wall()
+        result.records.append(_record(planned, outcome.result, outcome.message))
+        if outcome.result in EVICTED_RESULTS:
+            result.done.append(planned)
+            result.applied[planned.pod.key] = answered
+        if self.ahead is not None:
+            sent = self.ahead.settle(planned, outcome.result) or sent
+        if outcome.result == "unknown":
+            result.unresolved.add(planned.pod.key)
+            result.unconfirmed.append(
+                Unconfirmed(planned.pod, planned.node, planned.destination, planned.reason, sent)
+            )
+        (log.info if outcome.result in ("evicted", "would-evict") else log.warning)(
+            "eviction",
+            pod=planned.pod.key,
+            node=planned.node,
+            destination=planned.destination,
+            reason=planned.reason,
+            result=outcome.result,
+            message=outcome.message,
+        )
+        return _Outcome(outcome.result, outcome.message, outcome.retry_after)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    result: str
+    message: str
+    retry_after: float | None
+
+
+def _record(planned: PlannedEviction, result: str, message: str) -> EvictionRecord:
+    return EvictionRecord(
+        pod=planned.pod.key,
+        node=planned.node,
+        destination=planned.destination,
+        reason=planned.reason,
+        result=result,
+        message=message,
+        workload_kind=planned.workload_kind,
+        workload_name=planned.workload_name,
+    )
+
+
+_BUDGET_NAME = re.compile(r"disruption budget ([a-z0-9]([-a-z0-9.]*[a-z0-9])?)")
+
+
+def refused_budgets(pod: Pod, pdbs: Sequence[PodDisruptionBudget], message: str) -> list[str]:
+    """The budgets (``namespace/name``) behind a refusal: those of the cache that select the pod, else the
+    one the server's message names (a budget the cache has not seen yet)."""
+    found = [
+        f"{p.namespace}/{p.name}"
+        for p in pdbs
+        if p.namespace == pod.namespace and selector_matches(p.selector, pod.labels)
+    ]
+    if found:
+        return sorted(found)
+    named = _BUDGET_NAME.search(message)
+    return [f"{pod.namespace}/{named.group(1)}"] if named else []

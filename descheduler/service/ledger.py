@@ -1,0 +1,250 @@
+"""The migration journal as the runner uses it: rebuild at start-up and takeover, write ahead, confirm.
+
+The rules are ``planner/journal.py``'s (pure); this module holds what they need across cycles: what the
+journal holds as far as we know, whether a rebuild is due, and the fallback quiet period when the records
+cannot be read (no live eviction for one objectLimiters window, after which a previous instance's
+migrations no longer count). It hands the runner values (state, unsettled evictions) and never reads the
+runner's fields.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import structlog
+
+from descheduler.cluster.types import Pod
+from descheduler.planner import PlannedEviction, PlannerState
+from descheduler.planner import journal as records
+from descheduler.planner.journal import Entry, JournalError
+from descheduler.service.edges import Journal
+from descheduler.service.records import Restore
+from descheduler.service.unknown import Unconfirmed
+
+log = structlog.get_logger("descheduler.ledger")
+
+EVICTED_RESULTS = frozenset({"evicted", "unknown"})
+"""Counted as evictions: an ``unknown`` one may have happened, so it counts (safety)."""
+
+Unsettled = Mapping[str, Unconfirmed]
+"""Evictions of unknown outcome by pod key."""
+
+
+@dataclass(frozen=True)
+class Held:
+    """The migration state a ledger operation hands back: the planner state and the unsettled evictions."""
+
+    state: PlannerState
+    unsettled: dict[str, Unconfirmed]
+
+
+class Ledger:
+    """One replica's view of the migration journal (``journal`` None: memory only, with the fallback)."""
+
+    def __init__(
+        self,
+        journal: Journal | None,
+        *,
+        monotonic: Callable[[], float],
+        fallback_quiet_seconds: float = 0.0,
+        startup_quiet_seconds: float = 0.0,
+    ) -> None:
+        self.journal = journal
+        self.monotonic = monotonic
+        self.fallback_quiet_seconds = fallback_quiet_seconds
+        self.quiet_until = monotonic() + startup_quiet_seconds
+        """No live eviction before this (monotonic)."""
+        self.restore_requested = False
+        self._restore_failed = False
+        self._memory_only = journal is None
+        """No journal writes: none configured, or reading it is forbidden (a successor cannot read it
+        either, so it falls back to the quiet period too)."""
+        self.saved: tuple[Entry, ...] | None = None
+        """The records as last read or written; None when unknown (read before the next write)."""
+
+    def quiet_left(self) -> float:
+        return max(0.0, self.quiet_until - self.monotonic())
+
+    def request_restore(self) -> None:
+        self.restore_requested = True
+
+    # -- rebuild ------------------------------------------------------------------------------------------
+    def restore(self) -> tuple[Restore, Held]:
+        """The state the journal stands for, or the empty state and the fallback quiet period."""
+        self.restore_requested = False
+        empty = Held(PlannerState(), {})
+        if self.journal is None:
+            return self._fallback("no-journal", "no migration journal is configured"), empty
+        try:
+            entries = self.journal.load()
+        except JournalError as exc:
+            if exc.reason == "forbidden":
+                self._memory_only = True
+            elif exc.reason == "unavailable":
+                self.restore_requested = True  # read again next cycle; no eviction can be recorded meanwhile
+            elif exc.reason == "invalid":
+                self.saved = ()  # unusable records: once the window has passed, overwrite them
+            return self._fallback(exc.reason, str(exc)), empty
+        self._memory_only = False
+        self._restore_failed = False
+        held = _adopt(entries, empty)
+        self.saved = tuple(entries)
+        self.quiet_until = -math.inf
+        restore = Restore("rebuilt", "ok", migrations=len(held.state.migrations), pending=len(held.unsettled))
+        log.info(
+            "state_rebuilt",
+            source=self.journal.where,
+            migrations=restore.migrations,
+            unsettled=restore.pending,
+            workloads=len({m.workload for m in held.state.migrations if m.workload}),
+        )
+        return restore, held
+
+    def _fallback(self, reason: str, message: str) -> Restore:
+        """The state cannot be read: wait one objectLimiters window out (once per failed restore)."""
+        if not self._restore_failed:
+            self.quiet_until = max(self.quiet_until, self.monotonic() + self.fallback_quiet_seconds)
+        self._restore_failed = True
+        left = self.quiet_left()
+        log.warning(
+            "state_rebuild_failed",
+            reason=reason,
+            error=message,
+            quiet_seconds=round(left, 3),
+            notice="no live eviction until the objectLimiters window has passed",
+        )
+        return Restore("fallback", reason, quiet_seconds=left, message=message)
+
+    # -- write ahead, confirm -----------------------------------------------------------------------------
+    def write_ahead(
+        self, planned_state: PlannerState, held: Held, wall: Callable[[], float], dry_run: bool
+    ) -> WriteAhead | None:
+        """This cycle's write-ahead records (None: dry run, or no journal to write)."""
+        if self.journal is None or dry_run or self._memory_only:
+            return None
+        return WriteAhead(self, planned_state, held, wall)
+
+    def confirm(self, held: Held) -> tuple[list[str], Held]:
+        """After the cycle: write the records as the state now stands (outcomes known, failed ones gone),
+        when that changes anything that matters. Returns the reasons of failed writes, and the state with
+        another writer's records if the journal had to be read again first."""
+        if self.journal is None:
+            return [], held
+        if self.saved is None:
+            try:
+                held = self.reload(held)
+            except JournalError:
+                return ["unreadable"], held
+        current = _projection(held)
+        if not records.needs_write(self.saved, current):
+            return [], held
+        reason = self._write(current)
+        return ([reason] if reason is not None else []), held
+
+    def reload(self, held: Held) -> Held:
+        """Read the journal again after a failed or conflicting write: every record of both sides (another
+        writer's records count too), with our anomaly counts. Raises ``JournalError``."""
+        assert self.journal is not None
+        theirs = self.journal.load()
+        merged = _adopt(records.merge(_projection(held), theirs), held)
+        self.saved = tuple(theirs)
+        return merged
+
+    def _write(self, entries: Sequence[Entry]) -> str | None:
+        """Save ``entries``; on failure returns the reason code and forgets what the journal holds."""
+        assert self.journal is not None
+        try:
+            self.journal.save(entries)
+        except JournalError as exc:
+            self.saved = None
+            log.warning("journal_write_failed", reason=exc.reason, error=str(exc))
+            return exc.reason
+        self.saved = tuple(entries)
+        return None
+
+
+class WriteAhead:
+    """One cycle's journal writes: each eviction's record goes in before its request is sent."""
+
+    def __init__(self, ledger: Ledger, planned_state: PlannerState, held: Held, wall: Callable[[], float]):
+        self.ledger = ledger
+        self.held = held
+        self.wall = wall
+        # The journal as it must read during this cycle: the plan's migrations, then each intent.
+        self.work: dict[tuple[str, str], Entry] = {
+            (e.pod, e.uid): e for e in _projection(replace(held, state=planned_state))
+        }
+        self.sent: dict[tuple[str, str], float] = {}
+        self.failures: list[str] = []
+        self.conflict = False
+        """Another writer's records appeared: this cycle's plan did not count them, so it stops."""
+        self.adopted: Held | None = None
+        """The records of both writers after a reload: the runner merges them into the cycle's result."""
+
+    def intend(self, planned: PlannedEviction) -> str | None:
+        """Write ``planned``'s intent record; a message means: do not send the eviction."""
+        ledger = self.ledger
+        if ledger.saved is None:  # a write failed earlier: read it again first
+            try:
+                self.adopted = ledger.reload(self.adopted or self.held)
+            except JournalError as exc:
+                self.failures.append("unreadable")
+                return f"not sent: its migration record could not be written first ({exc})"
+            self.conflict = True
+            return "not sent: the migration journal had to be read again; planning again next cycle"
+        key = (planned.pod.key, planned.pod.uid)
+        at = self.wall()
+        self.work[key] = records.intent(planned, at)
+        reason = ledger._write(sorted(self.work.values(), key=lambda e: (e.at, e.pod)))
+        if reason is not None:
+            self.work.pop(key, None)
+            self.failures.append(reason)
+            self.conflict = self.conflict or reason == "conflict"
+            return f"not sent: its migration record could not be written first ({reason})"
+        self.sent[key] = at
+        return None
+
+    def settle(self, planned: PlannedEviction, result: str) -> float | None:
+        """Keep the record of a possible eviction, drop the others; returns when it was sent."""
+        key = (planned.pod.key, planned.pod.uid)
+        if result in EVICTED_RESULTS and key in self.work:
+            status = records.UNKNOWN if result == "unknown" else records.EVICTED
+            self.work[key] = replace(self.work[key], status=status)
+        else:
+            self.work.pop(key, None)
+        return self.sent.get(key)
+
+    def merged(self, held: Held) -> Held:
+        """The cycle's result with another writer's records found by a reload (if any) kept too."""
+        if self.adopted is None:
+            return held
+        theirs = records.project(
+            self.adopted.state.migrations, _flatten(self.adopted.unsettled), self.adopted.state.departures
+        )
+        return _adopt(records.merge(_projection(held), theirs), held)
+
+
+def _flatten(unsettled: Unsettled) -> dict[str, records.Unsettled]:
+    return {k: records.Unsettled(u.sent, u.reason, u.destination) for k, u in unsettled.items()}
+
+
+def _projection(held: Held) -> tuple[Entry, ...]:
+    return records.project(held.state.migrations, _flatten(held.unsettled), held.state.departures)
+
+
+def _adopt(entries: Sequence[Entry], ours: Held) -> Held:
+    """``entries`` as the migration state, with ``ours``' anomaly counts, refusals and departures kept."""
+    rebuilt = records.rebuild(entries)
+    known = {(d.pod, d.uid) for d in ours.state.departures}
+    departures = ours.state.departures + tuple(
+        d for d in rebuilt.state.departures if (d.pod, d.uid) not in known
+    )
+    state = replace(ours.state, migrations=rebuilt.state.migrations, departures=departures)
+    unsettled = dict(ours.unsettled)
+    for e in rebuilt.pending:
+        if e.pod not in unsettled:
+            pod = Pod(namespace=e.namespace, name=e.name, uid=e.uid, node_name=e.node)
+            unsettled[e.pod] = Unconfirmed(pod, e.node, e.destination, e.reason, e.at)
+    return Held(state, unsettled)

@@ -1,0 +1,123 @@
+"""What a cycle saw and did, as plain values: the audit record of dry-run and the summary of live runs.
+
+``CycleRecord.to_dict`` is the JSON the audit log and ``once --output json`` print; metrics and Events are
+derived from the same record (``audit.py``), so every channel tells the same story.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from descheduler.planner import Plan
+
+
+@dataclass(frozen=True)
+class Restore:
+    """How a start or a takeover got its migration state: ``rebuilt`` from the journal, or the
+    ``fallback`` (no live eviction for one objectLimiters window) and why."""
+
+    result: str
+    reason: str
+    """``ok`` when rebuilt; else ``forbidden``, ``unavailable``, ``invalid`` or ``no-journal``."""
+    migrations: int = 0
+    pending: int = 0
+    quiet_seconds: float = 0.0
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class EvictionRecord:
+    pod: str
+    node: str
+    destination: str
+    reason: str
+    result: str
+    message: str
+    workload_kind: str = ""
+    workload_name: str = ""
+
+
+@dataclass(frozen=True)
+class CycleRecord:
+    """What one cycle saw and did: the audit record of dry-run, and the summary of live runs."""
+
+    cycle: int
+    started: float
+    duration: float
+    dry_run: bool
+    plan: Plan
+    evictions: tuple[EvictionRecord, ...]
+    aborted: str = ""
+    usage_errors: dict[str, str] = field(default_factory=dict)
+    oldest_sample: float | None = None
+    """Measurement time of the oldest node usage sample of the cycle (freshness of the metrics source)."""
+    resolved: tuple[EvictionRecord, ...] = ()
+    """Evictions of unknown outcome (earlier cycles) that this cycle's cache settled: evicted or failed."""
+    unconfirmed: tuple[str, ...] = ()
+    """Pods whose eviction outcome is still unknown after this cycle (counted as evicted meanwhile)."""
+    taints: tuple[Mapping[str, str], ...] = ()
+    """Hotspot taints added or removed this cycle (``hotspotTaint``), or that dry-run would have."""
+    tainted: tuple[str, ...] = ()
+    """Nodes that keep the hotspot taint after this cycle."""
+    skipped: str = ""
+    """Why the cycle did not run at all (its plan is empty), e.g. a stale cache."""
+    skip_code: str = ""
+    """Bounded reason code of ``skipped`` (a metric label)."""
+    restore: Restore | None = None
+    """Set on the first cycle after a start or a takeover."""
+    quiet_seconds_left: float = 0.0
+    """Seconds of the fallback quiet period still to go (no live eviction meanwhile)."""
+    journal_failures: tuple[str, ...] = ()
+    """Reason codes of the journal writes that failed this cycle (each stopped an eviction or a confirm)."""
+    verify_requests: int = 0
+    """API requests made this cycle to verify planned evictions against the server."""
+
+    def to_dict(self) -> dict[str, Any]:
+        body = self.plan.to_dict()
+        # Each planned eviction (usage, workload, pass) with the outcome of its call: the runner records
+        # one outcome per planned eviction, in plan order.
+        planned = {(e["pod"], e["node"]): e for e in body["evictions"]}
+        body.update(
+            {
+                "cycle": self.cycle,
+                "started": self.started,
+                "durationSeconds": round(self.duration, 6),
+                "dryRun": self.dry_run,
+                "evictions": [
+                    {
+                        **planned.get((e.pod, e.node), {}),
+                        "pod": e.pod,
+                        "node": e.node,
+                        "destination": e.destination,
+                        "reason": e.reason,
+                        "result": e.result,
+                        "message": e.message,
+                    }
+                    for e in self.evictions
+                ],
+            }
+        )
+        if self.resolved:
+            body["resolvedEvictions"] = [
+                {"pod": e.pod, "node": e.node, "result": e.result, "message": e.message}
+                for e in self.resolved
+            ]
+        if self.unconfirmed:
+            body["unconfirmedEvictions"] = list(self.unconfirmed)
+        if self.taints or self.tainted:
+            body["hotspotTaints"] = {"changes": [dict(t) for t in self.taints], "kept": list(self.tainted)}
+        if self.restore is not None:
+            body["restore"] = {
+                "result": self.restore.result,
+                "reason": self.restore.reason,
+                "migrations": self.restore.migrations,
+                "pending": self.restore.pending,
+                "quietSeconds": self.restore.quiet_seconds,
+            }
+        if self.aborted:
+            body["aborted"] = self.aborted
+        if self.skipped:
+            body["skipped"] = {"code": self.skip_code, "message": self.skipped}
+        return body
