@@ -568,8 +568,15 @@ def service_config(
     return doc
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Writes a value shared by two places twice: the descheduler refuses YAML aliases (issue 25)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def write_config(path: Path, doc: Mapping[str, Any]) -> Path:
-    path.write_text(yaml.safe_dump(dict(doc), sort_keys=False))
+    path.write_text(yaml.dump(dict(doc), Dumper=_PlainDumper, sort_keys=False))
     return path
 
 

@@ -74,7 +74,7 @@ CASES = [
     (
         "a negative grace period in the delete options",
         lambda doc: _mc_args(doc).update(defaultDeleteOptions={"gracePeriodSeconds": -5}),
-        "defaultDeleteOptions: deleteOptions.gracePeriodSeconds must be a non-negative integer, got -5",
+        "defaultDeleteOptions: gracePeriodSeconds must be between 0 and 31622400 (a year), got -5",
     ),
     (
         "two metrics providers",
