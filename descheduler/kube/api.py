@@ -149,6 +149,11 @@ def decode_json(method: str, path: str, data: bytes) -> Any:
         raise DecodeError(f"{method} {path}: answer is not JSON: {data[:200]!r}") from exc
 
 
+MAX_EVENT_BYTES = 64 * 2**20
+"""The longest watch event line accepted: etcd stores objects of at most 1.5 MiB by default, so a line this
+long is not an object of a sane cluster; reading it whole would hold memory without bound."""
+
+
 class WatchStream:
     """An open WATCH response: iterate for decoded events; ``close()`` from any thread ends it."""
 
@@ -164,16 +169,26 @@ class WatchStream:
     def lines(self) -> Iterator[bytes]:
         """The events as the server wrote them, one JSON document a line, for a decoder of one's own
         (the cache's fast path); ``decode`` is the exact one."""
-        buffer = b""
+        buffer = bytearray()
         try:
             for chunk in self._chunks():
+                searched = len(buffer)  # the bytes before had no newline: never scanned twice
                 buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
+                begin = 0
+                end = buffer.find(b"\n", searched)
+                while end != -1:
+                    line = bytes(buffer[begin:end])
+                    begin = end + 1
                     if line.strip():
                         yield line
+                    end = buffer.find(b"\n", begin)
+                del buffer[:begin]
+                if len(buffer) > MAX_EVENT_BYTES:
+                    raise DecodeError(
+                        f"watch {self._path}: an event longer than {MAX_EVENT_BYTES} bytes: watch dropped"
+                    )
             if buffer.strip() and not self._closed:
-                yield buffer
+                yield bytes(buffer)
         except urllib3.exceptions.TimeoutError as exc:
             if not self._closed:
                 raise ApiTimeoutError(f"watch {self._path}: no data within the read timeout") from exc
