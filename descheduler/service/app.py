@@ -185,6 +185,7 @@ class Service:
                 cache_ages=lambda: self.cache.ages(time.time()),
                 untrusted_nodes=self._untrusted_nodes,
                 on_record=self._observe,
+                object_problems=self._object_problems,
             ),
             timing=Timing(
                 max_cache_age=config.watch_cache.max_staleness,
@@ -221,6 +222,12 @@ class Service:
         if self.stop_requested.is_set() or not self._leading.is_set():
             return False
         return self.elector is None or bool(self.elector.is_leader())
+
+    def _object_problems(self) -> dict[str, str]:
+        """What the cache left out (``object_errors``) or kept with a fallback (``object_warnings``)."""
+        left_out = {name: f"left out: {why}" for name, why in self.cache.object_errors.items()}
+        kept = {name: f"kept with a fallback: {why}" for name, why in self.cache.object_warnings.items()}
+        return {**left_out, **kept}
 
     def _untrusted_nodes(self) -> dict[str, str]:
         return {

@@ -88,6 +88,9 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
         metrics.journal_write_failures.labels(reason).inc()
     for skip in record.plan.pod_skips:
         metrics.pods_skipped.labels(skip.code).inc()
+    fallbacks = sum(1 for why in record.object_problems.values() if why.startswith("kept"))
+    metrics.cluster_objects.labels("fallback").set(fallbacks)
+    metrics.cluster_objects.labels("left-out").set(len(record.object_problems) - fallbacks)
     if record.verify_requests:
         metrics.verify_requests.inc(record.verify_requests)
     metrics.usage_errors.set(nodes_without_sample(record))
@@ -150,6 +153,9 @@ def render_record_text(record: CycleRecord) -> str:
     if record.unconfirmed:
         pending = ", ".join(record.unconfirmed)
         lines.append(f"Evictions still of unknown outcome (counted as evicted): {pending}")
+    if record.object_problems:
+        lines.append("Cluster objects not taken as sent:")
+        lines += [f"  {name}: {why}" for name, why in sorted(record.object_problems.items())]
     if record.aborted:
         lines.append(f"Cycle stopped early: {record.aborted}")
     if record.skipped:

@@ -170,6 +170,7 @@ class CycleRunner:
                 quiet_seconds_left=self.ledger.quiet_left() if not self.config.dry_run else 0.0,
                 journal_failures=tuple(failures),
                 verify_requests=self._last_verify_requests,
+                object_problems=dict(self.signals.object_problems()),
             )
             self._report(record)
             return record

@@ -130,6 +130,9 @@ class Signals:
     """Per watched resource, seconds since it last heard from the API server."""
     untrusted_nodes: Callable[[], Mapping[str, str]] = dict
     """Nodes the cache cannot fully describe (an unparsable pod), and why: skipped like unmeasured nodes."""
+    object_problems: Callable[[], Mapping[str, str]] = dict
+    """Cluster objects the cache could not take as they are (``Kind name`` -> what happened: left out, or
+    kept with a fallback such as a node's ``status.allocatable``): each cycle's audit names them."""
     on_record: Callable[[CycleRecord], None] | None = None
 
 

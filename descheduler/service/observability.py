@@ -97,6 +97,13 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.cluster_objects = Gauge(
+            "descheduler_cluster_objects_not_as_sent",
+            "Cluster objects the cache could not take as the API server sent them: left out (unparsable) or "
+            "kept with a fallback (a node's unreadable raw-allocatable annotation: status.allocatable used).",
+            ["handling"],
+            registry=r,
+        )
         self.verify_requests = Counter(
             "descheduler_eviction_verify_requests",
             "API requests made right before evictions to verify the cache's view of the pod and its "

@@ -71,6 +71,8 @@ class CycleRecord:
     """Seconds of the fallback quiet period still to go (no live eviction meanwhile)."""
     journal_failures: tuple[str, ...] = ()
     """Reason codes of the journal writes that failed this cycle (each stopped an eviction or a confirm)."""
+    object_problems: Mapping[str, str] = field(default_factory=dict)
+    """Cluster objects left out or kept with a fallback (``Kind name`` -> what happened)."""
     verify_requests: int = 0
     """API requests made this cycle to verify planned evictions against the server."""
 
@@ -116,6 +118,8 @@ class CycleRecord:
                 "pending": self.restore.pending,
                 "quietSeconds": self.restore.quiet_seconds,
             }
+        if self.object_problems:
+            body["objectProblems"] = dict(sorted(self.object_problems.items()))
         if self.aborted:
             body["aborted"] = self.aborted
         if self.skipped:

@@ -33,6 +33,7 @@ from tests.integration.service_fixtures import (
     http_get,
     kubeconfig_of,
     live_cluster,
+    metric_samples,
     run_descheduler,
     service_config,
     usage_backend,
@@ -69,6 +70,7 @@ class Observed:
     healthz_seconds: list[float] = field(default_factory=list)
     healthz_statuses: list[int] = field(default_factory=list)
     exit_code: int | None = None
+    metrics: str = ""
 
 
 def _poll_healthz(proc: Descheduler, seen: Observed) -> None:
@@ -110,6 +112,7 @@ def observed(usage_backend: UsageBackend, tmp_path_factory: pytest.TempPathFacto
                 what=f"{CYCLES} more cycles",
                 interval=0.1,
             )
+            seen.metrics = proc.get("/metrics")[1]
             seen.exit_code = proc.terminate(timeout=SHUTDOWN_BOUND)
             yield seen
 
@@ -138,6 +141,18 @@ def test_each_fallback_is_reported_once_naming_the_node_and_the_rule(observed: O
         warning = str(record["warning"])
         assert f"Node {record['object']}: annotation {RAW_ALLOCATABLE}" in warning
         assert "thresholds use status.allocatable" in warning
+
+
+def test_every_cycles_audit_and_the_metrics_name_the_nodes_kept_with_a_fallback(observed: Observed) -> None:
+    audits = observed.proc.events("audit_cycle")
+    assert len(audits) >= CYCLES
+    for header in audits:
+        problems = header["objectProblems"]
+        assert sorted(problems) == sorted(f"Node {name}" for name in HOSTILE)
+        assert all(why.startswith("kept with a fallback") for why in problems.values())
+    gauge = metric_samples(observed.metrics, "descheduler_cluster_objects_not_as_sent")
+    assert ({"handling": "fallback"}, float(len(HOSTILE))) in gauge
+    assert ({"handling": "left-out"}, 0.0) in gauge
 
 
 def test_sigterm_stops_the_process_within_its_bound(observed: Observed) -> None:
