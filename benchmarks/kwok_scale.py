@@ -887,7 +887,7 @@ class Process:
 def start_prometheus(
     workdir: Path, target: str, scrape_s: float, stack: contextlib.ExitStack
 ) -> tuple[str, Process]:
-    """Debian's Prometheus on 127.0.0.1, scraping ``target`` (``honor_labels``), as the realcluster tests
+    """Debian's Prometheus on 127.0.0.1, scraping ``target`` (``honor_labels``), as the controlplane tests
     start it but with a scrape interval fit for 100,000s of series."""
     from tests.integration.prom_fixtures import free_port, require_binary
 

@@ -640,7 +640,7 @@ class Usage:
     hot before it arrived (``landed_hot``) or was made hot by it (``made_hot``), see ``arrivals``."""
 
     def __init__(self, api: KubeApi, cluster: Cluster) -> None:
-        from tests.realcluster.usage import ClusterUsage
+        from tests.controlplane.usage import ClusterUsage
 
         inner = ClusterUsage(api, cluster.group, dict.fromkeys(cluster.nodes, NODE_CPUS), cluster.cores)
         self.inner = inner

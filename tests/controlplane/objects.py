@@ -104,7 +104,7 @@ def bare_pod(name: str, group: str, node_name: str, **template: Any) -> Obj:
 
 def cluster_admin_account(name: str, namespace: str) -> list[Obj]:
     """A ServiceAccount bound to cluster-admin: a benchmark's own identity, so the audit log tells its
-    requests apart (what it may do is not the question there; tests/realcluster checks the shipped RBAC)."""
+    requests apart (what it may do is not the question there; tests/controlplane checks the shipped RBAC)."""
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}},
         {

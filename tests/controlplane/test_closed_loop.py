@@ -18,6 +18,14 @@ import pytest
 from descheduler.kube.api import KubeApi
 from descheduler.kube.connection import connect
 from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.loop import (
+    CONFIRM_CYCLES,
+    HIGH_CPU,
+    HotCluster,
+    hot_cluster_serving_usage,
+    loop_config,
+    watching_budget,
+)
 from tests.integration.service_fixtures import (
     Descheduler,
     Ports,
@@ -26,14 +34,6 @@ from tests.integration.service_fixtures import (
     run_descheduler,
     usage_backend,
     write_config,
-)
-from tests.realcluster.loop import (
-    CONFIRM_CYCLES,
-    HIGH_CPU,
-    HotCluster,
-    hot_cluster_serving_usage,
-    loop_config,
-    watching_budget,
 )
 
 pytestmark = pytest.mark.controlplane

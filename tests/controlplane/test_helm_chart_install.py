@@ -14,6 +14,7 @@ import yaml
 
 from descheduler.kube.api import KubeApi
 from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.loop import hot_cluster_serving_usage, loop_config
 from tests.helm.build import BuildError, build_helm
 from tests.integration.service_fixtures import (
     REPO,
@@ -24,7 +25,6 @@ from tests.integration.service_fixtures import (
     subprocess_env,
     usage_backend,
 )
-from tests.realcluster.loop import hot_cluster_serving_usage, loop_config
 
 pytestmark = pytest.mark.controlplane
 __all__ = ["usage_backend"]  # a fixture: imported so pytest finds it

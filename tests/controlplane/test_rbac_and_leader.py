@@ -13,6 +13,7 @@ import yaml
 
 from descheduler.kube.api import KubeApi
 from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.loop import hot_cluster_serving_usage, loop_config
 from tests.integration.service_fixtures import (
     LEASE,
     MANIFESTS,
@@ -26,7 +27,6 @@ from tests.integration.service_fixtures import (
     usage_backend,
     write_config,
 )
-from tests.realcluster.loop import hot_cluster_serving_usage, loop_config
 
 pytestmark = pytest.mark.controlplane
 __all__ = ["usage_backend"]  # a fixture: imported so pytest finds it

@@ -27,6 +27,14 @@ from descheduler.kube.taints import NodeTainter
 from descheduler.planner.steer import TAINT_EFFECT, TAINT_KEY
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.loop import (
+    HIGH_CPU,
+    HotCluster,
+    build_hot_cluster,
+    hot_cluster_serving_usage,
+    loop_config,
+)
+from tests.controlplane.test_rbac_and_leader import install_manifests
 from tests.integration.service_fixtures import (
     LEASE,
     MANIFESTS,
@@ -37,14 +45,6 @@ from tests.integration.service_fixtures import (
     usage_backend,
     write_config,
 )
-from tests.realcluster.loop import (
-    HIGH_CPU,
-    HotCluster,
-    build_hot_cluster,
-    hot_cluster_serving_usage,
-    loop_config,
-)
-from tests.realcluster.test_rbac_and_leader import install_manifests
 
 pytestmark = pytest.mark.controlplane
 __all__ = ["usage_backend"]  # a fixture: imported so pytest finds it

@@ -23,6 +23,8 @@ import pytest
 from descheduler.kube.api import KubeApi
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.loop import HIGH_CPU, HotCluster, loop_config
+from tests.controlplane.usage import ClusterUsage
 from tests.integration.service_fixtures import (
     Descheduler,
     Ports,
@@ -31,8 +33,6 @@ from tests.integration.service_fixtures import (
     usage_backend,
     write_config,
 )
-from tests.realcluster.loop import HIGH_CPU, HotCluster, loop_config
-from tests.realcluster.usage import ClusterUsage
 
 pytestmark = pytest.mark.controlplane
 __all__ = ["usage_backend"]  # a fixture: imported so pytest finds it

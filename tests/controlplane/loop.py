@@ -17,8 +17,8 @@ from typing import Any
 from descheduler.kube.api import KubeApi
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.usage import ClusterUsage
 from tests.integration.service_fixtures import LEASE, NAMESPACE, Ports, UsageBackend, service_config
-from tests.realcluster.usage import ClusterUsage
 
 BUSY_REPLICAS = 6
 BUSY_CORES = 0.6
