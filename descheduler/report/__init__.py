@@ -1,4 +1,5 @@
-"""Reports for people: the self-contained HTML page of ``simulate`` and ``once`` (``--output html``)."""
+"""Reports of cycles: text tables and JSON (``text.py``) and the self-contained HTML page (``html.py``),
+shared by ``simulate``, ``once`` and the service's audit."""
 
 from descheduler.report.html import cycle_view, project, render_html
 

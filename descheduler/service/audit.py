@@ -12,6 +12,7 @@ import structlog
 
 from descheduler.config.load import EffectiveConfig
 from descheduler.planner import reasons
+from descheduler.report.text import render_plan_text
 from descheduler.service.cycle import CycleRecord
 from descheduler.service.observability import Metrics
 
@@ -138,8 +139,6 @@ def audit_lines(record: CycleRecord) -> list[tuple[str, dict[str, Any]]]:
 
 def render_record_text(record: CycleRecord) -> str:
     """The same tables ``simulate --output text`` prints, plus the result of each eviction call."""
-    from descheduler.simulate.render import render_plan_text
-
     title = f"Cycle {record.cycle}" + (" (dry-run)" if record.dry_run else "")
     lines = render_plan_text(record.plan, title)
     if record.evictions:

@@ -7,8 +7,8 @@ import sys
 from typing import Any
 
 from descheduler.config.load import ConfigError, load_config
+from descheduler.report.text import render_html, render_json, render_text
 from descheduler.simulate.inputs import InputError, load_cluster, load_usage
-from descheduler.simulate.render import render_html, render_json, render_text
 from descheduler.simulate.runner import run
 from descheduler.validation import check_runnable
 

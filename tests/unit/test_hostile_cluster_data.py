@@ -32,8 +32,8 @@ from descheduler.cluster.parse import (
     parse_node,
     parse_pod,
 )
+from descheduler.report.text import escape
 from descheduler.simulate.inputs import InputError, load_cluster, load_usage
-from descheduler.simulate.render import escape
 
 REPO = Path(__file__).resolve().parents[2]
 Obj = dict[str, Any]

@@ -443,7 +443,7 @@ def test_a_replacement_bound_back_onto_a_cured_node_makes_it_over_only_once_it_r
 
 
 def test_the_audit_and_simulate_show_both_bounds_where_they_differ() -> None:
-    from descheduler.simulate.render import render_plan_text
+    from descheduler.report.text import render_plan_text
 
     config = settings(low={"cpu": 20}, high={"cpu": 50})
     pending = cured_world("Pending").plan(config, cured_state(), NOW)

@@ -1,4 +1,4 @@
-"""``simulate`` output: one JSON document for scripts, or tables per cycle for people.
+"""Cycles as text for people and JSON for scripts: ``simulate``'s output and the service's text audit.
 
 The JSON keys ``cycles[].cycle`` and ``cycles[].evictions[].{pod,node,reason}`` are a contract users
 script against; everything else is added information and may grow.
@@ -13,10 +13,35 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from descheduler.planner import NodeReport, Plan
-from descheduler.simulate.runner import CycleResult
+from descheduler.report.html import render_html as html_page
+
+
+class Moved(Protocol):
+    """A pod re-created elsewhere between simulated cycles (``simulate --reschedule``)."""
+
+    @property
+    def pod(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def destination(self) -> str: ...
+
+
+class CycleResult(Protocol):
+    """One simulated cycle as the renderers read it. Declared here, not imported from ``simulate``,
+    so the report layer stays below the commands that use it (``simulate.runner`` provides it)."""
+
+    @property
+    def cycle(self) -> int: ...
+    @property
+    def now(self) -> float: ...
+    @property
+    def plan(self) -> Plan: ...
+    @property
+    def rescheduled(self) -> Sequence[Moved]: ...
 
 
 def _escaped(char: str) -> str:
@@ -60,11 +85,9 @@ def render_json(results: Sequence[CycleResult]) -> str:
 
 def render_html(results: Sequence[CycleResult]) -> str:
     """The HTML report over the same per-cycle records as ``render_json``."""
-    from descheduler.report import render_html as page
-
     records = [cycle_dict(r) for r in results]
     titles = [f"Cycle {r.cycle} at {_time(r.now)}" for r in results]
-    return page(records, titles, "descheduler simulate")
+    return html_page(records, titles, "descheduler simulate")
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
