@@ -9,14 +9,7 @@ from typing import Any
 from descheduler.cluster.types import Pod
 from descheduler.service.cycle import CycleRunner
 from tests.unit.builders import NOW, World, cpu, cycle_runner, settings
-from tests.unit.test_service_unknown import Cluster, Usage
-
-
-@dataclass
-class Outcome:
-    result: str
-    message: str = ""
-    retry_after: float | None = None
+from tests.unit.fakes import Cluster, Outcome, Usage
 
 
 @dataclass
@@ -55,7 +48,7 @@ def web_and_api() -> World:
 def runner(world: World, evictor: RefusingEvictor, clock: list[float], **top: Any) -> CycleRunner:
     return cycle_runner(
         settings(low={"cpu": 20}, high={"cpu": 50}, migration={"objectLimiters": {}}, top=top or None),
-        Cluster(world),
+        Cluster(world.snapshot()),
         Usage(world),
         evictor,
         wall_clock=lambda: clock[0],

@@ -12,7 +12,8 @@ import pytest
 from descheduler.planner import journal as records
 from descheduler.planner.journal import Entry, JournalUnreadable, JournalWriteError
 from descheduler.service.cycle import CycleRunner
-from tests.unit.test_service_cycle import NOW, FakeEvictor, runner, seed_config
+from tests.unit.fakes import SEED_NOW as NOW
+from tests.unit.fakes import FakeEvictor, seed_config, seed_runner
 
 HOT_POD = "default/stress-demo-588f9646cf-s7k2p"
 
@@ -59,7 +60,7 @@ def journaled(
     ``clock`` drives the monotonic clock (quiet period), ``wall`` the wall clock (records, settling)."""
     mono = clock if clock is not None else [0.0]
     now = wall if wall is not None else [NOW]
-    run = runner(
+    run = seed_runner(
         evictor,
         journal=journal,
         fallback_quiet_seconds=300.0,
@@ -105,7 +106,7 @@ def test_a_successor_rebuilds_the_state_and_acts_in_its_first_cycle_where_the_li
     assert moved.workload != journal.saves[0][0].workload, "its workload's window is still open"
     # A process without the records would simply have evicted the same pod again.
     blind = FakeEvictor()
-    runner(blind).run_cycle()
+    seed_runner(blind).run_cycle()
     assert blind.sent == [HOT_POD]
 
 
@@ -116,7 +117,7 @@ def test_an_intent_left_by_a_crash_counts_until_the_pod_is_seen_still_running_a_
     journaled(crashed, journal, wall=clock).run_cycle()
     journal.entries = (replace(journal.entries[0], status=records.INTENT, at=NOW),)  # no confirmation
     clock[0] = NOW + 10
-    successor = FakeEvictor()
+    successor = FakeEvictor(log_resolutions=True)
     run = journaled(successor, journal, wall=clock)
     record = run.run_cycle()
     assert record is not None

@@ -6,13 +6,13 @@ import pytest
 
 from descheduler.service.audit import nodes_without_sample, readiness, usage_unavailable
 from tests.unit.builders import NOW, World, cpu, cycle_runner, settings
-from tests.unit.test_service_unknown import Cluster, FakeEvictor, Usage
+from tests.unit.fakes import Cluster, FakeEvictor, Usage
 
 
 def record_of(world: World) -> object:
     run = cycle_runner(
         settings(),
-        Cluster(world),
+        Cluster(world.snapshot()),
         Usage(world),
         FakeEvictor(),
         wall_clock=lambda: NOW,

@@ -8,7 +8,7 @@ import pytest
 
 from descheduler.service.cycle import CycleRunner
 from tests.unit.builders import NOW, World, cpu, cycle_runner, settings
-from tests.unit.test_service_unknown import Cluster, FakeEvictor, Usage, hot_world
+from tests.unit.fakes import Cluster, FakeEvictor, Usage, hot_world
 
 BOUND = 30.0
 
@@ -19,7 +19,7 @@ def runner(
     world = world or hot_world()
     return cycle_runner(
         settings(low={"cpu": 20}, high={"cpu": 50}, **kw),
-        Cluster(world),
+        Cluster(world.snapshot()),
         Usage(world),
         evictor,
         wall_clock=lambda: NOW,
@@ -70,7 +70,7 @@ def test_without_a_bound_the_age_is_not_checked() -> None:
     world = World().node("a", usage=cpu("1"))
     run = cycle_runner(
         settings(),
-        Cluster(world),
+        Cluster(world.snapshot()),
         Usage(world),
         FakeEvictor(),
         cache_ages=lambda: {"pods": 1e9},

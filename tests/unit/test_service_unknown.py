@@ -2,83 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
 
-from descheduler.cluster.types import ClusterSnapshot, Pod
+from descheduler.cluster.types import Pod
 from descheduler.service.cycle import CycleRunner
 from descheduler.service.unknown import Unconfirmed, resolve
 from tests.unit.builders import NOW, World, cpu, cycle_runner, settings
+from tests.unit.fakes import Cluster, FakeEvictor, Usage, hot_world
 
 SENT = NOW
 SETTLE = 60.0
-
-
-def hot_world() -> World:
-    """One hot node with four pods of one six-replica Deployment, one cool node with room for them."""
-    world = World()
-    world.node("hot", cpu="10", usage=cpu("8"))
-    world.node("cool", cpu="10", usage=cpu("1"))
-    world.node("cool-2", cpu="10", usage=cpu("1"))
-    world.deployment("web", replicas=6)
-    for i in range(1, 5):
-        world.pod(f"web-{i}", on="hot", owner="web", usage=cpu("2"))
-    return world
-
-
-@dataclass
-class Cluster:
-    """A cache whose pods a test can delete, replace or mark terminating between cycles."""
-
-    world: World
-    value: ClusterSnapshot = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.value = self.world.snapshot()
-
-    def snapshot(self) -> ClusterSnapshot:
-        return self.value
-
-    def change_pod(self, key: str, **changes: Any) -> None:
-        pods = tuple(replace(p, **changes) if p.key == key else p for p in self.value.pods)
-        self.value = replace(self.value, pods=pods)
-
-    def remove_pod(self, key: str) -> None:
-        self.value = replace(self.value, pods=tuple(p for p in self.value.pods if p.key != key))
-
-
-@dataclass
-class Usage:
-    world: World
-
-    def fetch_nodes(self, nodes: Any) -> Any:
-        return self.world.usage(NOW)
-
-    def fetch_pods(self, wanted: Any, nodes: Any, pods: Any) -> Any:
-        return self.world.usage(NOW).pods
-
-
-@dataclass
-class Outcome:
-    result: str
-    message: str = ""
-    retry_after: float | None = None
-
-
-@dataclass
-class FakeEvictor:
-    results: list[str] = field(default_factory=list)
-    calls: list[str] = field(default_factory=list)
-    reported: list[tuple[str, str]] = field(default_factory=list)
-
-    def evict(self, pod: Pod, node: str, reason: str, deadline: float) -> Outcome:
-        self.calls.append(pod.key)
-        return Outcome(self.results.pop(0) if self.results else "evicted")
-
-    def report_resolved(self, pod: Pod, node: str, reason: str, result: str, message: str) -> None:
-        self.reported.append((pod.key, result))
 
 
 @dataclass
@@ -97,7 +33,7 @@ class Rig:
 
 def rig(results: list[str], *, consecutive: int = 1, cache_age: float = 0.0, **migration: Any) -> Rig:
     world = hot_world()
-    cluster = Cluster(world)
+    cluster = Cluster(world.snapshot())
     evictor = FakeEvictor(results=list(results))
     clock = [NOW]
     config = settings(

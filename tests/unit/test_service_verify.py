@@ -3,9 +3,8 @@ journal's intent record: a disagreement skips the pod, says why, and re-lists th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import pytest
 
@@ -14,6 +13,7 @@ from descheduler.planner import reasons
 from descheduler.planner.verify import ServerView
 from descheduler.service.cycle import CycleRunner
 from tests.unit.builders import NOW, World, cpu, cycle_runner, settings
+from tests.unit.fakes import Cluster, FakeEvictor, Usage
 
 
 def hot_world() -> World:
@@ -24,65 +24,6 @@ def hot_world() -> World:
     for i in range(1, 5):
         world.pod(f"web-{i}", on="hot", owner="web", usage=cpu("2"))
     return world
-
-
-@dataclass
-class Snapshots:
-    value: ClusterSnapshot
-
-    def snapshot(self) -> ClusterSnapshot:
-        return self.value
-
-
-@dataclass
-class Usage:
-    world: World
-
-    def fetch_nodes(self, nodes: Any) -> Any:
-        return self.world.usage(NOW)
-
-    def fetch_pods(self, wanted: Any, nodes: Any, pods: Any) -> Any:
-        return self.world.usage(NOW).pods
-
-
-@dataclass
-class Outcome:
-    result: str
-    message: str = ""
-    retry_after: float | None = None
-
-
-@dataclass
-class Evictor:
-    """Runs the hooks in the real evictor's order: ``verify`` first, then ``before_send``, then sends."""
-
-    sent: list[str] = field(default_factory=list)
-    order: list[str] = field(default_factory=list)
-
-    def evict(
-        self,
-        pod: Pod,
-        node: str,
-        reason: str,
-        deadline: float,
-        before_send: Callable[[], str | None] | None = None,
-        verify: Callable[[], str | None] | None = None,
-    ) -> Outcome:
-        if verify is not None:
-            self.order.append("verify")
-            refusal = verify()
-            if refusal:
-                return Outcome("not-verified", refusal)
-        if before_send is not None:
-            self.order.append("intent")
-            refusal = before_send()
-            if refusal:
-                return Outcome("failed", refusal)
-        self.sent.append(pod.key)
-        return Outcome("evicted")
-
-    def report_resolved(self, pod: Pod, node: str, reason: str, result: str, message: str) -> None:
-        pass
 
 
 @dataclass
@@ -107,13 +48,13 @@ def scaled(snapshot: ClusterSnapshot, replicas: int) -> ClusterSnapshot:
     return replace(snapshot, workloads=tuple(replace(w, replicas=replicas) for w in snapshot.workloads))
 
 
-def runner(server: Server, *, dry_run: bool = False) -> tuple[CycleRunner, Evictor]:
+def runner(server: Server, *, dry_run: bool = False) -> tuple[CycleRunner, FakeEvictor]:
     world = hot_world()
     config = settings(low={"cpu": 20}, high={"cpu": 50}, top={"dryRun": dry_run})
-    evictor = Evictor()
+    evictor = FakeEvictor()
     run = cycle_runner(
         config,
-        Snapshots(world.snapshot()),
+        Cluster(world.snapshot()),
         Usage(world),
         evictor,
         wall_clock=lambda: NOW,
@@ -150,10 +91,10 @@ def test_the_server_agreeing_lets_each_eviction_through_after_its_own_read() -> 
 
 def test_without_a_verifier_nothing_is_read() -> None:
     world = hot_world()
-    evictor = Evictor()
+    evictor = FakeEvictor()
     run = cycle_runner(
         settings(low={"cpu": 20}, high={"cpu": 50}),
-        Snapshots(world.snapshot()),
+        Cluster(world.snapshot()),
         Usage(world),
         evictor,
         wall_clock=lambda: NOW,
