@@ -66,6 +66,7 @@ def _wait(condition: Any, timeout: float, step: float = 0.02) -> bool:
 
 
 def measure(nodes: int, cycles: int, seed: int, hot_fraction: float, consecutive: int) -> dict[str, Any]:
+    from descheduler.config.providers import PrometheusSettings
     from descheduler.kube.cache import ClusterCache
     from descheduler.kube.connection import connect
     from descheduler.kube.events import EventRecorder
@@ -73,7 +74,6 @@ def measure(nodes: int, cycles: int, seed: int, hot_fraction: float, consecutive
     from descheduler.service.cycle import CycleRunner
     from descheduler.service.edges import Clocks, Edges, Timing
     from descheduler.usage.prometheus import QUERY_NAMES, PrometheusSource
-    from descheduler.usage.settings import PrometheusSettings
 
     spec = synth.SynthSpec(nodes=nodes, hot_fraction=hot_fraction, seed=seed)
     cluster = synth.generate(spec)

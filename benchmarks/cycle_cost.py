@@ -295,10 +295,10 @@ def _steady_cycles(
     thread's clock. Before each, ``CHURN`` pods are changed and the cycle waits for the watch to deliver
     them (their decoding is the watch thread's, not the cycle's). Returns the cycles' CPU and, of it,
     the snapshot and index's."""
+    from descheduler.config.providers import PrometheusSettings
     from descheduler.planner import PlannerState, plan, pod_usage_nodes
     from descheduler.planner.index import ClusterIndex
     from descheduler.usage.prometheus import PrometheusSource
-    from descheduler.usage.settings import PrometheusSettings
 
     source = PrometheusSource(PrometheusSettings(url=prom_url), clock=lambda: now)
     pods = cache.snapshot().pods

@@ -35,10 +35,10 @@ from benchmarks.common import quiet_logs, summary_line
 from benchmarks.fakeprom import FakePrometheus
 from descheduler.cluster.types import ClusterSnapshot, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
+from descheduler.config.providers import PrometheusSettings
 from descheduler.planner import PlannerState, plan, pod_usage_nodes
 from descheduler.planner.index import ClusterIndex
 from descheduler.usage.prometheus import PrometheusSource
-from descheduler.usage.settings import PrometheusSettings
 
 STEPS = ("index", "pod_usage_nodes", "plan", "node fetch", "pod fetch")
 

@@ -32,9 +32,9 @@ from typing import Any
 from benchmarks import synth
 from benchmarks.common import quiet_logs, summary_line, verdict
 from descheduler.cluster.parse import build_snapshot
+from descheduler.config.providers import PrometheusSettings
 from descheduler.planner import PlannerState, pod_usage_nodes
 from descheduler.usage.prometheus import PrometheusSource
-from descheduler.usage.settings import PrometheusSettings
 from tests.integration.prom_fixtures import require_binary, start_prometheus
 
 STEP = 30.0

@@ -14,8 +14,8 @@ import yaml
 
 from descheduler import __version__
 from descheduler.config.load import ConfigError, EffectiveConfig, load_config
+from descheduler.config.providers import redact_document
 from descheduler.planner import loop_warnings
-from descheduler.usage.settings import redact_document
 from descheduler.validation import check_runnable
 
 EXIT_OK = 0

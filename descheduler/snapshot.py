@@ -235,8 +235,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         )
     if not args.prometheus:
         return EXIT_OK
+    from descheduler.config.providers import PrometheusSettings
     from descheduler.usage.prometheus import PrometheusSource
-    from descheduler.usage.settings import PrometheusSettings
 
     now = time.time()
     source = PrometheusSource(PrometheusSettings.model_validate({"url": args.prometheus}), clock=lambda: now)

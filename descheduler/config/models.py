@@ -12,6 +12,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from descheduler.config.base import StrictModel
+from descheduler.config.providers import MetricsProviders
 from descheduler.config.types import (
     MAX_CONFIG_DURATION,
     MAX_CONFIG_INT,
@@ -26,7 +27,6 @@ from descheduler.config.types import (
     dns1123_label_problem,
     dns1123_subdomain_problem,
 )
-from descheduler.usage.settings import MetricsProviders
 
 LOW_NODE_LOAD = "LowNodeLoad"
 MIGRATION_CONTROLLER = "MigrationController"

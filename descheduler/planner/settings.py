@@ -22,8 +22,8 @@ from descheduler.config.models import (
     Namespaces,
     NodePool,
 )
+from descheduler.config.providers import credential_warnings, usage_window
 from descheduler.units import format_duration
-from descheduler.usage.settings import credential_warnings, usage_window
 
 BASE_RESOURCES = ("cpu", "memory")
 FULL = 100.0

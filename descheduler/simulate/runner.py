@@ -22,11 +22,11 @@ from dataclasses import dataclass, field, replace
 from descheduler.cluster.selectors import pod_node_affinity_matches, untolerated_taint
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
+from descheduler.config.providers import usage_window
 from descheduler.planner import Plan, PlannerState, commit, plan
 from descheduler.planner.estimate import window_share
 from descheduler.simulate.inputs import UsageSeries
 from descheduler.usage.samples import build_sample, join_reasons
-from descheduler.usage.settings import usage_window
 
 
 @dataclass(frozen=True, slots=True)

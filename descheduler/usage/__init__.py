@@ -2,22 +2,12 @@
 
 from descheduler.usage.metrics_server import MetricsApi, MetricsServerSource
 from descheduler.usage.prometheus import PrometheusSource
-from descheduler.usage.settings import (
-    MetricsProvider,
-    MetricsProviders,
-    PrometheusSettings,
-    default_providers,
-)
 from descheduler.usage.source import UsageSource, build_source
 
 __all__ = [
     "MetricsApi",
-    "MetricsProvider",
-    "MetricsProviders",
     "MetricsServerSource",
-    "PrometheusSettings",
     "PrometheusSource",
     "UsageSource",
     "build_source",
-    "default_providers",
 ]

@@ -29,9 +29,9 @@ from urllib3.exceptions import InsecureRequestWarning
 from urllib3.util.retry import Retry
 
 from descheduler.cluster.types import Node, Pod, UsageSample, UsageSnapshot
+from descheduler.config.providers import PrometheusSettings, Relabel
 from descheduler.units import format_duration
 from descheduler.usage.samples import build_sample, join_reasons, trusted_sample
-from descheduler.usage.settings import PrometheusSettings, Relabel
 
 __all__ = ["QUERY_NAMES", "PrometheusSource", "relabel_function"]
 

@@ -7,9 +7,9 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Protocol
 
 from descheduler.cluster.types import Node, Pod, UsageSample, UsageSnapshot
+from descheduler.config.providers import MetricsProvider, default_providers
 from descheduler.usage.metrics_server import MetricsApi, MetricsServerSource
 from descheduler.usage.prometheus import PrometheusSource
-from descheduler.usage.settings import MetricsProvider, default_providers
 
 __all__ = ["UsageSource", "build_source"]
 

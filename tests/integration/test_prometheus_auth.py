@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from descheduler.cluster.types import Node, UsageSnapshot
+from descheduler.config.providers import PrometheusSettings
 from descheduler.usage.prometheus import PrometheusSource
-from descheduler.usage.settings import PrometheusSettings
 from tests.integration.prom_fixtures import (
     TEST_PASSWORD,
     TEST_USER,

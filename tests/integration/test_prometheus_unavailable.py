@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from descheduler.cluster.types import Node, Pod
+from descheduler.config.providers import PrometheusSettings
 from descheduler.usage.prometheus import PrometheusSource
-from descheduler.usage.settings import PrometheusSettings
 from tests.integration.prom_fixtures import LocalHttpServer, canned_server, free_port
 
 pytestmark = pytest.mark.integration

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from descheduler.cluster.types import Node, Pod, UsageSnapshot
+from descheduler.config.providers import PrometheusSettings
 from descheduler.usage.prometheus import MAX_POD_BATCHES, QUERY_NAMES, PrometheusSource
-from descheduler.usage.settings import PrometheusSettings
 from tests.integration.prom_fixtures import (
     Container,
     PrometheusServer,

@@ -20,7 +20,7 @@ from benchmarks.closedloop import World
 from benchmarks.common import parse_summary, summary_line
 from benchmarks.fakeprom import classify
 from benchmarks.planning_shapes import build
-from descheduler.usage.settings import DEFAULT_QUERIES
+from descheduler.config.providers import DEFAULT_QUERIES
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 
 from descheduler import strictyaml
 from descheduler.config.load import ConfigError, EffectiveConfig, load_config_document, load_config_text
+from descheduler.config.providers import redact_document
 from descheduler.planner import loop_warnings
 from descheduler.planner.settings import compile_settings
 from descheduler.strictyaml import YamlInputError, load_all
 from descheduler.units import parse_duration, parse_int_or_percent, parse_quantity, resource_amount
-from descheduler.usage.settings import redact_document
 from descheduler.validation import check_runnable
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from descheduler.cluster.types import Node, Pod, UsageSample
+from descheduler.config.providers import MetricsProvider
 from descheduler.usage.metrics_server import MetricsServerSource
 from descheduler.usage.prometheus import PrometheusSource
-from descheduler.usage.settings import MetricsProvider
 from descheduler.usage.source import build_source
 
 Ki = 1024

@@ -9,6 +9,7 @@ import pytest
 import requests
 
 from descheduler.cluster.types import Node
+from descheduler.config.providers import DEFAULT_NODE_RELABEL, PrometheusSettings, Relabel
 from descheduler.usage.prometheus import (
     QUERY_NAMES,
     PrometheusSource,
@@ -16,7 +17,6 @@ from descheduler.usage.prometheus import (
     node_matcher,
     relabel_function,
 )
-from descheduler.usage.settings import DEFAULT_NODE_RELABEL, PrometheusSettings, Relabel
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from descheduler.usage.settings import (
+from descheduler.config.providers import (
     DEFAULT_PROMETHEUS_URL,
     MetricsProvider,
     MetricsProviders,

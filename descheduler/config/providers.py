@@ -1,5 +1,7 @@
 """Configuration of where usage comes from, shaped like the Kubernetes descheduler's ``metricsProviders``.
 
+A config model like the others, so it lives in ``config/``: ``usage/`` reads it, config never imports usage.
+
 The defaults fit kube-prometheus, the most common installation, so an empty ``metricsProviders`` works
 there unchanged. Everything a real installation may do differently (URL, auth, TLS, the label that names
 the node, the PromQL itself) can be set, because a wrong mapping silently yields "no sample" for every node.
