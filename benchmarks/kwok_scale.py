@@ -889,7 +889,7 @@ def start_prometheus(
 ) -> tuple[str, Process]:
     """Debian's Prometheus on 127.0.0.1, scraping ``target`` (``honor_labels``), as the controlplane tests
     start it but with a scrape interval fit for 100,000s of series."""
-    from tests.integration.prom_fixtures import free_port, require_binary
+    from tests.support.prometheus import free_port, require_binary
 
     binary = require_binary("prometheus")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -1024,7 +1024,7 @@ def decode_floor(kubeconfig: Path) -> dict[str, Any]:
         "import gc, json, sys; gc.disable(); from benchmarks.cycle_cost import _child_floor; "
         "print(json.dumps(_child_floor(sys.argv[1], 500, 2)))"
     )
-    from tests.integration.service_fixtures import REPO, subprocess_env
+    from tests.support.service import REPO, subprocess_env
 
     proc = subprocess.run(
         [sys.executable, "-c", code, str(kubeconfig)],
@@ -1057,7 +1057,7 @@ class Figures:
 def run(args: argparse.Namespace, workdir: Path) -> Figures:
     from tests.controlplane import build
     from tests.controlplane.cluster import ControlPlane, free_port
-    from tests.integration.service_fixtures import REPO, descheduler_command, subprocess_env
+    from tests.support.service import REPO, descheduler_command, subprocess_env
 
     out = Figures()
     plan = plan_cluster(args.nodes, args.pods, hot_fraction=args.hot_fraction, seed=args.seed)

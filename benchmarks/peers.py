@@ -45,7 +45,7 @@ from benchmarks.audit import AuditEvent, parse_audit
 if TYPE_CHECKING:
     from descheduler.kube.api import KubeApi
     from tests.controlplane.cluster import ControlPlane
-    from tests.integration.service_fixtures import Ports, UsageBackend
+    from tests.support.service import Ports, UsageBackend
 
 GROUP_LABEL = "descheduler.test/group"
 BENCH_NAMESPACE = "peers-bench"
@@ -474,7 +474,7 @@ def run_all(args: argparse.Namespace, runs: Sequence[tuple[str, float]], workdir
     from descheduler.kube.connection import connect
     from tests.controlplane import build
     from tests.controlplane.cluster import ControlPlane
-    from tests.integration.service_fixtures import UsageBackend
+    from tests.support.service import UsageBackend
 
     if shutil.which("unshare") is None and any(tool == PEER for tool, _ in runs):
         raise SystemExit(
@@ -714,8 +714,8 @@ def run_one(
 ) -> Row:  # fmt: skip
     import subprocess
 
-    from tests.integration.prom_fixtures import free_port
-    from tests.integration.service_fixtures import REPO, Ports, descheduler_command, subprocess_env
+    from tests.support.prometheus import free_port
+    from tests.support.service import REPO, Ports, descheduler_command, subprocess_env
 
     workdir.mkdir(parents=True, exist_ok=True)
     row = Row(name)

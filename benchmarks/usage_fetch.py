@@ -35,7 +35,7 @@ from descheduler.cluster.parse import build_snapshot
 from descheduler.config.providers import PrometheusSettings
 from descheduler.planner import PlannerState, pod_usage_nodes
 from descheduler.usage.prometheus import PrometheusSource
-from tests.integration.prom_fixtures import require_binary, start_prometheus
+from tests.support.prometheus import require_binary, start_prometheus
 
 STEP = 30.0
 SPAN = 360.0

@@ -18,7 +18,7 @@ from descheduler.kube.api import KubeApi
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.usage import ClusterUsage
-from tests.integration.service_fixtures import LEASE, NAMESPACE, Ports, UsageBackend, service_config
+from tests.support.service import LEASE, NAMESPACE, Ports, UsageBackend, service_config
 
 BUSY_REPLICAS = 6
 BUSY_CORES = 0.6

@@ -26,18 +26,16 @@ from tests.controlplane.loop import (
     loop_config,
     watching_budget,
 )
-from tests.integration.service_fixtures import (
+from tests.support.service import (
     Descheduler,
     Ports,
     UsageBackend,
     metric_samples,
     run_descheduler,
-    usage_backend,
     write_config,
 )
 
 pytestmark = pytest.mark.controlplane
-__all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
 
 CURE_WITHIN_CYCLES = 2 * CONFIRM_CYCLES + 4
 """The hotspot is confirmed over CONFIRM_CYCLES; the PDB allows one pod unavailable, so the second pod

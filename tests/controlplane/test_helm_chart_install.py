@@ -16,18 +16,9 @@ from descheduler.kube.api import KubeApi
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.loop import hot_cluster_serving_usage, loop_config
 from tests.helm.build import BuildError, build_helm
-from tests.integration.service_fixtures import (
-    REPO,
-    Descheduler,
-    Ports,
-    UsageBackend,
-    descheduler_command,
-    subprocess_env,
-    usage_backend,
-)
+from tests.support.service import REPO, Descheduler, Ports, UsageBackend, descheduler_command, subprocess_env
 
 pytestmark = pytest.mark.controlplane
-__all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
 
 CHART = REPO / "charts" / "load-aware-descheduler"
 RELEASE = "lad"

@@ -35,19 +35,17 @@ from tests.controlplane.loop import (
     loop_config,
 )
 from tests.controlplane.test_rbac_and_leader import install_manifests
-from tests.integration.service_fixtures import (
+from tests.support.service import (
     LEASE,
     MANIFESTS,
     Descheduler,
     Ports,
     UsageBackend,
     run_descheduler,
-    usage_backend,
     write_config,
 )
 
 pytestmark = pytest.mark.controlplane
-__all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
 
 TEAM = {"key": "team", "value": "a", "effect": "PreferNoSchedule"}
 OURS = {"key": TAINT_KEY, "value": "true", "effect": TAINT_EFFECT}

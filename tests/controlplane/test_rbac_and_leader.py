@@ -14,7 +14,7 @@ import yaml
 from descheduler.kube.api import KubeApi
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.loop import hot_cluster_serving_usage, loop_config
-from tests.integration.service_fixtures import (
+from tests.support.service import (
     LEASE,
     MANIFESTS,
     NAMESPACE,
@@ -24,12 +24,10 @@ from tests.integration.service_fixtures import (
     descheduler_command,
     run_descheduler,
     subprocess_env,
-    usage_backend,
     write_config,
 )
 
 pytestmark = pytest.mark.controlplane
-__all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
 
 NOT_INSTALLED = {"Deployment", "CronJob", "Job"}
 """The rendered manifests minus what would run a descheduler pod on the shared test nodes."""

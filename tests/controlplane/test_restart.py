@@ -25,17 +25,9 @@ from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.loop import HIGH_CPU, HotCluster, loop_config
 from tests.controlplane.usage import ClusterUsage
-from tests.integration.service_fixtures import (
-    Descheduler,
-    Ports,
-    UsageBackend,
-    run_descheduler,
-    usage_backend,
-    write_config,
-)
+from tests.support.service import Descheduler, Ports, UsageBackend, run_descheduler, write_config
 
 pytestmark = pytest.mark.controlplane
-__all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
 
 WINDOW = 30.0
 APPS = ("busy", "batch")

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 
 from descheduler.kube.api import KubeApi
 from descheduler.kube.cache import ClusterCache
-from tests.integration.service_fixtures import GI, SimulatedNodes
+from tests.support.service import GI, SimulatedNodes
 
 
 class ClusterUsage:

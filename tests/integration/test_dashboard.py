@@ -26,25 +26,19 @@ import pytest
 
 from dashboards import generate, preview
 from tests.browser import chromium
-from tests.integration.service_fixtures import (
+from tests.integration.service_fixtures import Cluster, evictions, kubeconfig_of, lease_holder, live_cluster
+from tests.support.service import (
     LEASE,
-    Cluster,
     Ports,
     Prometheus,
     UsageBackend,
     _scraping_prometheus,
-    evictions,
-    kubeconfig_of,
-    lease_holder,
-    live_cluster,
     run_descheduler,
     service_config,
-    usage_backend,
     write_config,
 )
 
 pytestmark = pytest.mark.integration
-__all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
 
 REPO = Path(__file__).resolve().parents[2]
 HOT_NODE = "dash-hot"

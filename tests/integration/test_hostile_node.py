@@ -24,24 +24,20 @@ from pathlib import Path
 import pytest
 
 from tests.integration.apiserver import objects
-from tests.integration.service_fixtures import (
+from tests.integration.service_fixtures import Cluster, kubeconfig_of, live_cluster
+from tests.support.service import (
     GI,
-    Cluster,
     Descheduler,
     Ports,
     UsageBackend,
     http_get,
-    kubeconfig_of,
-    live_cluster,
     metric_samples,
     run_descheduler,
     service_config,
-    usage_backend,
     write_config,
 )
 
 pytestmark = pytest.mark.integration
-__all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
 
 RAW_ALLOCATABLE = "node.koordinator.sh/raw-allocatable"
 HOSTILE = {

@@ -18,7 +18,7 @@ import pytest
 from descheduler.cluster.types import Node, UsageSnapshot
 from descheduler.config.providers import PrometheusSettings
 from descheduler.usage.prometheus import PrometheusSource
-from tests.integration.prom_fixtures import (
+from tests.support.prometheus import (
     TEST_PASSWORD,
     TEST_USER,
     LocalHttpServer,

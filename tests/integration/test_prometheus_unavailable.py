@@ -10,7 +10,7 @@ import pytest
 from descheduler.cluster.types import Node, Pod
 from descheduler.config.providers import PrometheusSettings
 from descheduler.usage.prometheus import PrometheusSource
-from tests.integration.prom_fixtures import LocalHttpServer, canned_server, free_port
+from tests.support.prometheus import LocalHttpServer, canned_server, free_port
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ import pytest
 from descheduler.cluster.types import Node, Pod, UsageSnapshot
 from descheduler.config.providers import PrometheusSettings
 from descheduler.usage.prometheus import MAX_POD_BATCHES, QUERY_NAMES, PrometheusSource
-from tests.integration.prom_fixtures import (
+from tests.support.prometheus import (
     Container,
     PrometheusServer,
     Series,

@@ -20,22 +20,18 @@ from typing import Any
 import pytest
 
 from tests.browser import Page, chromium
-from tests.integration.service_fixtures import (
+from tests.integration.service_fixtures import Cluster, kubeconfig_of, live_cluster
+from tests.support.service import (
     REPO,
-    Cluster,
     Ports,
     UsageBackend,
     descheduler_command,
-    kubeconfig_of,
-    live_cluster,
     service_config,
     subprocess_env,
-    usage_backend,
     write_config,
 )
 
 pytestmark = pytest.mark.integration
-__all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
 
 EXAMPLE = REPO / "config" / "examples" / "hotspot"
 ARROWS = """[...document.querySelectorAll('section.cycle[data-cycle="%d"] g.arrow')].map(

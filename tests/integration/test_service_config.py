@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.integration.apiserver import ApiServer
-from tests.integration.service_fixtures import (
+from tests.support.service import (
     MANIFESTS,
     REPO,
     Ports,

@@ -13,8 +13,8 @@ import pytest
 
 from descheduler.kube.connection import connect
 from tests.integration.apiserver import ApiServer, objects
-from tests.integration.prom_fixtures import free_port
-from tests.integration.service_fixtures import (
+from tests.support.prometheus import free_port
+from tests.support.service import (
     REPO,
     Descheduler,
     Ports,

@@ -23,31 +23,31 @@ import pytest
 from tests.integration.apiserver import Fault, RecordedRequest
 from tests.integration.apiserver.objects import pdb
 from tests.integration.service_fixtures import (
-    LEASE,
-    NAMESPACE,
-    REPO,
     Cluster,
-    Descheduler,
-    Ports,
-    UsageBackend,
-    descheduler_command,
     evictions,
     is_dry_run,
     kubeconfig_of,
     lease_holder,
     live_cluster,
-    metric_samples,
     rbac_allows,
+    shipped_rbac_rules,
+)
+from tests.support.service import (
+    LEASE,
+    NAMESPACE,
+    REPO,
+    Descheduler,
+    Ports,
+    UsageBackend,
+    descheduler_command,
+    metric_samples,
     run_descheduler,
     service_config,
-    shipped_rbac_rules,
     subprocess_env,
-    usage_backend,
     write_config,
 )
 
 pytestmark = pytest.mark.integration
-__all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
 
 HOT_NODE = "e2e-hot"
 HOT_POD = "web-hot"
@@ -277,9 +277,7 @@ class DryRun:
 def _audits_with(proc: Descheduler, result: str) -> list[dict[str, Any]]:
     """The audit_eviction records of shop-hot with this result, one per cycle."""
     return [
-        e
-        for e in proc.events("audit_eviction")
-        if e["pod"] == "default/shop-hot" and e["result"] == result
+        e for e in proc.events("audit_eviction") if e["pod"] == "default/shop-hot" and e["result"] == result
     ]
 
 

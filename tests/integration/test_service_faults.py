@@ -19,23 +19,18 @@ from typing import Any
 import pytest
 
 from tests.integration.apiserver import Fault, RecordedRequest
-from tests.integration.service_fixtures import (
-    Cluster,
+from tests.integration.service_fixtures import Cluster, evictions, kubeconfig_of, live_cluster
+from tests.support.service import (
     Descheduler,
     Ports,
     UsageBackend,
-    evictions,
-    kubeconfig_of,
-    live_cluster,
     metric_samples,
     run_descheduler,
     service_config,
-    usage_backend,
     write_config,
 )
 
 pytestmark = pytest.mark.integration
-__all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
 
 WINDOW = 3.0
 """objectLimiters.workload: at most one eviction of the Deployment per this many seconds."""

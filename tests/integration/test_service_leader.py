@@ -14,26 +14,20 @@ from typing import Any
 import pytest
 
 from tests.integration.apiserver import RecordedRequest
-from tests.integration.service_fixtures import (
+from tests.integration.service_fixtures import Cluster, evictions, kubeconfig_of, lease_holder, live_cluster
+from tests.support.service import (
     LEASE,
     NAMESPACE,
-    Cluster,
     Descheduler,
     Ports,
     UsageBackend,
-    evictions,
-    kubeconfig_of,
-    lease_holder,
-    live_cluster,
     metric_samples,
     run_descheduler,
     service_config,
-    usage_backend,
     write_config,
 )
 
 pytestmark = pytest.mark.integration
-__all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
 
 LEASE_SECONDS = 2.0
 

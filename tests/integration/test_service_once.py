@@ -11,26 +11,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.service_fixtures import (
+from tests.integration.service_fixtures import Cluster, evictions, is_dry_run, kubeconfig_of, live_cluster
+from tests.support.service import (
     LEASE,
     NAMESPACE,
     REPO,
-    Cluster,
     Ports,
     UsageBackend,
     descheduler_command,
-    evictions,
-    is_dry_run,
-    kubeconfig_of,
-    live_cluster,
     service_config,
     subprocess_env,
-    usage_backend,
     write_config,
 )
 
 pytestmark = pytest.mark.integration
-__all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
 
 
 def build(cluster: Cluster) -> None:

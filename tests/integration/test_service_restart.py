@@ -27,29 +27,23 @@ from typing import Any
 import pytest
 
 from tests.integration.apiserver import Fault, RecordedRequest
-from tests.integration.service_fixtures import (
+from tests.integration.service_fixtures import Cluster, evictions, kubeconfig_of, lease_holder, live_cluster
+from tests.support.service import (
     LEASE,
     NAMESPACE,
     REPO,
-    Cluster,
     Descheduler,
     Ports,
     UsageBackend,
     descheduler_command,
-    evictions,
-    kubeconfig_of,
-    lease_holder,
-    live_cluster,
     metric_samples,
     run_descheduler,
     service_config,
     subprocess_env,
-    usage_backend,
     write_config,
 )
 
 pytestmark = pytest.mark.integration
-__all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
 
 WINDOW = 12.0
 """objectLimiters.workload: one eviction per Deployment per this many seconds."""

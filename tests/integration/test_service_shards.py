@@ -12,23 +12,18 @@ from typing import Any
 import pytest
 
 from tests.integration.apiserver import RecordedRequest
-from tests.integration.service_fixtures import (
-    Cluster,
+from tests.integration.service_fixtures import Cluster, kubeconfig_of, lease_holder, live_cluster
+from tests.support.service import (
     Descheduler,
     Ports,
     UsageBackend,
-    kubeconfig_of,
-    lease_holder,
-    live_cluster,
     metric_samples,
     run_descheduler,
     service_config,
-    usage_backend,
     write_config,
 )
 
 pytestmark = pytest.mark.integration
-__all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
 
 POOLS = {"a": ("a-hot", "a-cool"), "b": ("b-hot", "b-cool")}
 SELECTORS: dict[str, Any] = {"a": "pool=a", "b": {"matchLabels": {"pool": "b"}}}

@@ -12,24 +12,19 @@ from typing import Any
 import pytest
 
 from tests.integration.apiserver import Fault, RecordedRequest
-from tests.integration.service_fixtures import (
+from tests.integration.service_fixtures import Cluster, evictions, kubeconfig_of, live_cluster
+from tests.support.service import (
     LEASE,
     NAMESPACE,
-    Cluster,
     Descheduler,
     Ports,
     UsageBackend,
-    evictions,
-    kubeconfig_of,
-    live_cluster,
     run_descheduler,
     service_config,
-    usage_backend,
     write_config,
 )
 
 pytestmark = pytest.mark.integration
-__all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
 
 LATENCY = 1.2
 """How long the API server takes to answer the eviction: the window in which SIGTERM arrives."""

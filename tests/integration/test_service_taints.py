@@ -19,28 +19,28 @@ import pytest
 from descheduler.planner.steer import TAINT_EFFECT, TAINT_KEY
 from tests.integration.apiserver import ApiServer, RecordedRequest, objects
 from tests.integration.service_fixtures import (
-    GI,
-    LEASE,
-    MANIFESTS,
     Cluster,
-    Descheduler,
-    Ports,
-    UsageBackend,
     evictions,
     kubeconfig_of,
     lease_holder,
     live_cluster,
     load_rbac_rules,
     rbac_allows,
+    shipped_rbac_rules,
+)
+from tests.support.service import (
+    GI,
+    LEASE,
+    MANIFESTS,
+    Descheduler,
+    Ports,
+    UsageBackend,
     run_descheduler,
     service_config,
-    shipped_rbac_rules,
-    usage_backend,
     write_config,
 )
 
 pytestmark = pytest.mark.integration
-__all__ = ["usage_backend"]  # a fixture: imported so pytest finds it
 
 TEAM = {"key": "team", "value": "a", "effect": "PreferNoSchedule"}
 OURS = {"key": TAINT_KEY, "value": "true", "effect": TAINT_EFFECT}

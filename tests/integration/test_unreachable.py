@@ -22,8 +22,8 @@ from descheduler.kube.api import KubeApi
 from descheduler.kube.connection import connect, unreachable_reason
 from descheduler.kube.errors import ApiConnectionError, ApiTimeoutError, KubeError
 from tests.integration.apiserver import ApiServer, objects
-from tests.integration.prom_fixtures import free_port
-from tests.integration.service_fixtures import (
+from tests.support.prometheus import free_port
+from tests.support.service import (
     REPO,
     Ports,
     descheduler_command,

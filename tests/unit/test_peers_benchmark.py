@@ -27,7 +27,7 @@ from benchmarks.peers import (
     unneeded_evictions,
 )
 from descheduler.config.load import load_config_document
-from tests.integration.service_fixtures import Ports
+from tests.support.service import Ports
 
 
 @pytest.mark.parametrize(
