@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from descheduler.kube.api import DEFAULT_USER_AGENT, KubeApi
-from descheduler.kube.errors import ApiConnectionError, ClientThrottledError, ConfigError, KubeError
+from descheduler.kube.errors import ApiConnectionError, ClientThrottledError, KubeconfigError, KubeError
 from descheduler.strictyaml import YamlInputError, load_all
 
 MAX_KUBECONFIG_BYTES = 4 * 2**20
@@ -106,7 +106,7 @@ def kubeconfig_problems(doc: Any) -> list[str]:
 def check_kubeconfig_file(path: str) -> None:
     """Read ``path`` strictly (bounded, duplicate keys and aliases refused) and check its shape.
 
-    Raises ``ConfigError`` with one line naming the file and every problem; the kubernetes client then
+    Raises ``KubeconfigError`` with one line naming the file and every problem; the kubernetes client then
     reads the same, now known-good, file."""
     from descheduler.config.load import read_text_file
 
@@ -115,14 +115,14 @@ def check_kubeconfig_file(path: str) -> None:
         docs = load_all(text, path, max_bytes=MAX_KUBECONFIG_BYTES)
     except YamlInputError as exc:
         where = f" (line {exc.line}, column {exc.column})" if exc.line is not None else ""
-        raise ConfigError(f"kubeconfig {path}: not valid YAML{where}: {exc.problem}") from None
+        raise KubeconfigError(f"kubeconfig {path}: not valid YAML{where}: {exc.problem}") from None
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"kubeconfig {path}: {exc}") from None
+        raise KubeconfigError(f"kubeconfig {path}: {exc}") from None
     if len(docs) > 1:
-        raise ConfigError(f"kubeconfig {path}: expected one YAML document, found {len(docs)}")
+        raise KubeconfigError(f"kubeconfig {path}: expected one YAML document, found {len(docs)}")
     problems = kubeconfig_problems(docs[0] if docs else None)
     if problems:
-        raise ConfigError(f"kubeconfig {path}: {'; '.join(problems)}")
+        raise KubeconfigError(f"kubeconfig {path}: {'; '.join(problems)}")
 
 
 def connect(
@@ -151,7 +151,7 @@ def connect(
     in_cluster: Any = InClusterConfigLoader
 
     if qps <= 0 or burst < 1:
-        raise ConfigError(f"clientConnection: qps must be > 0 and burst >= 1 (got qps={qps}, burst={burst})")
+        raise ValueError(f"clientConnection: qps must be > 0 and burst >= 1 (got qps={qps}, burst={burst})")
     configuration = client.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG") or ""
     home_config = os.path.expanduser(os.path.join("~", ".kube", "config"))
@@ -160,7 +160,7 @@ def connect(
     if path:
         files = [p for p in path.split(os.pathsep) if p]
         if not any(os.path.exists(os.path.expanduser(p)) for p in files):
-            raise ConfigError(f"kubeconfig {path}: file not found")
+            raise KubeconfigError(f"kubeconfig {path}: file not found")
         for file in files:
             if os.path.exists(os.path.expanduser(file)):
                 check_kubeconfig_file(os.path.expanduser(file))
@@ -169,17 +169,17 @@ def connect(
                 config_file=path, context=context, client_configuration=configuration, persist_config=False
             )
         except (ConfigException, OSError, ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"kubeconfig {path}: {exc}") from exc
+            raise KubeconfigError(f"kubeconfig {path}: {exc}") from exc
     else:
         if not os.environ.get("KUBERNETES_SERVICE_HOST"):
-            raise ConfigError(
+            raise KubeconfigError(
                 "no cluster to talk to: pass --kubeconfig, set KUBECONFIG, write ~/.kube/config, or run in a "
                 "pod with a service account (KUBERNETES_SERVICE_HOST is not set)"
             )
         try:
             in_cluster(token_filename=token_file, cert_filename=ca_file).load_and_set(configuration)
         except (ConfigException, OSError) as exc:
-            raise ConfigError(f"in-cluster service account: {exc}") from exc
+            raise KubeconfigError(f"in-cluster service account: {exc}") from exc
     return KubeApi(configuration, qps=qps, burst=burst, user_agent=user_agent)
 
 

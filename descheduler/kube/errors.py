@@ -71,5 +71,6 @@ class DecodeError(KubeError):
     """The server answered 2xx with a body that is not the JSON we expect."""
 
 
-class ConfigError(KubeError):
-    """No usable kubeconfig or in-cluster service account."""
+class KubeconfigError(KubeError):
+    """No usable kubeconfig or in-cluster service account: where to connect, not what to do (a bad
+    configuration file is ``descheduler.config.load.ConfigError``, exit 2 before any connection)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from descheduler.kube.connection import connect
-from descheduler.kube.errors import ConfigError
+from descheduler.kube.errors import KubeconfigError
 from descheduler.kube.leader import LeaderElector
 
 
@@ -18,20 +18,20 @@ def test_no_kubeconfig_and_no_service_account_is_a_clear_error_listing_every_pla
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(
-        ConfigError, match=r"--kubeconfig, set KUBECONFIG, write ~/.kube/config, or run in a pod"
+        KubeconfigError, match=r"--kubeconfig, set KUBECONFIG, write ~/.kube/config, or run in a pod"
     ):
         connect(None, 10, 10)
 
 
 def test_a_missing_kubeconfig_file_is_named(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"kubeconfig .*missing\.yaml: file not found"):
+    with pytest.raises(KubeconfigError, match=r"kubeconfig .*missing\.yaml: file not found"):
         connect(str(tmp_path / "missing.yaml"), 10, 10)
 
 
 def test_a_kubeconfig_without_a_context_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "empty.yaml"
     path.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
-    with pytest.raises(ConfigError, match=r"kubeconfig .*empty\.yaml"):
+    with pytest.raises(KubeconfigError, match=r"kubeconfig .*empty\.yaml"):
         connect(str(path), 10, 10)
 
 
@@ -39,13 +39,13 @@ def test_in_cluster_without_a_token_file_is_named(tmp_path: Path, monkeypatch: p
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
-    with pytest.raises(ConfigError, match=r"in-cluster service account: .*token"):
+    with pytest.raises(KubeconfigError, match=r"in-cluster service account: .*token"):
         connect(None, 10, 10, token_file=str(tmp_path / "token"), ca_file=str(tmp_path / "ca.crt"))
 
 
 @pytest.mark.parametrize(("qps", "burst"), [(0, 10), (10, 0)])
 def test_client_rate_limits_must_be_positive(qps: float, burst: int, tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="clientConnection: qps must be > 0 and burst >= 1"):
+    with pytest.raises(ValueError, match="clientConnection: qps must be > 0 and burst >= 1"):
         connect(str(tmp_path / "x"), qps, burst)
 
 

@@ -16,7 +16,7 @@ from descheduler import strictyaml
 from descheduler.cli import main
 from descheduler.config.load import MAX_CONFIG_BYTES, ConfigError, load_config, load_config_text
 from descheduler.kube.connection import check_kubeconfig_file, connect
-from descheduler.kube.errors import ConfigError as KubeConfigError
+from descheduler.kube.errors import KubeconfigError
 from descheduler.strictyaml import YamlInputError, load_all, load_one
 from descheduler.units import parse_duration, parse_quantity
 
@@ -355,7 +355,7 @@ def test_a_kubeconfig_of_the_wrong_shape_is_one_line_naming_the_field(
 ) -> None:
     path = tmp_path / "kubeconfig"
     path.write_text(text)
-    with pytest.raises(KubeConfigError) as caught:
+    with pytest.raises(KubeconfigError) as caught:
         connect(str(path), 10, 10)
     assert problem in str(caught.value)
     assert str(caught.value).startswith(f"kubeconfig {path}: ")
