@@ -1,4 +1,4 @@
-"""The test API server (``tests/integration/apiserver``) serving a synthetic cluster, in or out of process.
+"""The test API server (``tests/apiserver``) serving a synthetic cluster, in or out of process.
 
 ``cycle_cost`` runs it in a child process (``python -m benchmarks.apiserver``) so that the server's own
 CPU and memory are not counted against the client being measured; ``control_plane_load`` runs it in
@@ -22,10 +22,10 @@ from types import TracebackType
 from typing import Any
 
 from benchmarks import synth
-from tests.integration.apiserver import ApiServer
-from tests.integration.apiserver import store as store_mod
-from tests.integration.apiserver.resources import by_kind
-from tests.integration.apiserver.selectors import compile_field_selector, labels_match, parse_label_selector
+from tests.apiserver import ApiServer
+from tests.apiserver import store as store_mod
+from tests.apiserver.resources import by_kind
+from tests.apiserver.selectors import compile_field_selector, labels_match, parse_label_selector
 
 
 def load(server: ApiServer, objects: Iterable[dict[str, Any]]) -> int:

@@ -35,8 +35,8 @@ from benchmarks.apiserver import FastPagingApiServer, load
 from benchmarks.closedloop import World
 from benchmarks.common import quiet_logs, summary_line, verdict
 from benchmarks.fakeprom import FakePrometheus
-from tests.integration.apiserver import RecordedRequest
-from tests.integration.apiserver.resources import by_kind
+from tests.apiserver import RecordedRequest
+from tests.apiserver.resources import by_kind
 
 INTERVAL = 60.0
 

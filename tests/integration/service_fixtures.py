@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.integration.apiserver import ApiServer, RecordedRequest, objects
+from tests.apiserver import ApiServer, RecordedRequest, objects
 from tests.support.service import GI, MANIFESTS, NAMESPACE, SimulatedNodes, UsageBackend
 
 DISCOVERY_PATHS = ("/api", "/apis", "/version", "/healthz", "/livez", "/readyz", "/openapi")

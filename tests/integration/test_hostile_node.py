@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.apiserver import objects
+from tests.apiserver import objects
 from tests.integration.service_fixtures import Cluster, kubeconfig_of, live_cluster
 from tests.support.service import (
     GI,

@@ -10,8 +10,8 @@ import pytest
 
 from descheduler.kube.api import KubeApi
 from descheduler.kube.cache import DEFAULT_RESOURCES, ClusterCache
-from tests.integration.apiserver import ApiServer, Fault, objects
-from tests.integration.apiserver.waiting import eventually
+from tests.apiserver import ApiServer, Fault, objects
+from tests.apiserver.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from descheduler.cluster.parse import parse_pod
 from descheduler.kube.api import KubeApi
 from descheduler.kube.events import EventRecorder
-from tests.integration.apiserver import ApiServer, objects
+from tests.apiserver import ApiServer, objects
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import pytest
 from descheduler.kube.connection import connect
 from descheduler.kube.errors import ApiConnectionError, ApiStatusError
 from descheduler.kube.metrics_api import MetricsServerApi, list_node_metrics, list_pod_metrics
-from tests.integration.apiserver import ApiServer, objects
+from tests.apiserver import ApiServer, objects
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from descheduler.kube.api import KubeApi
 from descheduler.kube.connection import connect
 from descheduler.kube.events import EventRecorder
 from descheduler.kube.evict import Evictor
-from tests.integration.apiserver import ApiServer, Fault, objects
+from tests.apiserver import ApiServer, Fault, objects
 
 pytestmark = pytest.mark.integration
 

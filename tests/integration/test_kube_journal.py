@@ -9,7 +9,7 @@ from descheduler.kube.api import KubeApi
 from descheduler.kube.journal import DATA_KEY, ConfigMapJournal
 from descheduler.planner import journal as records
 from descheduler.planner.journal import Entry, JournalUnreadable, JournalWriteError
-from tests.integration.apiserver import ApiServer, Fault
+from tests.apiserver import ApiServer, Fault
 
 pytestmark = pytest.mark.integration
 

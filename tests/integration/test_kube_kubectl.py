@@ -18,7 +18,7 @@ from descheduler.cluster.parse import parse_pod
 from descheduler.kube.connection import connect
 from descheduler.kube.events import EventRecorder
 from descheduler.kube.evict import Evictor
-from tests.integration.apiserver import ApiServer, objects
+from tests.apiserver import ApiServer, objects
 
 KUBECTL = "/usr/bin/kubectl"
 pytestmark = pytest.mark.integration

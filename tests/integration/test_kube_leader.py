@@ -13,8 +13,8 @@ from descheduler.cluster.parse import parse_pod
 from descheduler.kube.connection import connect
 from descheduler.kube.evict import Evictor
 from descheduler.kube.leader import LeaderElector
-from tests.integration.apiserver import ApiServer, Fault, objects
-from tests.integration.apiserver.waiting import eventually
+from tests.apiserver import ApiServer, Fault, objects
+from tests.apiserver.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from descheduler.kube.api import KubeApi
 from descheduler.kube.events import EventRecorder
 from descheduler.kube.taints import NodeTainter
 from descheduler.planner.steer import TAINT_EFFECT, TAINT_KEY
-from tests.integration.apiserver import ApiServer, objects
+from tests.apiserver import ApiServer, objects
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.apiserver import ApiServer
+from tests.apiserver import ApiServer
 from tests.support.service import (
     MANIFESTS,
     REPO,

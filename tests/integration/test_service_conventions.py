@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from descheduler.kube.connection import connect
-from tests.integration.apiserver import ApiServer, objects
+from tests.apiserver import ApiServer, objects
 from tests.support.prometheus import free_port
 from tests.support.service import (
     REPO,

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.apiserver import Fault, RecordedRequest
-from tests.integration.apiserver.objects import pdb
+from tests.apiserver import Fault, RecordedRequest
+from tests.apiserver.objects import pdb
 from tests.integration.service_fixtures import (
     Cluster,
     evictions,

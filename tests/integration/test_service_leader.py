@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.apiserver import RecordedRequest
+from tests.apiserver import RecordedRequest
 from tests.integration.service_fixtures import Cluster, evictions, kubeconfig_of, lease_holder, live_cluster
 from tests.support.service import (
     LEASE,

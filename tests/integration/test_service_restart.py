@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.apiserver import Fault, RecordedRequest
+from tests.apiserver import Fault, RecordedRequest
 from tests.integration.service_fixtures import Cluster, evictions, kubeconfig_of, lease_holder, live_cluster
 from tests.support.service import (
     LEASE,

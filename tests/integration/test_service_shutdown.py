@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.apiserver import Fault, RecordedRequest
+from tests.apiserver import Fault, RecordedRequest
 from tests.integration.service_fixtures import Cluster, evictions, kubeconfig_of, live_cluster
 from tests.support.service import (
     LEASE,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from descheduler.planner.steer import TAINT_EFFECT, TAINT_KEY
-from tests.integration.apiserver import ApiServer, RecordedRequest, objects
+from tests.apiserver import ApiServer, RecordedRequest, objects
 from tests.integration.service_fixtures import (
     Cluster,
     evictions,

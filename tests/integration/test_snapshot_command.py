@@ -12,7 +12,7 @@ import yaml
 from benchmarks.fakeprom import FakePrometheus
 from descheduler.cli import main
 from descheduler.simulate.inputs import load_cluster
-from tests.integration.apiserver import ApiServer, objects
+from tests.apiserver import ApiServer, objects
 
 CONFIG = """\
 apiVersion: descheduler/v1alpha2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.apiserver.selectors import (
+from tests.apiserver.selectors import (
     SelectorError,
     compile_field_selector,
     labels_match,

@@ -7,7 +7,7 @@ Start one with the ``apiserver`` pytest fixture (``tests/integration/conftest.py
         server.create(objects.node("n1"))
 """
 
-from tests.integration.apiserver import objects
-from tests.integration.apiserver.server import ApiServer, Fault, RecordedRequest
+from tests.apiserver import objects
+from tests.apiserver.server import ApiServer, Fault, RecordedRequest
 
 __all__ = ["ApiServer", "Fault", "RecordedRequest", "objects"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.integration.apiserver.resources import ResourceType
+from tests.apiserver.resources import ResourceType
 
 
 class ApiError(Exception):

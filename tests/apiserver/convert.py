@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tests.integration.apiserver import errors
-from tests.integration.apiserver.resources import ResourceType
+from tests.apiserver import errors
+from tests.apiserver.resources import ResourceType
 
 Obj = dict[str, Any]
 

@@ -35,17 +35,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.integration.apiserver import convert, errors, store
-from tests.integration.apiserver.errors import ApiError
-from tests.integration.apiserver.resources import RESOURCES, ResourceType, by_kind, by_plural, find, groups
-from tests.integration.apiserver.selectors import (
+from tests.apiserver import convert, errors, store
+from tests.apiserver.errors import ApiError
+from tests.apiserver.resources import RESOURCES, ResourceType, by_kind, by_plural, find, groups
+from tests.apiserver.selectors import (
     SelectorError,
     compile_field_selector,
     labels_match,
     parse_label_selector,
     selector_object_matches,
 )
-from tests.integration.apiserver.tables import TABLE_RESOURCES, to_table, wants_table
+from tests.apiserver.tables import TABLE_RESOURCES, to_table, wants_table
 
 Obj = dict[str, Any]
 SERVER_VERSION = {

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from tests.integration.apiserver import errors
-from tests.integration.apiserver.resources import RESOURCES, ResourceType
+from tests.apiserver import errors
+from tests.apiserver.resources import RESOURCES, ResourceType
 
 Obj = dict[str, Any]
 T = TypeVar("T")
