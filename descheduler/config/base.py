@@ -19,6 +19,16 @@ def _known_names(cls: type[BaseModel]) -> list[str]:
     return names
 
 
+class FieldProblem(ValueError):
+    """A problem a model validator finds in one of the model's fields (or deeper): the loader appends
+    ``path`` to the model's own location, so the line names the field, not just the object holding it."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
 class StrictModel(BaseModel):
     """Rejects unknown keys, naming the closest known key; accepts camelCase aliases."""
 

@@ -1,278 +1,86 @@
-"""Koordinator-compatible configuration models (``descheduler/v1alpha2``).
+"""The top-level ``DeschedulerConfiguration`` (``descheduler/v1alpha2``): profiles, plugins, leader
+election, the watch cache, the endpoints, and the checks that span them.
 
-Field names and defaults follow Koordinator's ``DeschedulerConfiguration``, ``LowNodeLoadArgs`` and
-``MigrationControllerArgs`` so a team can apply its existing ConfigMap unchanged. Fields that mean
-nothing for this product are accepted and listed in ``ignored_fields`` so the loader can say so once.
+Field names and defaults follow Koordinator's ``DeschedulerConfiguration`` so a team can apply its
+existing ConfigMap unchanged. Each plugin's arguments live with their own checks in their own module
+(``lownodeload.py``, ``migration.py``), as the Kubernetes descheduler keeps each plugin's types,
+defaults and validation together; they are re-exported here for the callers that read the whole file.
 """
 
 from __future__ import annotations
 
+import difflib
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from descheduler.config.base import StrictModel
+from descheduler.config.lownodeload import (
+    HotspotTaint,
+    LoadAnomalyCondition,
+    LowNodeLoadArgs,
+    NodePool,
+    PodSelector,
+)
+from descheduler.config.migration import (
+    ArbitrationArgs,
+    MigrationControllerArgs,
+    ObjectLimiter,
+    PriorityThreshold,
+)
 from descheduler.config.providers import MetricsProviders
+from descheduler.config.selectors import (
+    LabelSelectorConfig,
+    LabelSelectorRequirementConfig,
+    Namespaces,
+    parse_selector_text,
+)
 from descheduler.config.types import (
-    MAX_CONFIG_DURATION,
     MAX_CONFIG_INT,
     MAX_CONFIG_RATE,
     Duration,
-    FloatOrString,
-    Int32,
     NonNegativeInt,
-    ReplicasIntOrPercent,
-    ResourceThresholds,
-    ResourceWeights,
     dns1123_label_problem,
     dns1123_subdomain_problem,
 )
 
+__all__ = [
+    "EXTENSION_POINTS",
+    "KNOWN_PLUGINS",
+    "LOW_NODE_LOAD",
+    "MIGRATION_CONTROLLER",
+    "ArbitrationArgs",
+    "ClientConnection",
+    "DeschedulerConfiguration",
+    "HotspotTaint",
+    "LabelSelectorConfig",
+    "LabelSelectorRequirementConfig",
+    "LeaderElection",
+    "LoadAnomalyCondition",
+    "LowNodeLoadArgs",
+    "MigrationControllerArgs",
+    "Namespaces",
+    "NodePool",
+    "ObjectLimiter",
+    "OtherPluginArgs",
+    "PodSelector",
+    "PriorityThreshold",
+    "Profile",
+    "WatchCache",
+]
+
 LOW_NODE_LOAD = "LowNodeLoad"
 MIGRATION_CONTROLLER = "MigrationController"
 KNOWN_PLUGINS = (LOW_NODE_LOAD, MIGRATION_CONTROLLER)
+EXTENSION_POINTS = ("deschedule", "balance", "evict", "filter")
 
 
-class LabelSelectorRequirementConfig(StrictModel):
-    key: str
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: list[str] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _values_match_operator(self) -> LabelSelectorRequirementConfig:
-        if self.operator in ("In", "NotIn") and not self.values:
-            raise ValueError(f"operator {self.operator} needs at least one value")
-        if self.operator in ("Exists", "DoesNotExist") and self.values:
-            raise ValueError(f"operator {self.operator} takes no values")
-        return self
-
-
-class LabelSelectorConfig(StrictModel):
-    """metav1.LabelSelector as written in YAML."""
-
-    match_labels: dict[str, str] = Field(default_factory=dict, alias="matchLabels")
-    match_expressions: list[LabelSelectorRequirementConfig] = Field(
-        default_factory=list, alias="matchExpressions"
-    )
-
-
-class Namespaces(StrictModel):
-    include: list[str] = Field(default_factory=list)
-    exclude: list[str] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _include_xor_exclude(self) -> Namespaces:
-        if self.include and self.exclude:
-            raise ValueError("set either include or exclude, not both")
-        return self
-
-
-class LoadAnomalyCondition(StrictModel):
-    consecutive_abnormalities: int = Field(
-        default=5, ge=1, le=MAX_CONFIG_INT, alias="consecutiveAbnormalities"
-    )
-    """A node over its high threshold this many cycles in a row is a hotspot (1 = at once)."""
-    consecutive_normalities: int = Field(default=3, ge=0, le=MAX_CONFIG_INT, alias="consecutiveNormalities")
-    """Accepted for Koordinator compatibility: here one normal cycle already resets the count."""
-    timeout: Duration = 60.0
-    """Accepted for Koordinator compatibility: here counts expire with ``detectorCacheTimeout``."""
-
-
-class PodSelector(StrictModel):
-    name: str = ""
-    selector: LabelSelectorConfig | None = None
-
-
-def _check_thresholds(low: dict[str, float], high: dict[str, float], where: str) -> None:
-    for resource, value in low.items():
-        if resource in high and value > high[resource]:
-            raise ValueError(
-                f"{where}lowThresholds.{resource} ({value:g}) is above highThresholds.{resource} "
-                f"({high[resource]:g})"
-            )
-
-
-class NodePool(StrictModel):
-    """A group of nodes with its own thresholds; unset fields inherit from the plugin args."""
-
-    name: str = ""
-    node_selector: LabelSelectorConfig | None = Field(default=None, alias="nodeSelector")
-    use_deviation_thresholds: bool | None = Field(default=None, alias="useDeviationThresholds")
-    low_thresholds: ResourceThresholds | None = Field(default=None, alias="lowThresholds")
-    high_thresholds: ResourceThresholds | None = Field(default=None, alias="highThresholds")
-    prod_low_thresholds: ResourceThresholds | None = Field(default=None, alias="prodLowThresholds")
-    prod_high_thresholds: ResourceThresholds | None = Field(default=None, alias="prodHighThresholds")
-    resource_weights: ResourceWeights | None = Field(default=None, alias="resourceWeights")
-    anomaly_condition: LoadAnomalyCondition | None = Field(default=None, alias="anomalyCondition")
-
-
-class HotspotTaint(StrictModel):
-    """**Ours**: keep the stock kube-scheduler off hot nodes with a ``PreferNoSchedule`` taint of our own key.
-
-    The kube-scheduler places pods by requests, so a node hot by usage (often the one with the most free
-    requests) would otherwise get the replacements of the pods evicted from it. Tainted: hotspots, nodes
-    over by the usage estimate, and, while pods are in motion, nodes with less room than one of them uses
-    (``planner/steer.py``). Needs the node ``patch`` permission of ``manifests/components/hotspot-taint``.
-    """
-
-    enabled: bool = False
-    remove_after_cycles: int = Field(default=3, ge=1, le=1000, alias="removeAfterCycles")
-    """Consecutive cycles without a reason for the taint (normal or low) after which it is removed."""
-
-
-class LowNodeLoadArgs(StrictModel):
-    """Arguments of the LowNodeLoad balance plugin: which nodes are hot and which are targets."""
-
-    ignored_fields: ClassVar[frozenset[str]] = frozenset({"apiVersion", "kind"})
-
-    paused: bool = False
-    dry_run: bool = Field(default=False, alias="dryRun")
-    number_of_nodes: NonNegativeInt = Field(default=0, alias="numberOfNodes")
-    node_metric_expiration_seconds: int = Field(
-        default=180, ge=1, le=int(MAX_CONFIG_DURATION), alias="nodeMetricExpirationSeconds"
-    )
-    evictable_namespaces: Namespaces | None = Field(default=None, alias="evictableNamespaces")
-    node_selector: LabelSelectorConfig | None = Field(default=None, alias="nodeSelector")
-    pod_selectors: list[PodSelector] = Field(default_factory=list, alias="podSelectors")
-    node_fit: bool = Field(default=True, alias="nodeFit")
-    use_deviation_thresholds: bool = Field(default=False, alias="useDeviationThresholds")
-    low_thresholds: ResourceThresholds = Field(default_factory=dict, alias="lowThresholds")
-    high_thresholds: ResourceThresholds = Field(default_factory=dict, alias="highThresholds")
-    prod_low_thresholds: ResourceThresholds = Field(default_factory=dict, alias="prodLowThresholds")
-    prod_high_thresholds: ResourceThresholds = Field(default_factory=dict, alias="prodHighThresholds")
-    resource_weights: ResourceWeights = Field(
-        default_factory=lambda: {"cpu": 1, "memory": 1}, alias="resourceWeights"
-    )
-    anomaly_condition: LoadAnomalyCondition = Field(
-        default_factory=LoadAnomalyCondition, alias="anomalyCondition"
-    )
-    detector_cache_timeout: Duration = Field(default=300.0, alias="detectorCacheTimeout")
-    node_pools: list[NodePool] = Field(default_factory=list, alias="nodePools")
-    hotspot_taint: HotspotTaint = Field(default_factory=HotspotTaint, alias="hotspotTaint")
-
-    @field_validator("detector_cache_timeout")
-    @classmethod
-    def _positive_detector_timeout(cls, value: float) -> float:
-        # 0 forgets every count before the next cycle: no node would ever be confirmed hot, silently.
-        if value <= 0:
-            raise ValueError("must be a positive duration such as 5m (0 would confirm no hotspot, ever)")
-        return value
-
-    @model_validator(mode="after")
-    def _thresholds_consistent(self) -> LowNodeLoadArgs:
-        _check_thresholds(self.low_thresholds, self.high_thresholds, "")
-        _check_thresholds(self.prod_low_thresholds, self.prod_high_thresholds, "")
-        for i, pool in enumerate(self.node_pools):
-            low = pool.low_thresholds if pool.low_thresholds is not None else self.low_thresholds
-            high = pool.high_thresholds if pool.high_thresholds is not None else self.high_thresholds
-            _check_thresholds(low, high, f"nodePools[{i}].")
-            plow = (
-                pool.prod_low_thresholds if pool.prod_low_thresholds is not None else self.prod_low_thresholds
-            )
-            phigh = (
-                pool.prod_high_thresholds
-                if pool.prod_high_thresholds is not None
-                else self.prod_high_thresholds
-            )
-            _check_thresholds(plow, phigh, f"nodePools[{i}].")
-        return self
-
-
-class PriorityThreshold(StrictModel):
-    value: Int32 | None = None
-    name: str = ""
-
-    @model_validator(mode="after")
-    def _value_xor_name(self) -> PriorityThreshold:
-        if self.value is not None and self.name:
-            raise ValueError("set either value or name, not both")
-        return self
-
-
-class ObjectLimiter(StrictModel):
-    duration: Duration = 300.0
-    max_migrating: ReplicasIntOrPercent | None = Field(default=None, alias="maxMigrating")
-
-
-class ArbitrationArgs(StrictModel):
-    enabled: bool = True
-    interval: Duration = 0.5
-
-
-class MigrationControllerArgs(StrictModel):
-    """Arguments of the MigrationController evictor: filters, limits and how pods are evicted."""
-
-    ignored_fields: ClassVar[frozenset[str]] = frozenset({"apiVersion", "kind"})
-    reservation_fields: ClassVar[tuple[str, ...]] = (
-        "defaultJobMode",
-        "defaultJobTTL",
-        "schedulerNames",
-        "maxConcurrentReconciles",
-        "arbitrationArgs",
-        "flowControlQPS",
-        "flowControlBurst",
-    )
-
-    dry_run: bool = Field(default=False, alias="dryRun")
-    evict_failed_bare_pods: bool = Field(default=False, alias="evictFailedBarePods")
-    evict_all_bare_pods: bool = Field(default=False, alias="evictAllBarePods")
-    evict_local_storage_pods: bool = Field(default=False, alias="evictLocalStoragePods")
-    evict_system_critical_pods: bool = Field(default=False, alias="evictSystemCriticalPods")
-    evict_resource_claim_pods: bool = Field(default=False, alias="evictResourceClaimPods")
-    """Ours: pods holding DRA devices (spec.resourceClaims) stay put unless this is true."""
-    ignore_pvc_pods: bool = Field(default=False, alias="ignorePvcPods")
-    priority_threshold: PriorityThreshold | None = Field(default=None, alias="priorityThreshold")
-    label_selector: LabelSelectorConfig | None = Field(default=None, alias="labelSelector")
-    namespaces: Namespaces | None = None
-    max_migrating_globally: NonNegativeInt | None = Field(default=None, alias="maxMigratingGlobally")
-    max_migrating_per_node: NonNegativeInt | None = Field(default=2, alias="maxMigratingPerNode")
-    max_migrating_per_namespace: NonNegativeInt | None = Field(default=None, alias="maxMigratingPerNamespace")
-    max_migrating_per_workload: ReplicasIntOrPercent | None = Field(
-        default=None, alias="maxMigratingPerWorkload"
-    )
-    max_unavailable_per_workload: ReplicasIntOrPercent | None = Field(
-        default=None, alias="maxUnavailablePerWorkload"
-    )
-    skip_check_expected_replicas: bool = Field(default=False, alias="skipCheckExpectedReplicas")
-    object_limiters: dict[str, ObjectLimiter] = Field(
-        default_factory=lambda: {"workload": ObjectLimiter()}, alias="objectLimiters"
-    )
-    evict_qps: FloatOrString = Field(default=10.0, alias="evictQPS")
-    evict_burst: int = Field(default=1, ge=1, le=MAX_CONFIG_INT, alias="evictBurst")
-    eviction_policy: Literal["Eviction", "Delete"] = Field(default="Eviction", alias="evictionPolicy")
-    default_delete_options: dict[str, Any] | None = Field(default=None, alias="defaultDeleteOptions")
-    skip_eviction_gates: bool = Field(default=False, alias="skipEvictionGates")
-    # Reservation / PodMigrationJob fields: accepted, not used (this product evicts directly).
-    default_job_mode: str | None = Field(default=None, alias="defaultJobMode")
-    default_job_ttl: Duration | None = Field(default=None, alias="defaultJobTTL")
-    scheduler_names: list[str] | None = Field(default=None, alias="schedulerNames")
-    max_concurrent_reconciles: Int32 | None = Field(default=None, alias="maxConcurrentReconciles")
-    arbitration_args: ArbitrationArgs | None = Field(default=None, alias="arbitrationArgs")
-    flow_control_qps: FloatOrString | None = Field(default=None, alias="flowControlQPS")
-    flow_control_burst: Int32 | None = Field(default=None, alias="flowControlBurst")
-
-    @field_validator("object_limiters")
-    @classmethod
-    def _known_limiters(cls, value: dict[str, ObjectLimiter]) -> dict[str, ObjectLimiter]:
-        for name in value:
-            if name != "workload":
-                raise ValueError(f"unknown object limiter {name!r}; the only kind is 'workload'")
-        return value
-
-    @field_validator("default_delete_options")
-    @classmethod
-    def _delete_options(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        allowed = {"gracePeriodSeconds", "propagationPolicy", "preconditions", "dryRun", "kind", "apiVersion"}
-        for key in value or {}:
-            if key not in allowed:
-                raise ValueError(f"unknown DeleteOptions field {key!r}; known: {', '.join(sorted(allowed))}")
-        grace = (value or {}).get("gracePeriodSeconds")
-        if isinstance(grace, int) and not isinstance(grace, bool) and not 0 <= grace <= MAX_CONFIG_DURATION:
-            raise ValueError(
-                f"gracePeriodSeconds must be between 0 and {int(MAX_CONFIG_DURATION)} (a year), "
-                f"got {grace if abs(grace) < 10**20 else 'a number of ' + str(len(str(grace))) + ' digits'}"
-            )
-        return value
+def plugin_name_typo(name: str) -> str | None:
+    """The known plugin ``name`` is a likely typo of, or None (an unknown plugin is only a notice)."""
+    if name in KNOWN_PLUGINS:
+        return None
+    close = difflib.get_close_matches(name, KNOWN_PLUGINS, n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 class OtherPluginArgs(StrictModel):
@@ -333,8 +141,20 @@ class Plugin(StrictModel):
     name: str
 
 
+class EnabledPlugin(Plugin):
+    """A plugin switched on: a near miss of a known name is an error (it would silently do nothing)."""
+
+    @field_validator("name")
+    @classmethod
+    def _not_a_typo(cls, name: str) -> str:
+        close = plugin_name_typo(name)
+        if close is not None:
+            raise ValueError(f"unknown plugin {name!r}; did you mean {close!r}?")
+        return name
+
+
 class PluginSet(StrictModel):
-    enabled: list[Plugin] = Field(default_factory=list)
+    enabled: list[EnabledPlugin] = Field(default_factory=list)
     disabled: list[Plugin] = Field(default_factory=list)
 
     def names(self) -> list[str]:
@@ -451,6 +271,26 @@ class DeschedulerConfiguration(StrictModel):
     metrics_providers: MetricsProviders = Field(default_factory=list, alias="metricsProviders")
     """Ours, in the Kubernetes descheduler's shape: where usage comes from (empty: Prometheus defaults)."""
     profiles: list[Profile] = Field(default_factory=list)
+
+    @field_validator("node_selector")
+    @classmethod
+    def _selector_text_parses(
+        cls, value: LabelSelectorConfig | str | None
+    ) -> LabelSelectorConfig | str | None:
+        if isinstance(value, str):
+            parse_selector_text(value)
+        return value
+
+    @field_validator("profiles")
+    @classmethod
+    def _one_balancing_profile(cls, profiles: list[Profile]) -> list[Profile]:
+        balancing = [p for p in profiles if LOW_NODE_LOAD in p.plugins.balance.names()]
+        if len(balancing) > 1:
+            raise ValueError(
+                "LowNodeLoad is enabled in more than one profile; run one instance per profile instead "
+                "(each with its own nodeSelector and lease name)"
+            )
+        return profiles
 
     @field_validator("descheduling_interval")
     @classmethod

@@ -23,6 +23,7 @@ from typing import Any
 import structlog
 
 from descheduler.cluster.types import Pod
+from descheduler.config.migration import delete_options_to_send
 from descheduler.kube.api import KubeApi, Response, path_segment, status_error
 from descheduler.kube.errors import (
     ApiConnectionError,
@@ -51,20 +52,6 @@ RESULTS = frozenset(
 POSSIBLY_EVICTED = frozenset({"evicted", "unknown"})
 """Results the caller must count as evictions (limits, windows, anomaly counts): safety first."""
 POLICIES = ("Eviction", "Delete")
-_DELETE_OPTION_KEYS = frozenset(
-    {
-        "gracePeriodSeconds",
-        "propagationPolicy",
-        "preconditions",
-        "dryRun",
-        "kind",
-        "apiVersion",
-        "orphanDependents",
-    }
-)
-_PROPAGATION = ("Orphan", "Background", "Foreground")
-
-
 @dataclass(frozen=True)
 class EvictionOutcome:
     result: str
@@ -84,32 +71,6 @@ class EvictionOutcome:
 
 def _descheduled_message(node: str, reason: str) -> str:
     return f'Pod evicted from node "{node}" by the reason "{reason}"'
-
-
-def validate_delete_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The delete options sent with every eviction; ``ValueError`` names the bad field."""
-    out: dict[str, Any] = {}
-    for key, value in (options or {}).items():
-        if key not in _DELETE_OPTION_KEYS:
-            raise ValueError(
-                f"deleteOptions.{key}: unknown field; known: {', '.join(sorted(_DELETE_OPTION_KEYS))}"
-            )
-        if key in ("kind", "apiVersion", "dryRun"):
-            continue  # the evictor owns the envelope and dry-run
-        if key == "gracePeriodSeconds" and (
-            not isinstance(value, int) or isinstance(value, bool) or value < 0
-        ):
-            raise ValueError(
-                f"deleteOptions.gracePeriodSeconds must be a non-negative integer, got {value!r}"
-            )
-        if key == "propagationPolicy" and value not in _PROPAGATION:
-            raise ValueError(
-                f"deleteOptions.propagationPolicy must be one of {', '.join(_PROPAGATION)}, got {value!r}"
-            )
-        if key == "preconditions" and not isinstance(value, Mapping):
-            raise ValueError("deleteOptions.preconditions must be an object")
-        out[key] = dict(value) if isinstance(value, Mapping) else value
-    return out
 
 
 def _is_pdb_refusal(error: ApiStatusError) -> bool:
@@ -152,7 +113,7 @@ class Evictor:
             raise ValueError(f"evictionPolicy must be one of {', '.join(POLICIES)}, got {policy!r}")
         self.api = api
         self.policy = policy
-        self.delete_options = validate_delete_options(delete_options)
+        self.delete_options = delete_options_to_send(delete_options)
         self.dry_run = dry_run
         self.events = events
         if stop is not None and sleep is time.sleep:

@@ -6,7 +6,7 @@ the two share the work). The live service, ``once --dry-run`` and ``simulate`` a
 
 from descheduler.planner.model import NodeReport, Plan, PlannedEviction, PodSkip, ResourceReport
 from descheduler.planner.plan import after_evictions, plan, pod_usage_nodes
-from descheduler.planner.settings import loop_warnings, validate
+from descheduler.planner.settings import loop_warnings
 from descheduler.planner.state import (
     AnomalyCount,
     Departure,
@@ -44,5 +44,4 @@ __all__ = [
     "refuse",
     "reset_anomalies",
     "settle_migrations",
-    "validate",
 ]

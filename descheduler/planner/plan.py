@@ -56,7 +56,7 @@ def plan(
     skipped with that reason, never dropped silently. ``state`` is the state the cycle started from; the
     caller records what happened with ``commit``.
 
-    Raises ``ConfigError`` only for configuration problems ``settings.validate`` reports at start-up.
+    Never refuses a configuration: ``load_config`` has checked it (``compile_settings``).
     """
     cycle = _Cycle(snapshot, after_evictions(usage, already), compile_settings(config), state, now)
     return cycle.run(already=already, attempted=attempted or {})

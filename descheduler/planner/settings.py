@@ -8,21 +8,15 @@ decision code never has to know how the YAML was written.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from descheduler.cluster.types import LabelSelector, LabelSelectorRequirement
-from descheduler.config.load import ConfigError, EffectiveConfig
-from descheduler.config.models import (
-    LOW_NODE_LOAD,
-    LabelSelectorConfig,
-    LowNodeLoadArgs,
-    MigrationControllerArgs,
-    Namespaces,
-    NodePool,
-)
+from descheduler.config.load import EffectiveConfig
+from descheduler.config.lownodeload import LowNodeLoadArgs, NodePool, pool_name, pool_thresholds
+from descheduler.config.models import LOW_NODE_LOAD, LabelSelectorConfig, MigrationControllerArgs, Namespaces
 from descheduler.config.providers import credential_warnings, usage_window
+from descheduler.config.selectors import parse_selector_text
 from descheduler.units import format_duration
 
 BASE_RESOURCES = ("cpu", "memory")
@@ -111,59 +105,15 @@ def convert_selector(config: LabelSelectorConfig) -> LabelSelector:
     )
 
 
-_REQUIREMENT = re.compile(
-    r"^\s*(?:(?P<not>!)\s*(?P<nkey>[^\s=!<>(),]+)"
-    r"|(?P<key>[^\s=!<>(),]+)\s*(?:(?P<op>==|=|!=|<|>)\s*(?P<value>[^\s=!<>(),]*)"
-    r"|\s+(?P<setop>in|notin)\s*\((?P<values>[^()]*)\))?)\s*$"
-)
-
-
-def parse_selector_string(text: str, where: str) -> LabelSelector:
-    """Parse a label selector written as a string (``tier=web,zone in (a,b),!spot``), as kubectl does."""
-    parts: list[str] = []
-    depth = 0
-    current = ""
-    for char in text:
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        if char == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += char
-    parts.append(current)
-    requirements: list[LabelSelectorRequirement] = []
-    for part in parts:
-        if not part.strip():
-            if text.strip():
-                raise ConfigError(where, [f"{where}: empty requirement in selector {text!r}"])
-            continue
-        match = _REQUIREMENT.match(part)
-        if match is None:
-            raise ConfigError(
-                where,
-                [
-                    f"{where}: {part.strip()!r} is not a label requirement "
-                    "(examples: a=b, a!=b, a in (x,y), !a)"
-                ],
-            )
-        if match.group("nkey"):
-            requirements.append(LabelSelectorRequirement(match.group("nkey"), "DoesNotExist"))
-        elif match.group("setop"):
-            values = tuple(v.strip() for v in match.group("values").split(",") if v.strip())
-            operator = "In" if match.group("setop") == "in" else "NotIn"
-            requirements.append(LabelSelectorRequirement(match.group("key"), operator, values))
-        elif match.group("op"):
-            op = match.group("op")
-            operator = {"=": "In", "==": "In", "!=": "NotIn", "<": "Lt", ">": "Gt"}[op]
-            requirements.append(
-                LabelSelectorRequirement(match.group("key"), operator, (match.group("value"),))
-            )
-        else:
-            requirements.append(LabelSelectorRequirement(match.group("key"), "Exists"))
-    return LabelSelector(match_expressions=tuple(requirements))
+def parse_selector_string(text: str) -> LabelSelector:
+    """A selector written as kubectl takes it (``tier=web,zone in (a,b),!spot``); the configuration's
+    model has already refused one that does not parse (``config/selectors.py``)."""
+    return LabelSelector(
+        match_expressions=tuple(
+            LabelSelectorRequirement(key, operator, values)
+            for key, operator, values in parse_selector_text(text)
+        )
+    )
 
 
 def _resources(*maps: Mapping[str, float]) -> tuple[str, ...]:
@@ -174,38 +124,20 @@ def _resources(*maps: Mapping[str, float]) -> tuple[str, ...]:
 
 
 def _pool_thresholds(
-    low: Mapping[str, float],
-    high: Mapping[str, float],
-    resources: Sequence[str],
-    deviation: bool,
-    where: str,
-    names: tuple[str, str] = ("lowThresholds", "highThresholds"),
+    low: Mapping[str, float], high: Mapping[str, float], resources: Sequence[str], deviation: bool
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Per-resource low/high percentages with this product's rules for unset values.
 
     An unset threshold counts as 100% (in deviation mode a resource without both deviations never
-    triggers). A low threshold above the high one (possible only when one of them is unset) is lowered
-    to the high one, so a node can never be both a destination and over.
+    triggers; ``LowNodeLoadArgs`` refuses one with only one of them). A low threshold above the high
+    one (possible only when one of them is unset) is lowered to the high one, so a node can never be
+    both a destination and over.
     """
     out_low: dict[str, float] = {}
     out_high: dict[str, float] = {}
     for name in resources:
-        if deviation:
-            if (name in low) != (name in high):
-                low_name, high_name = names
-                missing = high_name if name in low else low_name
-                raise ConfigError(
-                    where,
-                    [
-                        f"{where}{missing}.{name}: with useDeviationThresholds set both {low_name}.{name} "
-                        f"and {high_name}.{name} (the allowed deviation below and above the mean), or neither"
-                    ],
-                )
-            out_low[name] = low.get(name, FULL)
-            out_high[name] = high.get(name, FULL)
-            continue
         h = high.get(name, FULL)
-        out_low[name] = min(low.get(name, FULL), h)
+        out_low[name] = low.get(name, FULL) if deviation else min(low.get(name, FULL), h)
         out_high[name] = h
     return out_low, out_high
 
@@ -225,15 +157,7 @@ def default_weights(
 
 
 def _build_pool(args: LowNodeLoadArgs, pool: NodePool | None, index: int) -> PoolSettings:
-    where = f"LowNodeLoadArgs.nodePools[{index}]." if pool is not None else "LowNodeLoadArgs."
-
-    def pick(value: dict[str, float] | None, default: dict[str, float]) -> dict[str, float]:
-        return dict(value) if value is not None else dict(default)
-
-    low = pick(pool.low_thresholds if pool else None, args.low_thresholds)
-    high = pick(pool.high_thresholds if pool else None, args.high_thresholds)
-    prod_low = pick(pool.prod_low_thresholds if pool else None, args.prod_low_thresholds)
-    prod_high = pick(pool.prod_high_thresholds if pool else None, args.prod_high_thresholds)
+    low, high, prod_low, prod_high = pool_thresholds(args, pool)
     deviation = args.use_deviation_thresholds
     if pool is not None and pool.use_deviation_thresholds is not None:
         deviation = pool.use_deviation_thresholds
@@ -246,17 +170,15 @@ def _build_pool(args: LowNodeLoadArgs, pool: NodePool | None, index: int) -> Poo
         pool.anomaly_condition if pool and pool.anomaly_condition is not None else args.anomaly_condition
     )
     resources = _resources(low, high)
-    lows, highs = _pool_thresholds(low, high, resources, deviation, where)
+    lows, highs = _pool_thresholds(low, high, resources, deviation)
     prod_resources: tuple[str, ...] = ()
     prod_lows: dict[str, float] = {}
     prod_highs: dict[str, float] = {}
     if prod_low or prod_high:
         prod_resources = tuple(sorted(set(prod_low) | set(prod_high)))
-        prod_lows, prod_highs = _pool_thresholds(
-            prod_low, prod_high, prod_resources, deviation, where, ("prodLowThresholds", "prodHighThresholds")
-        )
+        prod_lows, prod_highs = _pool_thresholds(prod_low, prod_high, prod_resources, deviation)
     weights = default_weights(resources, prod_resources, explicit)
-    name = "default" if pool is None else pool.name or f"nodePools[{index}]"
+    name = pool_name(pool, index)
     selector = None
     if pool is not None and pool.node_selector is not None:
         selector = convert_selector(pool.node_selector)
@@ -289,7 +211,8 @@ def _workload_limit(value: int | str | None) -> int | str | None:
 
 
 def compile_settings(config: EffectiveConfig) -> Settings:
-    """Compile the effective configuration; raises ``ConfigError`` for what validation could not see."""
+    """Compile the effective configuration. Never refuses one: whatever ``load_config`` accepts compiles
+    (``tests/unit/test_fuzz_config.py`` holds it to that)."""
     args = config.low_node_load
     mc: MigrationControllerArgs = config.migration
     enabled = args is not None
@@ -298,7 +221,7 @@ def compile_settings(config: EffectiveConfig) -> Settings:
     top = config.config.node_selector
     if isinstance(top, str):
         if top.strip():
-            selectors.append(parse_selector_string(top, "nodeSelector"))
+            selectors.append(parse_selector_string(top))
     elif top is not None:
         selectors.append(convert_selector(top))
     for profile in config.config.profiles:
@@ -310,12 +233,6 @@ def compile_settings(config: EffectiveConfig) -> Settings:
         pools = tuple(_build_pool(args, pool, i) for i, pool in enumerate(args.node_pools))
     else:
         pools = (_build_pool(args, None, 0),)
-    names = [p.name for p in pools]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ConfigError(
-            "LowNodeLoadArgs", [f"LowNodeLoadArgs.nodePools: duplicate pool names {duplicates}"]
-        )
     threshold = mc.priority_threshold
     limiter = mc.object_limiters.get("workload")
     object_limit = None
@@ -358,14 +275,6 @@ def compile_settings(config: EffectiveConfig) -> Settings:
         object_limit=object_limit,
         usage_window=usage_window(cfg.metrics_providers),
     )
-
-
-def validate(config: EffectiveConfig) -> None:
-    """Check at start-up what only the planner can check (string selectors, deviation keys, pool names).
-
-    The service calls this right after ``load_config`` so a bad file fails with exit 2, not mid-cycle.
-    """
-    compile_settings(config)
 
 
 def loop_warnings(config: EffectiveConfig) -> list[str]:

@@ -29,7 +29,6 @@ from descheduler.service.edges import Edges, Signals, Timing
 from descheduler.service.health import Endpoints
 from descheduler.service.heap import HeapKeeper
 from descheduler.service.observability import Metrics, configure_logging
-from descheduler.validation import check_runnable
 
 log = structlog.get_logger("descheduler.service")
 
@@ -373,7 +372,6 @@ def _dry_run_override(args: argparse.Namespace) -> bool | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     effective = load_config(args.config)
-    check_runnable(effective, args.config)
     configure_logging(args.log_format, args.log_level)
     for notice in effective.notices:
         log.info("config_notice", notice=notice)
@@ -444,7 +442,6 @@ def _fewest_abnormalities(effective: EffectiveConfig) -> int:
 def cmd_once(args: argparse.Namespace) -> int:
     """One cycle. Exit codes: 0 done, 1 could not run, 2 bad configuration, 3 no node had usable usage."""
     effective = load_config(args.config)
-    check_runnable(effective, args.config)
     configure_logging(args.log_format, args.log_level)
     for warning in loop_warnings(effective):
         log.warning("config_warning", warning=warning)

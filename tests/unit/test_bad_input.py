@@ -60,27 +60,32 @@ def error_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if line.strip()]
 
 
+BAD_CONFIGS: list[tuple[str, str | bytes, list[str]]] = [
+    ("non-utf8", b"kind: ConfigMap\ndata:\n  c: \xff\xfe\n", ["not UTF-8 text: byte 0xff at line 3"]),
+    ("deployment", DEPLOYMENT, ["kind: this is a 'Deployment' (apps/v1), not a DeschedulerConfiguration"]),
+    (
+        "deployment-in-configmap",
+        "apiVersion: v1\nkind: ConfigMap\ndata:\n  c: |\n    kind: Deployment\n",
+        ["data.c.kind: this is a 'Deployment', not a DeschedulerConfiguration"],
+    ),
+    (
+        "five-mistakes",
+        FIVE_MISTAKES,
+        # In the document's order: the plugin list comes before the plugins' args.
+        [
+            "deschedulingInterval: 'soon' is not a duration",
+            "unknown plugin 'LowNodeLoads'; did you mean 'LowNodeLoad'?",
+            "highThresholds.cpu: percentage must be between 0 and 100, got 500",
+            "consecutiveAbnormalities: Input should be greater than or equal to 1",
+            "evictQPS: expected a number",
+        ],
+    ),
+]
+"""Bad configurations and the problem lines ``validate`` prints for them, in order."""
+
+
 @pytest.mark.parametrize(
-    ("content", "expected"),
-    [
-        (b"kind: ConfigMap\ndata:\n  c: \xff\xfe\n", ["not UTF-8 text: byte 0xff at line 3"]),
-        (DEPLOYMENT, ["kind: this is a 'Deployment' (apps/v1), not a DeschedulerConfiguration"]),
-        (
-            "apiVersion: v1\nkind: ConfigMap\ndata:\n  c: |\n    kind: Deployment\n",
-            ["data.c.kind: this is a 'Deployment', not a DeschedulerConfiguration"],
-        ),
-        (
-            FIVE_MISTAKES,
-            [
-                "deschedulingInterval: 'soon' is not a duration",
-                "highThresholds.cpu: percentage must be between 0 and 100, got 500",
-                "consecutiveAbnormalities: Input should be greater than or equal to 1",
-                "evictQPS: expected a number",
-                "unknown plugin 'LowNodeLoads'; did you mean 'LowNodeLoad'?",
-            ],
-        ),
-    ],
-    ids=["non-utf8", "deployment", "deployment-in-configmap", "five-mistakes"],
+    ("content", "expected"), [c[1:] for c in BAD_CONFIGS], ids=[c[0] for c in BAD_CONFIGS]
 )
 def test_validate_names_every_problem_of_a_bad_configuration_on_its_own_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | bytes, expected: list[str]

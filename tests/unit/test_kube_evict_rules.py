@@ -7,8 +7,11 @@ from typing import Any
 
 import pytest
 
+from descheduler.config.load import ConfigError
+from descheduler.config.migration import DELETE_OPTION_KEYS, delete_options_to_send
 from descheduler.kube.api import Response, status_error
-from descheduler.kube.evict import EvictionOutcome, Evictor, _is_pdb_refusal, validate_delete_options
+from descheduler.kube.evict import EvictionOutcome, Evictor, _is_pdb_refusal
+from tests.unit.builders import settings
 
 
 def error(status: int, body: dict[str, Any] | None = None, text: bytes = b"") -> Any:
@@ -84,8 +87,10 @@ def test_disruption_budget_refusals_are_told_apart_from_throttling(name: str, er
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"gracePeriod": 3}, "deleteOptions.gracePeriod: unknown field"),
-        ({"gracePeriodSeconds": -1}, "gracePeriodSeconds must be a non-negative integer"),
+        ({"gracePeriod": 3}, "unknown field 'gracePeriod'"),
+        ({"orphanDependents": True}, "unknown field 'orphanDependents'"),
+        ({"gracePeriodSeconds": -1}, r"gracePeriodSeconds must be between 0 and 31622400 \(a year\), got -1"),
+        ({"gracePeriodSeconds": 1.5}, "gracePeriodSeconds must be a non-negative integer"),
         ({"gracePeriodSeconds": True}, "gracePeriodSeconds must be a non-negative integer"),
         (
             {"propagationPolicy": "Sometimes"},
@@ -94,15 +99,30 @@ def test_disruption_budget_refusals_are_told_apart_from_throttling(name: str, er
         ({"preconditions": "uid"}, "preconditions must be an object"),
     ],
 )
-def test_bad_delete_options_are_named(options: dict[str, Any], message: str) -> None:
+def test_the_evictor_refuses_the_delete_options_the_configuration_refuses(
+    options: dict[str, Any], message: str
+) -> None:
+    """One check for both: what ``defaultDeleteOptions`` refuses, the evictor refuses in the same words."""
     with pytest.raises(ValueError, match=message):
-        validate_delete_options(options)
+        Evictor(None, delete_options=options, evict_qps=1, evict_burst=1, dry_run=False, events=None)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=message):
+        settings(migration={"defaultDeleteOptions": options})
 
 
-def test_delete_options_drop_the_envelope_and_dry_run_the_evictor_owns() -> None:
-    assert validate_delete_options(
-        {"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": ["All"], "gracePeriodSeconds": 0}
-    ) == {"gracePeriodSeconds": 0}
+def test_every_delete_option_key_the_configuration_accepts_is_one_the_evictor_accepts() -> None:
+    good = {"gracePeriodSeconds": 0, "propagationPolicy": "Background", "preconditions": {}}
+    owned = {"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": ["All"]}
+    assert set(good) | set(owned) == DELETE_OPTION_KEYS
+    evictor = Evictor(
+        None,  # type: ignore[arg-type]
+        delete_options={**good, **owned},
+        evict_qps=1,
+        evict_burst=1,
+        dry_run=False,
+        events=None,  # type: ignore[arg-type]
+    )
+    assert evictor.delete_options == good == delete_options_to_send({**good, **owned})
+    settings(migration={"defaultDeleteOptions": {**good, **owned}})
 
 
 def test_an_unknown_result_cannot_be_reported() -> None:

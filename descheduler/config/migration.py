@@ -1,0 +1,156 @@
+"""``MigrationControllerArgs``: the evictor's arguments, their defaults and their checks, side by side.
+
+Field names and defaults follow Koordinator's ``MigrationControllerArgs``; the Reservation and
+PodMigrationJob fields are accepted and reported as unused. The DeleteOptions keys are listed once,
+here: the model refuses what the evictor (``kube/evict.py``) could not send.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from descheduler.config.base import StrictModel
+from descheduler.config.selectors import LabelSelectorConfig, Namespaces
+from descheduler.config.types import (
+    MAX_CONFIG_DURATION,
+    MAX_CONFIG_INT,
+    Duration,
+    FloatOrString,
+    Int32,
+    NonNegativeInt,
+    ReplicasIntOrPercent,
+)
+
+DELETE_OPTION_KEYS = frozenset(
+    {"gracePeriodSeconds", "propagationPolicy", "preconditions", "dryRun", "kind", "apiVersion"}
+)
+"""The DeleteOptions fields ``defaultDeleteOptions`` may hold."""
+EVICTOR_OWNED_KEYS = frozenset({"kind", "apiVersion", "dryRun"})
+"""Accepted but not sent as given: the evictor writes the envelope and decides dry-run itself."""
+PROPAGATION_POLICIES = ("Orphan", "Background", "Foreground")
+
+
+def _grace_problem(value: object) -> str | None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        return f"gracePeriodSeconds must be a non-negative integer, got {repr(value)[:40]}"
+    if not 0 <= value <= MAX_CONFIG_DURATION:
+        shown = value if abs(value) < 10**20 else f"a number of {len(str(value))} digits"
+        return f"gracePeriodSeconds must be between 0 and {int(MAX_CONFIG_DURATION)} (a year), got {shown}"
+    return None
+
+
+def delete_options_to_send(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The delete options sent with every eviction (without the keys the evictor owns).
+
+    ``ValueError`` names the first bad field: the model calls this to refuse a configuration, the
+    evictor to build its requests, so both accept exactly the same options."""
+    out: dict[str, Any] = {}
+    for key, value in (options or {}).items():
+        if key not in DELETE_OPTION_KEYS:
+            raise ValueError(f"unknown field {key!r}; known: {', '.join(sorted(DELETE_OPTION_KEYS))}")
+        if key in EVICTOR_OWNED_KEYS:
+            continue
+        problem = None
+        if key == "gracePeriodSeconds":
+            problem = _grace_problem(value)
+        elif key == "propagationPolicy" and value not in PROPAGATION_POLICIES:
+            problem = (
+                f"propagationPolicy must be one of {', '.join(PROPAGATION_POLICIES)}, got {repr(value)[:40]}"
+            )
+        elif key == "preconditions" and not isinstance(value, Mapping):
+            problem = "preconditions must be an object"
+        if problem is not None:
+            raise ValueError(problem)
+        out[key] = dict(value) if isinstance(value, Mapping) else value
+    return out
+
+
+class PriorityThreshold(StrictModel):
+    value: Int32 | None = None
+    name: str = ""
+
+    @model_validator(mode="after")
+    def _value_xor_name(self) -> PriorityThreshold:
+        if self.value is not None and self.name:
+            raise ValueError("set either value or name, not both")
+        return self
+
+
+class ObjectLimiter(StrictModel):
+    duration: Duration = 300.0
+    max_migrating: ReplicasIntOrPercent | None = Field(default=None, alias="maxMigrating")
+
+
+class ArbitrationArgs(StrictModel):
+    enabled: bool = True
+    interval: Duration = 0.5
+
+
+class MigrationControllerArgs(StrictModel):
+    """Arguments of the MigrationController evictor: filters, limits and how pods are evicted."""
+
+    ignored_fields: ClassVar[frozenset[str]] = frozenset({"apiVersion", "kind"})
+    reservation_fields: ClassVar[tuple[str, ...]] = (
+        "defaultJobMode",
+        "defaultJobTTL",
+        "schedulerNames",
+        "maxConcurrentReconciles",
+        "arbitrationArgs",
+        "flowControlQPS",
+        "flowControlBurst",
+    )
+
+    dry_run: bool = Field(default=False, alias="dryRun")
+    evict_failed_bare_pods: bool = Field(default=False, alias="evictFailedBarePods")
+    evict_all_bare_pods: bool = Field(default=False, alias="evictAllBarePods")
+    evict_local_storage_pods: bool = Field(default=False, alias="evictLocalStoragePods")
+    evict_system_critical_pods: bool = Field(default=False, alias="evictSystemCriticalPods")
+    evict_resource_claim_pods: bool = Field(default=False, alias="evictResourceClaimPods")
+    """Ours: pods holding DRA devices (spec.resourceClaims) stay put unless this is true."""
+    ignore_pvc_pods: bool = Field(default=False, alias="ignorePvcPods")
+    priority_threshold: PriorityThreshold | None = Field(default=None, alias="priorityThreshold")
+    label_selector: LabelSelectorConfig | None = Field(default=None, alias="labelSelector")
+    namespaces: Namespaces | None = None
+    max_migrating_globally: NonNegativeInt | None = Field(default=None, alias="maxMigratingGlobally")
+    max_migrating_per_node: NonNegativeInt | None = Field(default=2, alias="maxMigratingPerNode")
+    max_migrating_per_namespace: NonNegativeInt | None = Field(default=None, alias="maxMigratingPerNamespace")
+    max_migrating_per_workload: ReplicasIntOrPercent | None = Field(
+        default=None, alias="maxMigratingPerWorkload"
+    )
+    max_unavailable_per_workload: ReplicasIntOrPercent | None = Field(
+        default=None, alias="maxUnavailablePerWorkload"
+    )
+    skip_check_expected_replicas: bool = Field(default=False, alias="skipCheckExpectedReplicas")
+    object_limiters: dict[str, ObjectLimiter] = Field(
+        default_factory=lambda: {"workload": ObjectLimiter()}, alias="objectLimiters"
+    )
+    evict_qps: FloatOrString = Field(default=10.0, alias="evictQPS")
+    evict_burst: int = Field(default=1, ge=1, le=MAX_CONFIG_INT, alias="evictBurst")
+    eviction_policy: Literal["Eviction", "Delete"] = Field(default="Eviction", alias="evictionPolicy")
+    default_delete_options: dict[str, Any] | None = Field(default=None, alias="defaultDeleteOptions")
+    skip_eviction_gates: bool = Field(default=False, alias="skipEvictionGates")
+    # Reservation / PodMigrationJob fields: accepted, not used (this product evicts directly).
+    default_job_mode: str | None = Field(default=None, alias="defaultJobMode")
+    default_job_ttl: Duration | None = Field(default=None, alias="defaultJobTTL")
+    scheduler_names: list[str] | None = Field(default=None, alias="schedulerNames")
+    max_concurrent_reconciles: Int32 | None = Field(default=None, alias="maxConcurrentReconciles")
+    arbitration_args: ArbitrationArgs | None = Field(default=None, alias="arbitrationArgs")
+    flow_control_qps: FloatOrString | None = Field(default=None, alias="flowControlQPS")
+    flow_control_burst: Int32 | None = Field(default=None, alias="flowControlBurst")
+
+    @field_validator("object_limiters")
+    @classmethod
+    def _known_limiters(cls, value: dict[str, ObjectLimiter]) -> dict[str, ObjectLimiter]:
+        for name in value:
+            if name != "workload":
+                raise ValueError(f"unknown object limiter {name!r}; the only kind is 'workload'")
+        return value
+
+    @field_validator("default_delete_options")
+    @classmethod
+    def _delete_options(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        delete_options_to_send(value)
+        return value
