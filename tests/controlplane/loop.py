@@ -14,11 +14,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from descheduler.kube.api import KubeApi
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.usage import ClusterUsage
-from tests.support.service import LEASE, NAMESPACE, Ports, UsageBackend, service_config
+from tests.support.service import LEASE, MANIFESTS, NAMESPACE, Ports, UsageBackend, service_config
 
 BUSY_REPLICAS = 6
 BUSY_CORES = 0.6
@@ -154,3 +156,15 @@ def watching_budget(api: KubeApi, namespace: str, name: str) -> Iterator[BudgetW
     finally:
         stop.set()
         thread.join(timeout=5)
+
+
+NOT_INSTALLED = {"Deployment", "CronJob", "Job"}
+"""The rendered manifests minus what would run a descheduler pod on the shared test nodes."""
+
+
+def install_manifests(plane: ControlPlane) -> list[dict[str, Any]]:
+    """The shipped manifests (kustomize) applied to the real API server, without a descheduler pod."""
+    rendered = plane.kubectl("kustomize", str(MANIFESTS)).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d and d.get("kind") not in NOT_INSTALLED]
+    plane.apply(docs)
+    return docs

@@ -32,9 +32,9 @@ from tests.controlplane.loop import (
     HotCluster,
     build_hot_cluster,
     hot_cluster_serving_usage,
+    install_manifests,
     loop_config,
 )
-from tests.controlplane.test_rbac_and_leader import install_manifests
 from tests.support.service import (
     LEASE,
     MANIFESTS,

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from descheduler.kube.api import KubeApi
 from tests.controlplane.cluster import ControlPlane
-from tests.controlplane.loop import hot_cluster_serving_usage, loop_config
+from tests.controlplane.loop import hot_cluster_serving_usage, install_manifests, loop_config
 from tests.support.service import (
     LEASE,
-    MANIFESTS,
     NAMESPACE,
     REPO,
     Ports,
@@ -28,17 +25,6 @@ from tests.support.service import (
 )
 
 pytestmark = pytest.mark.controlplane
-
-NOT_INSTALLED = {"Deployment", "CronJob", "Job"}
-"""The rendered manifests minus what would run a descheduler pod on the shared test nodes."""
-
-
-def install_manifests(plane: ControlPlane) -> list[dict[str, Any]]:
-    rendered = plane.kubectl("kustomize", str(MANIFESTS)).stdout
-    docs = [d for d in yaml.safe_load_all(rendered) if d and d.get("kind") not in NOT_INSTALLED]
-    plane.apply(docs)
-    return docs
-
 
 @pytest.fixture(scope="module")
 def identity(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Path:
