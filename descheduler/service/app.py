@@ -15,6 +15,7 @@ import socket
 import sys
 import threading
 import time
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -23,12 +24,27 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from descheduler.config.load import EffectiveConfig, load_config
 from descheduler.config.models import LabelSelectorConfig
+from descheduler.kube.api import DEFAULT_USER_AGENT, KubeApi
+from descheduler.kube.cache import ClusterCache
+from descheduler.kube.connection import REACH_BUDGET_SECONDS, connect, unreachable_reason
+from descheduler.kube.errors import KubeError
+from descheduler.kube.events import EventRecorder
+from descheduler.kube.evict import Evictor
+from descheduler.kube.journal import ConfigMapJournal, journal_name
+from descheduler.kube.leader import LeaderElector
+from descheduler.kube.metrics_api import MetricsServerApi
+from descheduler.kube.taints import NodeTainter
+from descheduler.kube.verify import ServerReader
 from descheduler.planner import loop_warnings
+from descheduler.planner.steer import has_our_taint
+from descheduler.report import render_html
+from descheduler.service.audit import observe_record, readiness, render_record_text, usage_unavailable
 from descheduler.service.cycle import CycleRecord, CycleRunner
 from descheduler.service.edges import Edges, Signals, Timing
 from descheduler.service.health import Endpoints
 from descheduler.service.heap import HeapKeeper
 from descheduler.service.observability import Metrics, configure_logging
+from descheduler.usage.source import build_source
 
 log = structlog.get_logger("descheduler.service")
 
@@ -79,31 +95,14 @@ class Service:
         dry_run: bool | None = None,
         steer_scheduler: bool = True,
     ) -> None:
-        from descheduler.kube.api import DEFAULT_USER_AGENT
-        from descheduler.kube.cache import ClusterCache
-        from descheduler.kube.connection import connect
-        from descheduler.kube.events import EventRecorder
-        from descheduler.kube.evict import Evictor
-        from descheduler.kube.journal import ConfigMapJournal, journal_name
-        from descheduler.kube.metrics_api import MetricsServerApi
-        from descheduler.kube.verify import ServerReader
-        from descheduler.usage.source import build_source
-
         if dry_run is not None and dry_run != effective.dry_run:
             effective = effective.with_dry_run(dry_run)
         self.effective = effective
         config = effective.config
-        mc = effective.migration
         self.metrics = Metrics()
         self.metrics.dry_run.set(1 if effective.dry_run else 0)
         self.identity = f"{socket.gethostname()}_{os.getpid()}"
-        # The identity in the User-Agent lets API server audit logs tell replicas and shards apart.
-        self.api = connect(
-            kubeconfig,
-            config.client_connection.qps,
-            config.client_connection.burst,
-            user_agent=f"{DEFAULT_USER_AGENT} ({self.identity})",
-        )
+        self.api = self._connect(kubeconfig)
         self.cache = ClusterCache(
             self.api,
             node_selector=selector_string(config.node_selector),
@@ -112,51 +111,17 @@ class Service:
         self.usage = build_source(config.metrics_providers, metrics_api=MetricsServerApi(self.api))
         self.events = EventRecorder(self.api)
         self.heap = HeapKeeper()
-        limiter = mc.object_limiters.get("workload")
         self.usage_problem: list[str] = []
         """Why the last cycle had no usable usage for any node (empty when it had): /readyz says it."""
         self.stop_requested = threading.Event()
         """Set by SIGTERM/SIGINT: every wait (Retry-After, rate limits, the loop) ends at once."""
-        self.evictor = Evictor(
-            self.api,
-            policy=mc.eviction_policy,
-            delete_options=mc.default_delete_options,
-            evict_qps=mc.evict_qps,
-            evict_burst=mc.evict_burst,
-            dry_run=effective.dry_run,
-            events=self.events,
-            guard=self._may_evict,
-            warning_window=limiter.duration if limiter is not None else 300.0,
-            stop=self.stop_requested,
-        )
-        self.elector: Any = None
         self._leading = threading.Event()
+        workload_limiter = effective.migration.object_limiters.get("workload")
+        workload_window = workload_limiter.duration if workload_limiter is not None else None
+        self.evictor = self._build_evictor(300.0 if workload_window is None else workload_window)
+        self.elector = self._build_elector()
+        self.tainter = self._build_tainter(steer_scheduler)
         le = config.leader_election
-        if le.leader_elect:
-            from descheduler.kube.leader import LeaderElector
-
-            self.elector = LeaderElector(
-                self.api,
-                namespace=le.resource_namespace,
-                name=le.resource_name,
-                identity=self.identity,
-                lease_duration=le.lease_duration,
-                renew_deadline=le.renew_deadline,
-                retry_period=le.retry_period,
-                on_started_leading=self._started_leading,
-                on_stopped_leading=self._stopped_leading,
-            )
-        else:
-            self._leading.set()
-            self.metrics.leader.set(1)  # without leader election this replica acts: it is the leader
-        self.tainter: Any = None
-        lnl = effective.low_node_load
-        if steer_scheduler and lnl is not None and lnl.hotspot_taint.enabled:
-            from descheduler.kube.taints import NodeTainter
-
-            self.tainter = NodeTainter(
-                self.api, self.events, dry_run=effective.dry_run, guard=self._may_evict
-            )
         self.journal = ConfigMapJournal(
             self.api,
             namespace=le.resource_namespace,
@@ -165,12 +130,74 @@ class Service:
         )
         """Migration records, written before each eviction: a replica that starts or takes the Lease over
         rebuilds every limit from them (see ``planner/journal.py``)."""
-        limiter = effective.migration.object_limiters.get("workload")
-        self.quiet_seconds = limiter.duration if limiter is not None else 0.0
+        self.quiet_seconds = 0.0 if workload_window is None else workload_window
         """Only when the records cannot be read: evict nothing for one objectLimiters window, so the
         previous run's migrations have aged out of every window before this one acts."""
-        self.runner = CycleRunner(
-            effective,
+        self.runner = self._build_runner()
+        self.runner.request_restore()
+        self.endpoints = Endpoints(
+            healthz_address=config.healthz_bind_address,
+            metrics_address=config.metrics_bind_address,
+            liveness=self._liveness,
+            readiness=self._readiness,
+            registry=self.metrics.registry,
+        )
+
+    # -- construction -----------------------------------------------------------------------
+    def _connect(self, kubeconfig: str | None) -> KubeApi:
+        """The identity in the User-Agent lets API server audit logs tell replicas and shards apart."""
+        client = self.effective.config.client_connection
+        return connect(
+            kubeconfig, client.qps, client.burst, user_agent=f"{DEFAULT_USER_AGENT} ({self.identity})"
+        )
+
+    def _build_evictor(self, warning_window: float) -> Evictor:
+        """``warning_window``: the objectLimiters workload window (5m without one); the evictor emits at
+        most one refusal or failure Warning per pod and kind within it."""
+        mc = self.effective.migration
+        return Evictor(
+            self.api,
+            policy=mc.eviction_policy,
+            delete_options=mc.default_delete_options,
+            evict_qps=mc.evict_qps,
+            evict_burst=mc.evict_burst,
+            dry_run=self.effective.dry_run,
+            events=self.events,
+            guard=self._may_evict,
+            warning_window=warning_window,
+            stop=self.stop_requested,
+        )
+
+    def _build_elector(self) -> LeaderElector | None:
+        """The Lease holder acts; without leader election this replica is the leader from the start."""
+        le = self.effective.config.leader_election
+        if not le.leader_elect:
+            self._leading.set()
+            self.metrics.leader.set(1)
+            return None
+        return LeaderElector(
+            self.api,
+            namespace=le.resource_namespace,
+            name=le.resource_name,
+            identity=self.identity,
+            lease_duration=le.lease_duration,
+            renew_deadline=le.renew_deadline,
+            retry_period=le.retry_period,
+            on_started_leading=self._started_leading,
+            on_stopped_leading=self._stopped_leading,
+        )
+
+    def _build_tainter(self, steer_scheduler: bool) -> NodeTainter | None:
+        """Hotspot taints only when asked for and enabled: ``once`` never taints (nothing would remove it)."""
+        lnl = self.effective.low_node_load
+        if not (steer_scheduler and lnl is not None and lnl.hotspot_taint.enabled):
+            return None
+        return NodeTainter(self.api, self.events, dry_run=self.effective.dry_run, guard=self._may_evict)
+
+    def _build_runner(self) -> CycleRunner:
+        watch_cache = self.effective.config.watch_cache
+        return CycleRunner(
+            self.effective,
             Edges(
                 cluster=self.cache,
                 usage=self.usage,
@@ -186,18 +213,7 @@ class Service:
                 on_record=self._observe,
                 object_problems=self._object_problems,
             ),
-            timing=Timing(
-                max_cache_age=config.watch_cache.max_staleness,
-                fallback_quiet_seconds=self.quiet_seconds,
-            ),
-        )
-        self.runner.request_restore()
-        self.endpoints = Endpoints(
-            healthz_address=config.healthz_bind_address,
-            metrics_address=config.metrics_bind_address,
-            liveness=self._liveness,
-            readiness=self._readiness,
-            registry=self.metrics.registry,
+            timing=Timing(max_cache_age=watch_cache.max_staleness, fallback_quiet_seconds=self.quiet_seconds),
         )
 
     # -- leadership -------------------------------------------------------------------------
@@ -236,8 +252,6 @@ class Service:
 
     # -- health -----------------------------------------------------------------------------
     def _readiness(self) -> tuple[bool, str]:
-        from descheduler.service.audit import readiness
-
         synced = self.cache.synced
         return readiness(synced, self.runner.stale_cache() if synced else "", self.usage_problem)
 
@@ -250,8 +264,6 @@ class Service:
         return True, "ok"
 
     def _observe(self, record: CycleRecord) -> None:
-        from descheduler.service.audit import observe_record, usage_unavailable
-
         observe_record(self.metrics, record, self.effective)
         if not record.skipped:
             self.usage_problem = usage_unavailable(record)
@@ -310,8 +322,6 @@ class Service:
         node stays steered away from by a descheduler that no longer watches it."""
         if self.tainter is None or self.effective.dry_run or not self.cache.synced:
             return
-        from descheduler.planner.steer import has_our_taint
-
         nodes = {node.name for node in self.cache.snapshot().nodes if has_our_taint(node)}
         nodes |= self.runner.tainted_nodes
         if not nodes:
@@ -341,8 +351,6 @@ def _build_service(
     steer: bool = True,
 ) -> Service | None:
     """Connect to the cluster; a missing or broken kubeconfig is one clear line, not a traceback."""
-    from descheduler.kube.errors import KubeError
-
     try:
         return Service(effective, kubeconfig=kubeconfig, dry_run=dry_run, steer_scheduler=steer)
     except (KubeError, ValueError) as exc:
@@ -353,8 +361,6 @@ def _build_service(
 
 def _unreachable(service: Service) -> bool:
     """Say, in one line, why the API server cannot be reached (after a bounded retry), if it cannot."""
-    from descheduler.kube.connection import REACH_BUDGET_SECONDS, unreachable_reason
-
     reason = unreachable_reason(service.api)
     if reason is None:
         return False
@@ -411,7 +417,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         max_instances=1,
         coalesce=True,
         misfire_grace_time=None,
-        next_run_time=__import__("datetime").datetime.now().astimezone(),
+        next_run_time=datetime.now().astimezone(),
     )
     scheduler.start()
     service.stop_requested.wait()
@@ -486,18 +492,12 @@ def cmd_once(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(record.to_dict(), indent=2, sort_keys=False))
     elif args.output == "html":
-        from descheduler.report import render_html
-
         mode = "dry-run audit" if record.dry_run else "live cycle"
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.started))
         title = f"Cycle {record.cycle} at {stamp}" + (" (dry-run)" if record.dry_run else "")
         sys.stdout.write(render_html([record.to_dict()], [title], f"descheduler once: {mode}"))
     else:
-        from descheduler.service.audit import render_record_text
-
         print(render_record_text(record))
-    from descheduler.service.audit import usage_unavailable
-
     missing = usage_unavailable(record)
     if missing:
         print(
