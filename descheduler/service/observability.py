@@ -54,13 +54,32 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
-        r = self.registry
+        self._declare_evictions(self.registry)
+        self._declare_migration_state(self.registry)
+        self._declare_cycles(self.registry)
+        self._declare_nodes(self.registry)
+        self._declare_inputs(self.registry)
+        ProcessCollector(registry=self.registry)  # process_cpu_seconds_total, process_resident_memory_bytes
+        PlatformCollector(registry=self.registry)  # python_info
+        self.build_info = Gauge(
+            "descheduler_build_info", "Build information.", ["version", "python"], registry=self.registry
+        )
+        self.build_info.labels(version=__version__, python=sys.version.split()[0]).set(1)
+        self._known_nodes: set[str] = set()
+
+    # Each ``_declare_*`` is a table of one concern's metrics (name, help, labels) and nothing else.
+
+    def _declare_evictions(self, r: CollectorRegistry) -> None:
+        """Evictions and what became of them: the outcome of each call and of the unknown ones."""
         self.pods_evicted = Counter(
             "descheduler_pods_evicted",
             "Pods evicted (or, in dry-run, that would be), by result, reason, node, namespace and workload "
             "(kind and name of the top controller: bounded, unlike pod names).",
             ["result", "reason", "strategy", "profile", "node", "namespace", "workload_kind", "workload"],
             registry=r,
+        )
+        self.pods_skipped = Counter(
+            "descheduler_pods_skipped", "Candidate pods not moved, by reason code.", ["reason"], registry=r
         )
         self.unknown_resolved = Counter(
             "descheduler_unknown_evictions_resolved",
@@ -73,6 +92,15 @@ class Metrics:
             "Evictions whose outcome is still unknown (counted as evicted until the cache settles them).",
             registry=r,
         )
+        self.verify_requests = Counter(
+            "descheduler_eviction_verify_requests",
+            "API requests made right before evictions to verify the cache's view of the pod and its "
+            "workload (a disagreement skips the pod with a verify-* reason).",
+            registry=r,
+        )
+
+    def _declare_migration_state(self, r: CollectorRegistry) -> None:
+        """The migration journal and the state rebuilt from it at a start or takeover."""
         self.state_rebuilds = Counter(
             "descheduler_state_rebuilds",
             "Starts and takeovers by how the migration state was obtained: result rebuilt (reason ok) "
@@ -97,24 +125,9 @@ class Metrics:
             ["reason"],
             registry=r,
         )
-        self.cluster_objects = Gauge(
-            "descheduler_cluster_objects_not_as_sent",
-            "Cluster objects the cache could not take as the API server sent them: left out (unparsable) or "
-            "kept with a fallback (a node's unreadable raw-allocatable annotation: status.allocatable used).",
-            ["handling"],
-            registry=r,
-        )
-        self.verify_requests = Counter(
-            "descheduler_eviction_verify_requests",
-            "API requests made right before evictions to verify the cache's view of the pod and its "
-            "workload (a disagreement skips the pod with a verify-* reason).",
-            registry=r,
-        )
-        self.pods_skipped = Counter(
-            "descheduler_pods_skipped", "Candidate pods not moved, by reason code.", ["reason"], registry=r
-        )
-        ProcessCollector(registry=r)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
-        PlatformCollector(registry=r)  # python_info
+
+    def _declare_cycles(self, r: CollectorRegistry) -> None:
+        """Cycles: how long, how often, how they ended, and this replica's role."""
         self.cycle_duration = Histogram(
             "descheduler_loop_duration_seconds",
             "Duration of one descheduling cycle (the Kubernetes descheduler's name for it).",
@@ -122,6 +135,28 @@ class Metrics:
             registry=r,
         )
         self.cycles = Counter("descheduler_cycles", "Cycles run, by outcome.", ["outcome"], registry=r)
+        self.cycles_skipped = Counter(
+            "descheduler_cycles_skipped",
+            "Cycles that did not run at all, by reason code (stale-cache: the watch cache is too old).",
+            ["reason"],
+            registry=r,
+        )
+        self.last_cycle = Gauge(
+            "descheduler_last_cycle_timestamp_seconds",
+            "When the last cycle finished (unix time).",
+            registry=r,
+        )
+        self.leader = Gauge(
+            "descheduler_leader",
+            "1 while this replica acts: it holds the leader lease, or leader election is off.",
+            registry=r,
+        )
+        self.dry_run = Gauge(
+            "descheduler_dry_run", "1 when the descheduler runs in dry-run mode.", registry=r
+        )
+
+    def _declare_nodes(self, r: CollectorRegistry) -> None:
+        """Per node, as the last plan saw it (refreshed by ``observe_nodes``)."""
         self.node_usage = Gauge(
             "descheduler_node_usage_ratio",
             "Measured node usage as a fraction of allocatable.",
@@ -155,6 +190,9 @@ class Metrics:
         self.nodes_by_class = Gauge(
             "descheduler_nodes", "Nodes by class in the last cycle.", ["class"], registry=r
         )
+
+    def _declare_inputs(self, r: CollectorRegistry) -> None:
+        """The inputs of a cycle: the watch cache and the usage samples."""
         self.cache_age = Gauge(
             "descheduler_cache_age_seconds",
             "Seconds since the watch cache last heard from the API server.",
@@ -166,14 +204,15 @@ class Metrics:
             ["resource"],
             registry=r,
         )
-        self.cycles_skipped = Counter(
-            "descheduler_cycles_skipped",
-            "Cycles that did not run at all, by reason code (stale-cache: the watch cache is too old).",
-            ["reason"],
-            registry=r,
-        )
         self.cache_synced = Gauge(
             "descheduler_cache_synced", "1 once the watch cache has synced.", registry=r
+        )
+        self.cluster_objects = Gauge(
+            "descheduler_cluster_objects_not_as_sent",
+            "Cluster objects the cache could not take as the API server sent them: left out (unparsable) or "
+            "kept with a fallback (a node's unreadable raw-allocatable annotation: status.allocatable used).",
+            ["handling"],
+            registry=r,
         )
         self.usage_age = Gauge(
             "descheduler_usage_sample_age_seconds",
@@ -190,24 +229,6 @@ class Metrics:
             "1 when the last cycle had no usable usage sample for any node (the metrics source is down).",
             registry=r,
         )
-        self.leader = Gauge(
-            "descheduler_leader",
-            "1 while this replica acts: it holds the leader lease, or leader election is off.",
-            registry=r,
-        )
-        self.dry_run = Gauge(
-            "descheduler_dry_run", "1 when the descheduler runs in dry-run mode.", registry=r
-        )
-        self.last_cycle = Gauge(
-            "descheduler_last_cycle_timestamp_seconds",
-            "When the last cycle finished (unix time).",
-            registry=r,
-        )
-        self.build_info = Gauge(
-            "descheduler_build_info", "Build information.", ["version", "python"], registry=r
-        )
-        self.build_info.labels(version=__version__, python=sys.version.split()[0]).set(1)
-        self._known_nodes: set[str] = set()
 
     def observe_nodes(self, node_reports: Iterable[NodeReport]) -> None:
         """Refresh per-node gauges from the plan's node reports; drop nodes that left the cluster."""
