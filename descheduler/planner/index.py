@@ -152,62 +152,21 @@ class ClusterIndex:
         # on the same node. Then the uids, names and nodes are the parent's, and each such bucket only has
         # the new object where the old one was.
         in_place = len(removed) == len(added) and all(map(_same_place, removed, added))
-        if in_place:
-            uids = self.pod_uids
-        else:
-            uids = set(self.pod_uids)
-            for pod in removed:
-                uids.discard(pod.uid)
-            for pod in added:
-                if pod.uid in uids:
-                    return None  # a duplicate uid: only a full build counts them right
-                uids.add(pod.uid)
-            if len(uids) != len(snapshot.pods):
-                return None
+        uids = self.pod_uids if in_place else self._uids_after(removed, added, len(snapshot.pods))
+        if uids is None:
+            return None
         index = ClusterIndex.__new__(ClusterIndex)
         index.snapshot = snapshot
         index.nodes = {n.name: n for n in snapshot.nodes}
         index.pod_uids = uids
         index._unique_uids = True
         index._pod_keys = self._pod_keys if in_place else None
-        by_node = dict(self.pods_by_node)
         touched = {p.node_name for p in (*removed, *added) if p.node_name}
         if in_place:
-            for old, new in zip(removed, added, strict=True):
-                if not _bucketed(old):
-                    continue
-                own = by_node[old.node_name]
-                if own is self.pods_by_node[old.node_name]:
-                    own = by_node[old.node_name] = list(own)  # the parent's stays as it was
-                own[next(i for i, pod in enumerate(own) if pod is old)] = new
-        rebuilt = set() if in_place else touched
-        for name in rebuilt:
-            by_node.pop(name, None)
-        if rebuilt:
-            # The touched nodes' buckets, in snapshot order, exactly as the full build fills them.
-            for pod in snapshot.pods:
-                name = pod.node_name
-                if name in rebuilt and pod.phase not in ("Succeeded", "Failed"):
-                    bucket = by_node.get(name)
-                    if bucket is None:
-                        by_node[name] = [pod]
-                    else:
-                        bucket.append(pod)
-        index.pods_by_node = by_node
-        if snapshot.workloads == self.snapshot.workloads:
-            index._workloads_by_uid = self._workloads_by_uid
-            index._workloads_by_name = self._workloads_by_name
-            index._resolved = self._resolved  # resolutions read the workloads alone
-            index.workloads_version = self.workloads_version
+            index.pods_by_node = self._buckets_swapped(removed, added)
         else:
-            index._workloads_by_uid = {}
-            index._workloads_by_name = {}
-            for workload in snapshot.workloads:
-                if workload.uid:
-                    index._workloads_by_uid[workload.uid] = workload
-                index._workloads_by_name[(workload.kind, workload.namespace, workload.name)] = workload
-            index._resolved = {}
-            index.workloads_version = object()
+            index.pods_by_node = self._buckets_rebuilt(snapshot, touched)
+        self._carry_workloads(index)
         index._unavailable = None
         index._node_of_key = None
         index._shared_keys = {}
@@ -215,8 +174,74 @@ class ClusterIndex:
             index._node_of_key, index._shared_keys = self._node_of_key, self._shared_keys
         elif self._node_of_key is not None and not self._shared_keys:
             index._carry_node_of_key(self._node_of_key, removed, added)
-        # Per-pod results of the unchanged pods carry over (a removed pod's entry goes with it), and the
-        # requested sums of the nodes whose pods did not change.
+        self._carry_memos(index, removed, touched)
+        return index
+
+    def _uids_after(self, removed: list[Pod], added: list[Pod], pods: int) -> set[str] | None:
+        """The uids once ``removed`` left and ``added`` came; None when they are no longer unique (only a
+        full build counts duplicates right)."""
+        uids = set(self.pod_uids)
+        for pod in removed:
+            uids.discard(pod.uid)
+        for pod in added:
+            if pod.uid in uids:
+                return None
+            uids.add(pod.uid)
+        return uids if len(uids) == pods else None
+
+    def _buckets_swapped(self, removed: list[Pod], added: list[Pod]) -> dict[str, list[Pod]]:
+        """The buckets after pods changed in place: each new object where its old one was, in a copy of
+        that node's bucket (the parent's stays as it was); every other bucket shared."""
+        by_node = dict(self.pods_by_node)
+        for old, new in zip(removed, added, strict=True):
+            if not _bucketed(old):
+                continue
+            own = by_node[old.node_name]
+            if own is self.pods_by_node[old.node_name]:
+                own = by_node[old.node_name] = list(own)
+            own[next(i for i, pod in enumerate(own) if pod is old)] = new
+        return by_node
+
+    def _buckets_rebuilt(self, snapshot: ClusterSnapshot, touched: set[str]) -> dict[str, list[Pod]]:
+        """The buckets with the touched nodes' built again, in snapshot order, exactly as the full build
+        fills them; every other bucket shared."""
+        by_node = dict(self.pods_by_node)
+        for name in touched:
+            by_node.pop(name, None)
+        if touched:
+            for pod in snapshot.pods:
+                name = pod.node_name
+                if name in touched and pod.phase not in ("Succeeded", "Failed"):
+                    bucket = by_node.get(name)
+                    if bucket is None:
+                        by_node[name] = [pod]
+                    else:
+                        bucket.append(pod)
+        return by_node
+
+    def _carry_workloads(self, index: ClusterIndex) -> None:
+        """The workload look-ups of ``index``: this index's when its snapshot has the same workloads
+        (resolutions read the workloads alone), else built afresh under a new ``workloads_version``."""
+        workloads = index.snapshot.workloads
+        if workloads == self.snapshot.workloads:
+            index._workloads_by_uid = self._workloads_by_uid
+            index._workloads_by_name = self._workloads_by_name
+            index._resolved = self._resolved
+            index.workloads_version = self.workloads_version
+            return
+        index._workloads_by_uid = {}
+        index._workloads_by_name = {}
+        for workload in workloads:
+            if workload.uid:
+                index._workloads_by_uid[workload.uid] = workload
+            index._workloads_by_name[(workload.kind, workload.namespace, workload.name)] = workload
+        index._resolved = {}
+        index.workloads_version = object()
+
+    def _carry_memos(self, index: ClusterIndex, removed: list[Pod], touched: set[str]) -> None:
+        """Per-pod results of the unchanged pods carry over (a removed pod's entry goes with it), and the
+        per-node ones of the nodes whose pods did not change (a touched node's entries held for a bucket
+        it no longer has: dropped to free them)."""
         index._memos = {}
         for name, (token, memo) in self._memos.items():
             carried = dict(memo)
@@ -230,14 +255,12 @@ class ClusterIndex:
             requested.pop(name, None)
             youngest.pop(name, None)
         index._requested, index._youngest = requested, youngest
-        # Entries hold for their bucket object, which a touched node no longer has: dropped to free them.
         index._node_memos = {}
         for name, (token, node_memo) in self._node_memos.items():
             kept = dict(node_memo)
             for node in touched:
                 kept.pop(node, None)
             index._node_memos[name] = (token, kept)
-        return index
 
     def _carry_node_of_key(self, parent: dict[str, str], removed: list[Pod], added: list[Pod]) -> None:
         """``_node_of_key`` from the parent index's after a diff (a copy is C-speed; 150,000 keys are not)."""

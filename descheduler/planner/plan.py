@@ -10,7 +10,7 @@ alone are over (and the node as a whole is not), moving prod pods only.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
@@ -18,6 +18,7 @@ from descheduler.planner import reasons
 from descheduler.planner.anomaly import is_hotspot, next_count
 from descheduler.planner.candidates import PodFilter, Rejection
 from descheduler.planner.classify import (
+    Levels,
     NodeView,
     build_view,
     classify,
@@ -29,10 +30,10 @@ from descheduler.planner.classify import (
 )
 from descheduler.planner.estimate import UsageEstimator
 from descheduler.planner.fit import DestinationSet
-from descheduler.planner.index import ClusterIndex
+from descheduler.planner.index import ClusterIndex, WorkloadRef
 from descheduler.planner.limits import GLOBAL, NODE, LimitHit, LimitTracker, PdbTracker
 from descheduler.planner.model import SKIPPED, NodeReport, Plan, PlannedEviction, PodSkip
-from descheduler.planner.order import Ranking, RankKey, is_prod, rank_key
+from descheduler.planner.order import Candidate, Ranking, RankKey, is_prod, rank_key
 from descheduler.planner.settings import PoolSettings, Settings, compile_settings
 from descheduler.planner.state import AnomalyCount, PlannerState
 
@@ -118,6 +119,20 @@ _NO_SAMPLE = "no usage sample for this pod: what moving it would free is unknown
 
 def _stale_sample(age: float) -> str:
     return f"pod usage sample is {age:.0f}s old, older than nodeMetricExpirationSeconds"
+
+
+@dataclass(frozen=True, slots=True)
+class _Drain:
+    """One hotspot being drained in one pass (overall or prod) and where its pods may go."""
+
+    pool: PoolSettings
+    source: NodeView
+    levels: Levels
+    """The levels the pass judges the node by: its prod levels in the prod pass, else its overall ones."""
+    destinations: DestinationSet
+    headroom: dict[str, int]
+    """What the pool's low nodes can still take below their high thresholds, per resource."""
+    prod: bool
 
 
 class _Cycle:
@@ -414,66 +429,30 @@ class _Cycle:
         headroom: dict[str, int],
         prod: bool,
     ) -> None:
+        """Evict from one hotspot, best candidate first, while it is over and the low nodes have room; every
+        candidate passed over gets its reason, and the node its stop reason."""
         levels = source.prod if prod and source.prod is not None else source.levels
-        candidates: list[tuple[Pod, dict[str, int]]] = []
-        # ``_pod_usage`` inlined: this runs for every pod of every hotspot.
-        # A pod's verdict is the first one of its uid this cycle; with every uid unique, simply its own.
-        verdict = self.filter.check if self.index.unique_uids else self._verdict_by_uid
-        samples, resources, skips = self.usage.pods, pool.resources, self.skips
-        now, expiration = self.now, self.settings.metric_expiration
-        node = source.name
-        for pod in source.pods:
-            if prod and not is_prod(pod):
-                continue
-            rejected = verdict(pod)
-            if rejected is not None:
-                skips.append(PodSkip(pod.key, node, rejected.code, rejected.message, prod))
-                continue
-            sample = samples.get(f"{pod.namespace}/{pod.name}")  # pod.key, without the property call
-            if sample is None or now - sample.timestamp > expiration:
-                _, problem = self._pod_usage(pod, resources)
-                skips.append(PodSkip(pod.key, node, reasons.NO_POD_USAGE, problem, prod))
-                continue
-            measured = sample.resources
-            candidates.append(
-                (pod, {name: 1 if name == "pods" else int(measured.get(name, 0)) for name in resources})
-            )
+        drain = _Drain(pool, source, levels, destinations, headroom, prod)
         resources = pool.prod_resources if prod else pool.resources
-        ranking = Ranking(candidates, resources, pool.weights, levels.excess, self._rank_key)
+        ranking = Ranking(self._candidates(drain), resources, pool.weights, levels.excess, self._rank_key)
         high = levels.high
         for pod, vector in ranking:
             # ``levels.over_resources()`` inlined: it also answers ``is_over``, once per candidate.
             over = [name for name, used in levels.usage.items() if used > high[name]]
             if not over:
                 break
-            if headroom and min(headroom.values()) <= 0:
-                used_up = sorted(name for name, room in headroom.items() if room <= 0)
-                source.stop(
-                    reasons.STOP_HEADROOM_USED,
-                    f"the low nodes have no room left below their {'prod ' if prod else ''}high "
-                    f"threshold for {', '.join(used_up)}",
-                )
-                return
-            if destinations.no_slots():
-                source.stop(
-                    reasons.STOP_HEADROOM_USED,
-                    f"the {'prod-' if prod else ''}low nodes have no pod slot left",
-                )
+            if self._out_of_room(drain):
                 return
             prod_vector = self._prod_vector(pool, pod, vector) if pool.prod_resources else None
             freed = prod_vector if prod and prod_vector is not None else vector
-            for name in over:
-                if freed.get(name, 0) > 0:
-                    break
-            else:
+            if not any(freed.get(name, 0) > 0 for name in over):
                 # Moving it would spend a disruption and a limit slot and leave the node exactly as hot.
-                what = "prod usage" if prod else "usage"
                 self._skip(
                     pod,
                     source.name,
                     reasons.FREES_NOTHING,
-                    f"its {what} of {', '.join(over)} is 0: evicting it frees nothing of what "
-                    f"{source.name} is over on",
+                    f"its {'prod usage' if prod else 'usage'} of {', '.join(over)} is 0: evicting it frees "
+                    f"nothing of what {source.name} is over on",
                     prod,
                 )
                 continue
@@ -489,39 +468,11 @@ class _Cycle:
                 continue
             destination, why = destinations.find(pod, vector, prod_vector)
             if destination is None:
-                skips.append(PodSkip(pod.key, node, reasons.NO_DESTINATION, why, prod))
+                self._skip(pod, source.name, reasons.NO_DESTINATION, why, prod)
                 continue
-            reason = reasons.overutilized_reason(
-                levels.over_resources(), levels.usage_percent(), levels.high_percent, prod
-            )
-            self.evictions.append(
-                PlannedEviction(
-                    pod=pod,
-                    node=source.name,
-                    destination=destination.name,
-                    reason=reason,
-                    usage=dict(vector),
-                    workload=workload.identity if workload is not None else "",
-                    workload_kind=workload.kind if workload is not None else "",
-                    workload_name=workload.name if workload is not None else "",
-                    pool=pool.name,
-                    prod=prod,
-                )
-            )
-            self.limits.record(pod, source.name, workload)
-            self.pdbs.record(pod)
-            destinations.reserve(destination, pod, vector, prod_vector)
-            for name in source.levels.usage:
-                source.levels.usage[name] -= vector.get(name, 0)
-            if source.prod is not None and prod_vector is not None:
-                for name in source.prod.usage:
-                    source.prod.usage[name] -= prod_vector.get(name, 0)
+            self._evict(drain, pod, vector, prod_vector, workload, destination)
             # The excess shrank: the pod that now best covers what is left may be another one.
             ranking.rerank()
-            moved = prod_vector if prod and prod_vector is not None else vector
-            for name in headroom:
-                headroom[name] -= moved.get(name, 0)
-            source.evicted += 1
         if levels.is_over():
             source.stop(
                 reasons.STOP_CANDIDATES_EXHAUSTED,
@@ -533,6 +484,96 @@ class _Cycle:
                 reasons.STOP_NO_LONGER_OVER,
                 f"no longer over after {source.evicted} eviction(s)",
             )
+
+    def _candidates(self, drain: _Drain) -> list[Candidate]:
+        """The hotspot's pods that pass the filters and have a fresh usage sample, with their usage over
+        the pool's resources; each other pod is skipped with its reason."""
+        prod, node = drain.prod, drain.source.name
+        candidates: list[Candidate] = []
+        # ``_pod_usage`` inlined: this runs for every pod of every hotspot.
+        # A pod's verdict is the first one of its uid this cycle; with every uid unique, simply its own.
+        verdict = self.filter.check if self.index.unique_uids else self._verdict_by_uid
+        samples, resources, skips = self.usage.pods, drain.pool.resources, self.skips
+        now, expiration = self.now, self.settings.metric_expiration
+        for pod in drain.source.pods:
+            if prod and not is_prod(pod):
+                continue
+            rejected = verdict(pod)
+            if rejected is not None:
+                skips.append(PodSkip(pod.key, node, rejected.code, rejected.message, prod))
+                continue
+            sample = samples.get(f"{pod.namespace}/{pod.name}")  # pod.key, without the property call
+            if sample is None or now - sample.timestamp > expiration:
+                _, problem = self._pod_usage(pod, resources)
+                skips.append(PodSkip(pod.key, node, reasons.NO_POD_USAGE, problem, prod))
+                continue
+            measured = sample.resources
+            candidates.append(
+                (pod, {name: 1 if name == "pods" else int(measured.get(name, 0)) for name in resources})
+            )
+        return candidates
+
+    def _out_of_room(self, drain: _Drain) -> bool:
+        """Whether the low nodes are full (below their high thresholds, or of pod slots): then the hotspot
+        stops with that reason."""
+        headroom, prod = drain.headroom, drain.prod
+        if headroom and min(headroom.values()) <= 0:
+            used_up = sorted(name for name, room in headroom.items() if room <= 0)
+            drain.source.stop(
+                reasons.STOP_HEADROOM_USED,
+                f"the low nodes have no room left below their {'prod ' if prod else ''}high "
+                f"threshold for {', '.join(used_up)}",
+            )
+            return True
+        if drain.destinations.no_slots():
+            drain.source.stop(
+                reasons.STOP_HEADROOM_USED,
+                f"the {'prod-' if prod else ''}low nodes have no pod slot left",
+            )
+            return True
+        return False
+
+    def _evict(
+        self,
+        drain: _Drain,
+        pod: Pod,
+        vector: dict[str, int],
+        prod_vector: dict[str, int] | None,
+        workload: WorkloadRef | None,
+        destination: NodeView,
+    ) -> None:
+        """Plan the pod's eviction and account for it: limits, budgets, the destination's room, the
+        hotspot's usage and the pool's headroom."""
+        source, levels, prod = drain.source, drain.levels, drain.prod
+        reason = reasons.overutilized_reason(
+            levels.over_resources(), levels.usage_percent(), levels.high_percent, prod
+        )
+        self.evictions.append(
+            PlannedEviction(
+                pod=pod,
+                node=source.name,
+                destination=destination.name,
+                reason=reason,
+                usage=dict(vector),
+                workload=workload.identity if workload is not None else "",
+                workload_kind=workload.kind if workload is not None else "",
+                workload_name=workload.name if workload is not None else "",
+                pool=drain.pool.name,
+                prod=prod,
+            )
+        )
+        self.limits.record(pod, source.name, workload)
+        self.pdbs.record(pod)
+        drain.destinations.reserve(destination, pod, vector, prod_vector)
+        for name in source.levels.usage:
+            source.levels.usage[name] -= vector.get(name, 0)
+        if source.prod is not None and prod_vector is not None:
+            for name in source.prod.usage:
+                source.prod.usage[name] -= prod_vector.get(name, 0)
+        moved = prod_vector if prod and prod_vector is not None else vector
+        for name in drain.headroom:
+            drain.headroom[name] -= moved.get(name, 0)
+        source.evicted += 1
 
     def _prod_vector(self, pool: PoolSettings, pod: Pod, vector: dict[str, int]) -> dict[str, int] | None:
         """The pod's share of prod usage (None for non-prod pods or when the prod pass is off)."""
