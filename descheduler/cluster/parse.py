@@ -60,7 +60,6 @@ KEPT_POD_ANNOTATIONS = frozenset(
         "scheduling.koordinator.sh/soft-eviction",
     }
 )
-KEPT_POD_LABELS_PREFIXES = ("",)  # all labels are kept: selectors may name any of them
 WORKLOAD_KINDS = ("ReplicaSet", "Deployment", "StatefulSet", "ReplicationController")
 
 Obj = Mapping[str, Any]

@@ -84,9 +84,6 @@ def _float_or_string(value: object) -> float:
 
 FloatOrString = Annotated[float, BeforeValidator(_float_or_string)]
 
-IntOrPercent = Annotated[int | str, BeforeValidator(parse_int_or_percent)]
-"""A non-negative integer or ``"N%"``, as Kubernetes' ``intstr.IntOrString``."""
-
 
 def _share_of_replicas(value: int | str) -> int | str:
     if isinstance(value, str) and int(value.rstrip("%")) > 100:
@@ -100,7 +97,6 @@ ReplicasIntOrPercent = Annotated[
 """A per-workload limit: an integer or a percentage of the expected replicas, at most ``"100%"``."""
 
 NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_CONFIG_INT)]
-PositiveInt = Annotated[int, Field(ge=1, le=MAX_CONFIG_INT)]
 Int32 = Annotated[int, Field(ge=-MAX_CONFIG_INT - 1, le=MAX_CONFIG_INT)]
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

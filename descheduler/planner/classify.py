@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from descheduler.cluster.selectors import selector_matches
-from descheduler.cluster.types import LabelSelector, Node, Pod, UsageSample, UsageSnapshot
+from descheduler.cluster.types import LabelSelector, Node, Pod, UsageSnapshot
 from descheduler.planner import reasons
 from descheduler.planner.estimate import UsageEstimator
 from descheduler.planner.model import HOTSPOT, LOW, NORMAL, OVER, ResourceReport
@@ -31,14 +31,6 @@ def absolute_threshold(percent: float, base: int) -> int:
 
 def clamp_percent(value: float) -> float:
     return min(100.0, max(0.0, value))
-
-
-def sample_usage(sample: UsageSample, resources: Iterable[str], pod_count: int) -> dict[str, int]:
-    """A usage vector over ``resources``; ``pods`` is the count of pods, absent resources are 0."""
-    out: dict[str, int] = {}
-    for name in resources:
-        out[name] = pod_count if name == "pods" else int(sample.resources.get(name, 0))
-    return out
 
 
 @dataclass(slots=True)

@@ -69,7 +69,6 @@ VERIFY_REFUSED = "verify-refused"
 """A filter or a per-workload limit refuses the eviction on the server's objects."""
 VERIFY_UNREADABLE = "verify-unreadable"
 """The server's objects could not be read (an error or a timeout): nothing is sent on a guess."""
-VERIFY_CODES = frozenset({VERIFY_POD_CHANGED, VERIFY_WORKLOAD_CHANGED, VERIFY_REFUSED, VERIFY_UNREADABLE})
 
 # --- why eviction on a hotspot stopped (node reports) ------------------------------------------------
 STOP_NO_LONGER_OVER = "no-longer-over"
@@ -78,48 +77,6 @@ STOP_CANDIDATES_EXHAUSTED = "candidates-exhausted"
 STOP_NODE_LIMIT = "node-limit-reached"
 STOP_GLOBAL_LIMIT = "global-limit-reached"
 STOP_NOTHING_TO_DO = "nothing-to-do"
-
-# Codes that mean "this pod can never be moved by this configuration" (as opposed to "not now").
-FILTER_CODES = frozenset(
-    {
-        FILTERED_DAEMONSET,
-        FILTERED_MIRROR,
-        FILTERED_STATIC,
-        FILTERED_TERMINATING,
-        FILTERED_TERMINAL,
-        FILTERED_EVICTION_COST,
-        FILTERED_NAMESPACE,
-        FILTERED_LABEL_SELECTOR,
-        FILTERED_POD_SELECTOR,
-        FILTERED_BARE,
-        FILTERED_CRITICAL,
-        FILTERED_PRIORITY,
-        FILTERED_LOCAL_STORAGE,
-        FILTERED_PVC,
-        FILTERED_RESOURCE_CLAIMS,
-        WORKLOAD_UNKNOWN,
-        REPLICAS_ONE,
-        REPLICAS_UNPROTECTED,
-        NO_POD_USAGE,
-        NOT_PROD,
-    }
-)
-
-LIMIT_CODES = frozenset(
-    {
-        LIMIT_PER_NODE,
-        LIMIT_PER_NAMESPACE,
-        LIMIT_TOTAL,
-        MIGRATING_PER_NODE,
-        MIGRATING_PER_NAMESPACE,
-        MIGRATING_GLOBALLY,
-        MIGRATING_PER_WORKLOAD,
-        UNAVAILABLE_PER_WORKLOAD,
-        OBJECT_LIMITER,
-        ALREADY_MIGRATING,
-        ATTEMPTED,
-    }
-)
 
 
 def format_amount(resource: str, amount: int) -> str:

@@ -59,8 +59,7 @@ Shutdown as a whole (this, the Lease release, the Event flush, the watches) stay
 EXIT_OK = 0
 EXIT_FAILED = 1
 """The cycle could not run: API server unreachable, cache not synced, Lease held elsewhere, port taken."""
-EXIT_CONFIG = 2
-"""Bad configuration (or input) file: nothing was started."""
+# Exit 2 (bad configuration, nothing started) is the CLI's: load_config raises ConfigError, cli maps it.
 EXIT_NO_USAGE = 3
 """``once`` ran its cycle but no node had a usable usage sample (metrics source down): nothing was judged."""
 ONCE_LEASE_WAIT_FACTOR = 1.5
