@@ -1,21 +1,18 @@
 """The LowNodeLoad planner: pure decisions over a snapshot, usage, configuration, state and a clock.
 
-``plan`` decides a cycle; ``commit`` records what the executor really evicted (see ``state.py`` for how
+``plan`` decides a cycle; ``commit`` records what the executor really evicted (see ``record.py`` for how
 the two share the work). The live service, ``once --dry-run`` and ``simulate`` all call exactly these.
 """
 
 from descheduler.planner.model import NodeReport, Plan, PlannedEviction, PodSkip, ResourceReport
 from descheduler.planner.plan import after_evictions, plan, pod_usage_nodes
+from descheduler.planner.record import add_departures, add_migrations, commit, evicted_from
 from descheduler.planner.settings import loop_warnings
 from descheduler.planner.state import (
     AnomalyCount,
     Departure,
     Migration,
     PlannerState,
-    add_departures,
-    add_migrations,
-    commit,
-    evicted_from,
     forget,
     refuse,
     reset_anomalies,

@@ -2,7 +2,7 @@
 
 This product's rule (simpler than Koordinator's detector, and stated in the README): a cycle in which
 the node is over adds one; a cycle in which it is not over resets the count to 0, and so does a cycle in
-which pods were evicted from it (``state.commit``). A cycle in which the node is skipped (stale or
+which pods were evicted from it (``record.commit``). A cycle in which the node is skipped (stale or
 missing usage) changes nothing, but a count not written for ``detectorCacheTimeout`` expires.
 """
 

@@ -1,29 +1,15 @@
-"""What the planner remembers between cycles, as an explicit immutable value.
+"""What the planner remembers between cycles, as an explicit immutable value, and the changes to it that
+need no plan (a refusal, a settled or forgotten eviction, a reset count).
 
-How ``plan`` and ``commit`` share the work (the clock is always an argument, never read):
-
-1. ``plan(snapshot, usage, config, state, now)`` decides and returns ``Plan.state``: the input state with
-   this cycle's anomaly counts applied (over: +1, not over: 0) and migrations that no longer matter
-   dropped. It records no migration and resets no count for the evictions it proposes, because
-   nothing has been evicted yet.
-2. The caller runs the evictions (or not: dry-run). When the API server refuses one, it plans again
-   with ``plan(..., already=sent, attempted=tried)``: the same starting state, this cycle's sent
-   evictions counted as its own. At the end it calls ``commit(plan.state, evicted, now)`` with the
-   planned evictions that really (or possibly) happened, whichever plan proposed them. Only those become
-   recorded migrations, and only their source nodes get their anomaly counts reset. A failed eviction
-   therefore changes nothing: the node stays a hotspot and is acted on again next cycle.
-3. The state returned by ``commit`` is what the next ``plan`` receives. In dry-run, ``commit`` with no
-   evicted pods keeps a hotspot a hotspot, so every audit cycle shows what would be done.
+Recording a cycle's evictions into it is ``record.commit``: that needs the plan's types, and keeping it
+out of here lets ``model.Plan`` carry a ``PlannerState`` without a circle between the two modules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from descheduler.planner.model import Plan, PlannedEviction
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,39 +119,6 @@ class PlannerState:
         return body
 
 
-def commit(
-    state: PlannerState,
-    evictions: Sequence[PlannedEviction],
-    now: float,
-    *,
-    applied: Mapping[str, float] | None = None,
-    unresolved: Collection[str] = (),
-) -> PlannerState:
-    """Record the evictions that (possibly) happened into the state the cycle's plan returned: the one path
-    by which the live service, dry-run and ``simulate`` record a cycle.
-
-    Each becomes a migration (starting when the server may last have applied it: ``applied`` by pod key,
-    else ``now``; those in ``unresolved`` stay in every window until ``settle_migrations``), a departure
-    (its load leaves its node's sample only later), and resets its source node's anomaly counts (overall
-    and prod). Planned evictions left out leave no trace: a failed eviction changes nothing.
-    """
-    if not evictions:
-        return state
-    recorded = add_migrations(state, evictions, now, applied=applied, unresolved=unresolved)
-    return reset_anomalies(add_departures(recorded, evictions, now), [e.node for e in evictions], now)
-
-
-def evicted_from(plan: Plan, keys: Collection[str]) -> list[PlannedEviction]:
-    """The plan's evictions of the pods ``keys`` (in plan order). A key the plan did not propose is a
-    caller bug and raises ``ValueError``."""
-    planned = {e.pod.key for e in plan.evictions}
-    unknown = sorted(set(keys) - planned)
-    if unknown:
-        raise ValueError(f"commit: pods {unknown} were not planned for eviction in this plan")
-    wanted = set(keys)
-    return [e for e in plan.evictions if e.pod.key in wanted]
-
-
 def forget(state: PlannerState, pods: Collection[tuple[str, str]]) -> PlannerState:
     """Drop the recorded migrations (and departures) of ``(pod key, uid)`` pairs: evictions of unknown
     outcome that the cache has since shown did not happen. Anomaly counts stay as they are (reset is the
@@ -180,40 +133,6 @@ def forget(state: PlannerState, pods: Collection[tuple[str, str]]) -> PlannerSta
     return replace(state, migrations=kept, departures=departures)
 
 
-def add_migrations(
-    state: PlannerState,
-    evictions: Iterable[PlannedEviction],
-    now: float,
-    *,
-    applied: Mapping[str, float] | None = None,
-    unresolved: Collection[str] = (),
-) -> PlannerState:
-    """Record ``evictions`` as migrations (limits count them); counts untouched.
-
-    Each starts when the server may last have applied it: ``applied`` by pod key (when its answer
-    came), else ``now``; those in ``unresolved`` (pod keys, outcome unknown) stay in every window until
-    ``settle_migrations``. The runner also uses it to re-plan within a cycle after a refusal: what it
-    already evicted must count against every limit, while the anomaly counts stay those of the cycle's
-    first plan.
-    """
-    at = applied or {}
-    added = tuple(
-        Migration(
-            pod=e.pod.key,
-            uid=e.pod.uid,
-            namespace=e.pod.namespace,
-            node=e.node,
-            workload=e.workload,
-            started=at.get(e.pod.key, now),
-            workload_kind=e.workload_kind,
-            workload_name=e.workload_name,
-            unresolved=e.pod.key in unresolved,
-        )
-        for e in evictions
-    )
-    return replace(state, migrations=state.migrations + added) if added else state
-
-
 def settle_migrations(state: PlannerState, applied: Mapping[tuple[str, str], float]) -> PlannerState:
     """Evictions of unknown outcome that turned out applied: ``(pod key, uid)`` -> the latest moment the
     server may have applied them (when the cache showed it, or the request's deadline if that came
@@ -225,23 +144,6 @@ def settle_migrations(state: PlannerState, applied: Mapping[tuple[str, str], flo
         for m in state.migrations
     )
     return replace(state, migrations=migrations)
-
-
-def add_departures(state: PlannerState, evictions: Iterable[PlannedEviction], now: float) -> PlannerState:
-    """Record ``evictions`` as departures (their load leaves their node's sample only later)."""
-    added = tuple(
-        Departure(
-            pod=e.pod.key,
-            uid=e.pod.uid,
-            node=e.node,
-            workload=e.workload,
-            created=e.pod.created,
-            left=now,
-            usage={name: amount for name, amount in e.usage.items() if name != "pods"},
-        )
-        for e in evictions
-    )
-    return replace(state, departures=state.departures + added) if added else state
 
 
 def reset_anomalies(state: PlannerState, nodes: Iterable[str], now: float) -> PlannerState:
