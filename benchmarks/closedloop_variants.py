@@ -31,11 +31,9 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
-from unittest import mock
 
 from benchmarks import synth
 from benchmarks.balance_quality import lower_bound
@@ -45,6 +43,7 @@ from descheduler.cluster.parse import build_snapshot
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, Taint, UsageSample, UsageSnapshot
 from descheduler.planner import PlannerState, commit, plan
 from descheduler.planner.estimate import NodeEstimate, UsageEstimator
+from descheduler.planner.parts import FAST, Parts
 from descheduler.planner.steer import TAINT_EFFECT, TAINT_KEY, TAINT_VALUE, SteerState, steer
 
 VARIANTS = ("as today", "migration-aware", "+ taint")
@@ -68,10 +67,8 @@ class RawSample(UsageEstimator):
         return NodeEstimate(sample=dict(raw), other=dict(raw), usage=dict(raw))
 
 
-@contextmanager
-def raw_samples() -> Iterator[None]:
-    with mock.patch("descheduler.planner.plan.UsageEstimator", RawSample):
-        yield
+RAW_SAMPLES = Parts(estimator=RawSample)
+"""The planner with its estimate replaced by the raw sample (``as today``)."""
 
 
 class StockScheduler(World):
@@ -176,11 +173,8 @@ def run_variant(args: argparse.Namespace, variant: str) -> Result:
             nodes={n: UsageSample(u, now) for n, u in world.measured_node_usage().items()},
             pods={k: UsageSample(u, now) for k, u in truth.items() if started_at.get(k, -1e18) + delay < now},
         )
-        if variant == "as today":
-            with raw_samples():
-                decided = plan(snapshot, usage, config, state, now)
-        else:
-            decided = plan(snapshot, usage, config, state, now)
+        parts = RAW_SAMPLES if variant == "as today" else FAST
+        decided = plan(snapshot, usage, config, state, now, parts=parts)
         if variant == "+ taint":
             first = cycle == 1
             decision = steer(

@@ -189,6 +189,7 @@ def _child_sync(
     from descheduler.kube.cache import ClusterCache
     from descheduler.kube.connection import connect
     from descheduler.planner import PlannerState, plan
+    from descheduler.planner.index import IndexCache
     from descheduler.service.heap import HeapKeeper
 
     baseline_kib = proc_status_kib("VmHWM")
@@ -223,18 +224,27 @@ def _child_sync(
     result = None
     plan_profile = cProfile.Profile() if profile else None
     steady_profile = cProfile.Profile() if profile else None
+    indexes = IndexCache()  # as the service's runner keeps it: the index of an unchanged snapshot reused
     for i in range(plan_runs):
         gc.collect()
         started = time.perf_counter()
         if plan_profile is not None and i == 0:
             plan_profile.enable()
-        result = plan(snapshot, usage, config, PlannerState(), now)
+        result = plan(snapshot, usage, config, PlannerState(), now, cache=indexes)
         if plan_profile is not None and i == 0:
             plan_profile.disable()
         times.append(time.perf_counter() - started)
     steady, steady_steps = (
         _steady_cycles(
-            cache, api, prom_url, config, now, cycles=steady_cycles, profiler=steady_profile, heap=heap
+            cache,
+            api,
+            prom_url,
+            config,
+            now,
+            cycles=steady_cycles,
+            profiler=steady_profile,
+            heap=heap,
+            indexes=indexes,
         )
         if prom_url
         else ([], [])
@@ -288,19 +298,21 @@ def _steady_cycles(
     cycles: int,
     profiler: cProfile.Profile | None = None,
     heap: Any = None,
+    indexes: Any = None,
 ) -> tuple[list[float], list[dict[str, float]]]:
     """CPU of steady cycles as the service runs them (``CycleRunner.run_cycle``'s steps): the cache's
     snapshot, the node usage fetch from the Prometheus stand-in (served by the parent process, so its
     CPU is not counted), the pod usage fetch for the nodes that need it, and the plan; timed on this
     thread's clock. Before each, ``CHURN`` pods are changed and the cycle waits for the watch to deliver
     them (their decoding is the watch thread's, not the cycle's). Returns the cycles' CPU and, of it,
-    the snapshot and index's."""
+    the snapshot and index's. ``indexes``: the ``IndexCache`` the cycles carry (a new one if None)."""
     from descheduler.config.providers import PrometheusSettings
     from descheduler.planner import PlannerState, plan, pod_usage_nodes
-    from descheduler.planner.index import ClusterIndex
+    from descheduler.planner.index import IndexCache
     from descheduler.usage.prometheus import PrometheusSource
 
     source = PrometheusSource(PrometheusSettings(url=prom_url), clock=lambda: now)
+    indexes = indexes if indexes is not None else IndexCache()
     pods = cache.snapshot().pods
     changed = pods[:: max(1, len(pods) // CHURN)][:CHURN]
     times: list[float] = []
@@ -332,19 +344,19 @@ def _steady_cycles(
             # As the service runs a cycle: the collector off inside it, the heap kept after it.
             with heap.cycle() if heap is not None else contextlib.nullcontext():
                 snapshot = cache.snapshot()
-                ClusterIndex.of(snapshot)
+                indexes.index_of(snapshot)
                 marks.append(time.thread_time())
                 node_usage = source.fetch_nodes(snapshot.nodes)
                 marks.append(time.thread_time())
                 state = PlannerState()
-                wanted = pod_usage_nodes(snapshot, node_usage, config, state, now)
+                wanted = pod_usage_nodes(snapshot, node_usage, config, state, now, cache=indexes)
                 marks.append(time.thread_time())
                 usage_pods = source.fetch_pods(wanted, snapshot.nodes, snapshot.pods)
                 usage = UsageSnapshot(
                     nodes=node_usage.nodes, pods=usage_pods, node_errors=node_usage.node_errors
                 )
                 marks.append(time.thread_time())
-                plan(snapshot, usage, config, state, now)
+                plan(snapshot, usage, config, state, now, cache=indexes)
                 marks.append(time.thread_time())
             marks.append(time.thread_time())
             times.append(marks[-1] - marks[0])

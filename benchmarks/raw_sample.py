@@ -12,7 +12,10 @@ from unittest import mock
 
 from benchmarks.closedloop_variants import RawSample
 from descheduler.cli import main
+from descheduler.planner.estimate import UsageEstimator
 
 if __name__ == "__main__":
-    with mock.patch("descheduler.planner.plan.UsageEstimator", RawSample):
+    # The live service has no ``parts`` to pass (in process, ``closedloop_variants.RAW_SAMPLES`` is passed
+    # to ``plan``): the estimator's one method is replaced for this process instead.
+    with mock.patch.object(UsageEstimator, "estimate", RawSample.estimate):
         sys.exit(main(sys.argv[1:]))

@@ -10,7 +10,7 @@ figures move by 20-30 % from one run to the next (the ``json.loads`` floor of th
 the cycle's thread alone, with nothing to wait for, and reports the *minimum* over ``--cycles`` cycles (the
 least disturbed one), so two checkouts run one after the other can be compared:
 
-- ``index``: ``ClusterIndex.of`` after ``--churn`` pods changed in place (a new object each, as the watch
+- ``index``: ``IndexCache.index_of`` after ``--churn`` pods changed in place (a new object each, as the watch
   cache stores after a MODIFIED event: here an annotation);
 - ``pod_usage_nodes`` on the cycle's node usage (new sample objects each cycle, as a fetch builds them);
 - ``plan`` on the usage a cycle fetches (``planning_shapes.fetched_usage``);
@@ -37,7 +37,7 @@ from descheduler.cluster.types import ClusterSnapshot, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
 from descheduler.config.providers import PrometheusSettings
 from descheduler.planner import PlannerState, plan, pod_usage_nodes
-from descheduler.planner.index import ClusterIndex
+from descheduler.planner.index import IndexCache
 from descheduler.usage.prometheus import PrometheusSource
 
 STEPS = ("index", "pod_usage_nodes", "plan", "node fetch", "pod fetch")
@@ -70,16 +70,18 @@ def one_cycle(
     config: EffectiveConfig,
     state: PlannerState,
     source: PrometheusSource,
+    indexes: IndexCache,
 ) -> dict[str, float]:
-    """The steps of one cycle on ``snapshot``, CPU of this thread each (``STEPS``)."""
+    """The steps of one cycle on ``snapshot``, CPU of this thread each (``STEPS``), with the index cache
+    the cycles carry (as the service's runner does)."""
     samples = {name: replace(s, resources=dict(s.resources)) for name, s in fetched.nodes.items()}
     marks = [time.thread_time()]
-    ClusterIndex.of(snapshot)
+    indexes.index_of(snapshot)
     marks.append(time.thread_time())
     node_only = UsageSnapshot(nodes=samples, node_errors=fetched.node_errors)
-    wanted = pod_usage_nodes(snapshot, node_only, config, state, synth.NOW)
+    wanted = pod_usage_nodes(snapshot, node_only, config, state, synth.NOW, cache=indexes)
     marks.append(time.thread_time())
-    plan(snapshot, replace(fetched, nodes=samples), config, state, synth.NOW)
+    plan(snapshot, replace(fetched, nodes=samples), config, state, synth.NOW, cache=indexes)
     marks.append(time.thread_time())
     source.fetch_nodes(snapshot.nodes)
     marks.append(time.thread_time())
@@ -93,7 +95,8 @@ def measure(nodes: int, cycles: int, churn: int, cache: Path | None) -> dict[str
     snapshot, usage = planning_shapes.built(nodes, 30, "default", 1, cache)
     snapshot = unique_names(snapshot)
     config = synth.effective_config()
-    fetched = planning_shapes.fetched_usage(snapshot, usage, config)
+    indexes = IndexCache()
+    fetched = planning_shapes.fetched_usage(snapshot, usage, config, indexes)
     node_usage = {name: dict(sample.resources) for name, sample in usage.nodes.items()}
     pod_usage = {key: dict(sample.resources) for key, sample in usage.pods.items()}
     pod_nodes = {pod.key: pod.node_name for pod in snapshot.pods}
@@ -102,7 +105,7 @@ def measure(nodes: int, cycles: int, churn: int, cache: Path | None) -> dict[str
     state = PlannerState()
     try:
         # One cycle first: the index and what it keeps, as a running service has them.
-        plan(snapshot, fetched, config, state, synth.NOW)
+        plan(snapshot, fetched, config, state, synth.NOW, cache=indexes)
         gc.collect()
         gc.freeze()
         best = dict.fromkeys((*STEPS, "total"), float("inf"))
@@ -110,7 +113,7 @@ def measure(nodes: int, cycles: int, churn: int, cache: Path | None) -> dict[str
             snapshot = changed(snapshot, churn, cycle)
             gc.disable()  # as the service's HeapKeeper runs a cycle
             try:
-                spent = one_cycle(snapshot, fetched, config, state, source)
+                spent = one_cycle(snapshot, fetched, config, state, source, indexes)
             finally:
                 gc.enable()
             gc.collect()

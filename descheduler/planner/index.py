@@ -84,23 +84,6 @@ def _same_place(old: Pod, new: Pod) -> bool:
 class ClusterIndex:
     """Pods by node and by uid, workloads by uid and name, and lazily the pods of each workload."""
 
-    _last: tuple[ClusterSnapshot, ClusterIndex] | None = None
-
-    @classmethod
-    def of(cls, snapshot: ClusterSnapshot) -> ClusterIndex:
-        """The index of ``snapshot``, reused while the same snapshot object is planned again (a cycle
-        classifies nodes for the usage fetch and then plans on one snapshot; the watch cache hands out the
-        same snapshot while nothing changed), and derived from the last one when only a few pods changed.
-        Indexes hold no cycle state."""
-        last = cls._last
-        if last is not None and last[0] is snapshot:
-            return last[1]
-        index = last[1].updated(snapshot) if last is not None else None
-        if index is None:
-            index = cls(snapshot)
-        cls._last = (snapshot, index)
-        return index
-
     def __init__(self, snapshot: ClusterSnapshot) -> None:
         self.snapshot = snapshot
         self.nodes: dict[str, Node] = {n.name: n for n in snapshot.nodes}
@@ -400,3 +383,32 @@ class ClusterIndex:
                     grouped.setdefault(ref.identity, set()).add(pod.key)
             self._unavailable = grouped
         return self._unavailable.get(identity, set())
+
+
+class IndexCache:
+    """The index of the snapshot planned last, kept by whoever plans cycle after cycle (the service's
+    ``CycleRunner``, one ``simulate`` run) and passed to ``plan`` and ``pod_usage_nodes``.
+
+    A cycle classifies nodes for the usage fetch and then plans on one snapshot, and the watch cache
+    hands out the same snapshot while nothing changed: both find the index here instead of building it
+    again, and the next cycle's is derived from it when only a few pods changed (``updated``). It only
+    saves work: a plan made with any cache, shared or not, equals the plan made without one. It belongs
+    to its caller, never to the process, so two callers in one process do not see each other."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        self.last: ClusterIndex | None = None
+        """The index handed out last (None before the first)."""
+
+    def index_of(self, snapshot: ClusterSnapshot) -> ClusterIndex:
+        """The index of ``snapshot``: the last one if it is of this very snapshot object, else derived
+        from the last one, else built."""
+        last = self.last
+        if last is not None and last.snapshot is snapshot:
+            return last
+        index = last.updated(snapshot) if last is not None else None
+        if index is None:
+            index = ClusterIndex(snapshot)
+        self.last = index
+        return index

@@ -16,7 +16,7 @@ from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, U
 from descheduler.config.load import EffectiveConfig
 from descheduler.planner import reasons
 from descheduler.planner.anomaly import is_hotspot, next_count
-from descheduler.planner.candidates import PodFilter, Rejection
+from descheduler.planner.candidates import Rejection
 from descheduler.planner.classify import (
     Levels,
     NodeView,
@@ -28,12 +28,12 @@ from descheduler.planner.classify import (
     usage_problem,
     weighted_score,
 )
-from descheduler.planner.estimate import UsageEstimator
 from descheduler.planner.fit import DestinationSet
-from descheduler.planner.index import ClusterIndex, WorkloadRef
-from descheduler.planner.limits import GLOBAL, NODE, LimitHit, LimitTracker, PdbTracker
+from descheduler.planner.index import ClusterIndex, IndexCache, WorkloadRef
+from descheduler.planner.limits import GLOBAL, NODE, LimitHit, LimitTracker
 from descheduler.planner.model import SKIPPED, NodeReport, Plan, PlannedEviction, PodSkip
-from descheduler.planner.order import Candidate, Ranking, RankKey, is_prod, rank_key
+from descheduler.planner.order import Candidate, RankKey, is_prod, rank_key
+from descheduler.planner.parts import FAST, Parts
 from descheduler.planner.settings import PoolSettings, Settings, compile_settings
 from descheduler.planner.state import AnomalyCount, PlannerState
 
@@ -47,6 +47,8 @@ def plan(
     *,
     already: Sequence[PlannedEviction] = (),
     attempted: Mapping[str, str] | None = None,
+    cache: IndexCache | None = None,
+    parts: Parts = FAST,
 ) -> Plan:
     """Decide this cycle's evictions. Pure: no I/O, no clock (``now`` is seconds since the epoch).
 
@@ -57,10 +59,20 @@ def plan(
     skipped with that reason, never dropped silently. ``state`` is the state the cycle started from; the
     caller records what happened with ``commit``.
 
+    ``cache`` is the caller's ``IndexCache`` (the service's runner keeps one from cycle to cycle): with it
+    the cluster index of an unchanged or slightly changed snapshot is reused, without it built afresh;
+    the plan is the same either way. ``parts`` chooses the implementation of the optimised steps
+    (``parts.py``; tests pass ``reference.REFERENCE``).
+
     Never refuses a configuration: ``load_config`` has checked it (``compile_settings``).
     """
-    cycle = _Cycle(snapshot, after_evictions(usage, already), compile_settings(config), state, now)
+    index = _index(snapshot, cache)
+    cycle = _Cycle(index, after_evictions(usage, already), compile_settings(config), state, now, parts)
     return cycle.run(already=already, attempted=attempted or {})
+
+
+def _index(snapshot: ClusterSnapshot, cache: IndexCache | None) -> ClusterIndex:
+    return cache.index_of(snapshot) if cache is not None else ClusterIndex(snapshot)
 
 
 def after_evictions(usage: UsageSnapshot, evictions: Sequence[PlannedEviction]) -> UsageSnapshot:
@@ -83,7 +95,14 @@ def after_evictions(usage: UsageSnapshot, evictions: Sequence[PlannedEviction]) 
 
 
 def pod_usage_nodes(
-    snapshot: ClusterSnapshot, usage: UsageSnapshot, config: EffectiveConfig, state: PlannerState, now: float
+    snapshot: ClusterSnapshot,
+    usage: UsageSnapshot,
+    config: EffectiveConfig,
+    state: PlannerState,
+    now: float,
+    *,
+    cache: IndexCache | None = None,
+    parts: Parts = FAST,
 ) -> frozenset[str] | None:
     """The nodes whose pods' usage ``plan`` may read this cycle, judged from node usage alone.
 
@@ -97,14 +116,17 @@ def pod_usage_nodes(
 
     One approximation remains: a young pod with no sample of its own takes its workload's latest sample
     (``UsageEstimator.latest``) only from the pods whose usage was fetched, else its requests.
+
+    ``cache`` and ``parts`` as for ``plan``: pass the same cache to both calls of a cycle so the index
+    built here is the one ``plan`` uses.
     """
     settings = compile_settings(config)
     if not settings.enabled or settings.paused:
         return frozenset()
     if any(pool.prod_resources for pool in settings.pools):
         return None
-    cycle = _Cycle(snapshot, usage, settings, state, now)
-    cycle._collect_nodes()
+    cycle = _Cycle(_index(snapshot, cache), usage, settings, state, now, parts)
+    cycle.classify_nodes()
     over = {view.name for views in cycle.views.values() for view in views if view.over}
     recent = now - settings.usage_window - settings.metric_expiration
     # The pods the estimate reads are the nodes' buckets; each bucket's youngest is kept in the index.
@@ -136,21 +158,26 @@ class _Drain:
 
 
 class _Cycle:
+    """One planning pass over one snapshot's index: ``classify_nodes``, then ``run`` (which classifies
+    too)."""
+
     def __init__(
         self,
-        snapshot: ClusterSnapshot,
+        index: ClusterIndex,
         usage: UsageSnapshot,
         settings: Settings,
         state: PlannerState,
         now: float,
+        parts: Parts = FAST,
     ) -> None:
-        self.snapshot = snapshot
+        self.snapshot = index.snapshot
+        self.parts = parts
         self.usage = usage
         self.settings = settings
         self.attempted: Mapping[str, str] = {}
         self.state = state
         self.now = now
-        self.index = ClusterIndex.of(snapshot)
+        self.index = index
         self.notes: list[str] = []
         self.evictions: list[PlannedEviction] = []
         self.skips: list[PodSkip] = []
@@ -161,7 +188,7 @@ class _Cycle:
         # up to nodeMetricExpirationSeconds old are still used.
         remembered = settings.usage_window + settings.metric_expiration
         self.departures = tuple(d for d in state.departures if d.left + remembered > now)
-        self.estimator = UsageEstimator(usage, self.index, self.departures, settings.usage_window)
+        self.estimator = parts.estimator(usage, self.index, self.departures, settings.usage_window)
 
     # --- the cycle ------------------------------------------------------------------------------------
 
@@ -183,7 +210,7 @@ class _Cycle:
                 notes=("LowNodeLoad is not enabled in any profile's balance plugins: nothing to plan",),
                 now=self.now,
             )
-        self._collect_nodes()
+        self.classify_nodes()
         anomalies, prod_anomalies = self._count_anomalies()
         refusals = {k: until for k, until in self.state.pdb_refusals.items() if until > self.now}
         new_state = PlannerState(
@@ -200,11 +227,11 @@ class _Cycle:
             # Which budgets select a pod reads the pod and the budgets alone (any change to a budget, its
             # status included, starts the memo afresh: the entries hold the budget objects).
             budgets = self.index.pod_memo("budgets", self.snapshot.pdbs)
-            self.pdbs = PdbTracker(self.snapshot.pdbs, refusals, budgets)
+            self.pdbs = self.parts.pdb_tracker(self.snapshot.pdbs, refusals, budgets)
             for done in already:  # this cycle's earlier evictions: its own, for every limit and budget
                 self.limits.record(done.pod, done.node, self.index.workload_of(done.pod))
                 self.pdbs.record(done.pod)
-            self.filter = PodFilter(s, self.index)
+            self.filter = self.parts.pod_filter(s, self.index)
             self._rejections: dict[str, Rejection | None] = {}
             self._rank_keys = self.index.pod_memo("rank key")
             for pool in s.pools:
@@ -258,7 +285,8 @@ class _Cycle:
             )
         )
 
-    def _collect_nodes(self) -> None:
+    def classify_nodes(self) -> None:
+        """Each node skipped with its reason or viewed and classified in its pool (``views``)."""
         s = self.settings
         for node in sorted(self.snapshot.nodes, key=lambda n: n.name):
             if not node_selected(node, s.node_selectors):
@@ -373,8 +401,8 @@ class _Cycle:
         for view in targets:
             if view.requested is None:
                 # What ``NodeView.requested_now`` sums (the view's pods are the index's), kept across cycles.
-                view.requested = dict(self.index.requested_on(view.name))
-        destinations = DestinationSet(targets, pool.weights, self.settings.node_fit, prod)
+                view.requested = dict(self.parts.requested(self.index, view.name))
+        destinations = self.parts.destinations(targets, pool.weights, self.settings.node_fit, prod)
         headroom = destinations.headroom()
 
         def heat(view: NodeView) -> tuple[float, str]:
@@ -434,7 +462,9 @@ class _Cycle:
         levels = source.prod if prod and source.prod is not None else source.levels
         drain = _Drain(pool, source, levels, destinations, headroom, prod)
         resources = pool.prod_resources if prod else pool.resources
-        ranking = Ranking(self._candidates(drain), resources, pool.weights, levels.excess, self._rank_key)
+        ranking = self.parts.ranking(
+            self._candidates(drain), resources, pool.weights, levels.excess, self._rank_key
+        )
         high = levels.high
         for pod, vector in ranking:
             # ``levels.over_resources()`` inlined: it also answers ``is_over``, once per candidate.

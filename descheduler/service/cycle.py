@@ -20,6 +20,7 @@ import structlog
 from descheduler.cluster.types import ClusterSnapshot, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
 from descheduler.planner import Plan, PlannerState, commit, plan, pod_usage_nodes
+from descheduler.planner.index import IndexCache
 from descheduler.service.edges import Clocks, Edges, Signals, Timing
 from descheduler.service.evictions import EvictionPass, Gate, Pass, refused_budgets
 from descheduler.service.ledger import Held, Ledger
@@ -70,6 +71,9 @@ class CycleRunner:
             edges.tainter if steering_on else None, args.hotspot_taint.remove_after_cycles if args else 0
         )
         self.state = PlannerState()
+        self.indexes = IndexCache()
+        """The cluster index of the last snapshot planned: shared by the cycle's two planner calls, its
+        verification and its re-plans, and derived from for the next cycle's snapshot."""
         self.unconfirmed: dict[str, Unconfirmed] = {}
         """Evictions of unknown outcome, by pod key, until the cache settles them."""
         self.verified_requests = 0
@@ -146,7 +150,7 @@ class CycleRunner:
             snapshot = self.edges.cluster.snapshot()
             resolved = self._settle_unknown(snapshot, now)
             usage = self._usage(snapshot, now)
-            decided = plan(snapshot, usage, self.config, self.state, now)
+            decided = plan(snapshot, usage, self.config, self.state, now, cache=self.indexes)
             acting = self.signals.is_leader() and not self.stopping.is_set()
             steering = self.steering.decide(snapshot, decided, acting)
             added = self.steering.add(steering)  # before the evictions, so replacements are steered away
@@ -185,7 +189,7 @@ class CycleRunner:
     def _usage(self, snapshot: ClusterSnapshot, now: float) -> UsageSnapshot:
         """Two steps: node usage first; then pod usage only for the nodes the plan may move pods from."""
         usage = self._distrust(self.edges.usage.fetch_nodes(snapshot.nodes))
-        wanted = pod_usage_nodes(snapshot, usage, self.config, self.state, now)
+        wanted = pod_usage_nodes(snapshot, usage, self.config, self.state, now, cache=self.indexes)
         pods = self.edges.usage.fetch_pods(wanted, snapshot.nodes, snapshot.pods)
         return UsageSnapshot(nodes=usage.nodes, pods=pods, node_errors=usage.node_errors)
 
@@ -197,7 +201,14 @@ class CycleRunner:
         ahead = self.ledger.write_ahead(decided.state, held, self.clocks.wall, self.config.dry_run)
         verifier = self.edges.verifier
         check = (
-            ServerCheck(verifier, self.config, snapshot, decided.now, deadline, self.clocks.monotonic)
+            ServerCheck(
+                verifier,
+                self.config,
+                self.indexes.index_of(snapshot),
+                decided.now,
+                deadline,
+                self.clocks.monotonic,
+            )
             if verifier is not None
             else None
         )
@@ -210,7 +221,14 @@ class CycleRunner:
             dry_run=self.config.dry_run,
         )
         runner = EvictionPass(
-            self.config, self.edges.evictor, gate, self.clocks.wall, self.pdb_retry_seconds, check, ahead
+            self.config,
+            self.edges.evictor,
+            gate,
+            self.clocks.wall,
+            self.pdb_retry_seconds,
+            check,
+            ahead,
+            self.indexes,
         )
         done = runner.run(snapshot, usage, self.state, decided)
         self._last_verify_requests = check.requests if check is not None else 0

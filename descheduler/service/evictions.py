@@ -25,6 +25,7 @@ from descheduler.cluster.selectors import selector_matches
 from descheduler.cluster.types import ClusterSnapshot, Pod, PodDisruptionBudget, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
 from descheduler.planner import Plan, PlannedEviction, PlannerState, PodSkip, plan, refuse
+from descheduler.planner.index import IndexCache
 from descheduler.service.edges import Evictor
 from descheduler.service.ledger import EVICTED_RESULTS, WriteAhead
 from descheduler.service.records import EvictionRecord
@@ -95,6 +96,8 @@ class EvictionPass:
     pdb_retry_seconds: float
     check: ServerCheck | None = None
     ahead: WriteAhead | None = None
+    indexes: IndexCache | None = None
+    """The cycle's index cache: a re-plan reuses the index the first plan built."""
 
     def run(self, snapshot: ClusterSnapshot, usage: UsageSnapshot, state: PlannerState, first: Plan) -> Pass:
         now = first.now
@@ -129,7 +132,14 @@ class EvictionPass:
                     "replanning_after_refusal", pod=planned.pod.key, budgets=budgets, retry_after=retry_after
                 )
                 result.decided = plan(
-                    snapshot, usage, self.config, base, now, already=result.done, attempted=attempted
+                    snapshot,
+                    usage,
+                    self.config,
+                    base,
+                    now,
+                    already=result.done,
+                    attempted=attempted,
+                    cache=self.indexes,
                 )
                 queue = list(result.decided.evictions)
         decided = result.decided

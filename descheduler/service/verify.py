@@ -8,7 +8,6 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from descheduler.cluster.types import ClusterSnapshot
 from descheduler.config.load import EffectiveConfig
 from descheduler.planner import Plan, PlannedEviction
 from descheduler.planner.candidates import resolve_priority_threshold
@@ -21,13 +20,14 @@ log = structlog.get_logger("descheduler.verify")
 
 
 class ServerCheck:
-    """Built once per cycle from the cycle's snapshot; ``verify`` is the evictor's ``verify`` hook."""
+    """Built once per cycle from the index the cycle planned on (the runner's ``IndexCache``: not built
+    again); ``verify`` is the evictor's ``verify`` hook."""
 
     def __init__(
         self,
         verifier: Verifier,
         config: EffectiveConfig,
-        snapshot: ClusterSnapshot,
+        index: ClusterIndex,
         now: float,
         deadline: float,
         monotonic: Callable[[], float],
@@ -37,7 +37,7 @@ class ServerCheck:
         self.deadline = deadline
         self.monotonic = monotonic
         self.settings = compile_settings(config)
-        self.index = ClusterIndex.of(snapshot)
+        self.index = index
         self.threshold = Threshold(*resolve_priority_threshold(self.settings, self.index))
         self.requests = 0
         """API requests the verifications of this cycle made."""

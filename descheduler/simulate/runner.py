@@ -25,6 +25,8 @@ from descheduler.config.load import EffectiveConfig
 from descheduler.config.providers import usage_window
 from descheduler.planner import Plan, PlannerState, commit, plan
 from descheduler.planner.estimate import window_share
+from descheduler.planner.index import IndexCache
+from descheduler.planner.parts import FAST, Parts
 from descheduler.simulate.inputs import UsageSeries
 from descheduler.usage.samples import build_sample, join_reasons
 
@@ -237,8 +239,11 @@ def run(
     series: UsageSeries,
     cycles: int,
     reschedule: bool = False,
+    *,
+    parts: Parts = FAST,
 ) -> list[CycleResult]:
-    """Run ``cycles`` planner cycles; every planned eviction is assumed to succeed."""
+    """Run ``cycles`` planner cycles; every planned eviction is assumed to succeed. ``parts``: the
+    planner's implementation (tests replay with ``reference.REFERENCE``)."""
     interval = config.config.descheduling_interval
     window = usage_window(config.config.metrics_providers)
     start = start_time(snapshot, interval, window)
@@ -247,11 +252,12 @@ def run(
     )
     world = _World(snapshot, window=window)
     state = PlannerState()
+    indexes = IndexCache()  # this run's own: each cycle's index derived from the last one's
     results: list[CycleResult] = []
     for cycle in range(1, cycles + 1):
         now = start + (cycle - 1) * interval
         usage = usage_for_cycle(series, world, cycle, now)
-        result = plan(world.snapshot, usage, config, state, now)
+        result = plan(world.snapshot, usage, config, state, now, cache=indexes, parts=parts)
         state = commit(result.state, result.evictions, now)
         moves: list[Rescheduled] = []
         placed: list[Pod] = []

@@ -284,7 +284,7 @@ def test_the_prometheus_stand_in_recognises_every_default_query(name: str) -> No
 
 def test_the_as_today_variant_decides_on_the_raw_sample_and_the_shipped_one_on_the_estimate() -> None:
     """The benchmarks' "as today" rows switch the estimate off; check that they really do."""
-    from benchmarks.closedloop_variants import raw_samples
+    from benchmarks.closedloop_variants import RAW_SAMPLES
     from descheduler.planner import commit, evicted_from
     from tests.unit.builders import NOW, World, cpu, settings
 
@@ -296,8 +296,7 @@ def test_the_as_today_variant_decides_on_the_raw_sample_and_the_shipped_one_on_t
     state = commit(first.state, evicted_from(first, ["default/p"]), NOW)
     world.remove_pod("p").set_node_usage("hot", cpu("8.2"))  # a minute later the sample still holds 4/5 of p
     shipped = world.plan(settings(), state, NOW + 60)
-    with raw_samples():
-        as_today = world.plan(settings(), state, NOW + 60)
+    as_today = world.plan(settings(), state, NOW + 60, parts=RAW_SAMPLES)
     usage = {r.node: r.resources[0].usage for r in shipped.node_reports}
     raw = {r.node: r.resources[0].usage for r in as_today.node_reports}
     assert (usage["hot"], raw["hot"]) == (5000, 8200)

@@ -22,6 +22,7 @@ from descheduler.cluster.parse import build_snapshot, iter_objects
 from descheduler.cluster.types import ClusterSnapshot, UsageSample, UsageSnapshot
 from descheduler.config.load import EffectiveConfig, load_config_document
 from descheduler.planner import Plan, PlannerState, commit, plan
+from descheduler.planner.parts import FAST, Parts
 from descheduler.service.cycle import CycleRunner
 from descheduler.service.edges import Clocks, Edges, Signals, Timing
 from descheduler.units import resource_amount
@@ -329,16 +330,25 @@ class World:
             node_errors=dict(self.node_errors),
         )
 
-    def plan(self, config: EffectiveConfig, state: PlannerState | None = None, now: float = NOW) -> Plan:
-        return plan(self.snapshot(), self.usage(now), config, state or PlannerState(), now)
+    def plan(
+        self,
+        config: EffectiveConfig,
+        state: PlannerState | None = None,
+        now: float = NOW,
+        *,
+        parts: Parts = FAST,
+    ) -> Plan:
+        return plan(self.snapshot(), self.usage(now), config, state or PlannerState(), now, parts=parts)
 
-    def cycles(self, config: EffectiveConfig, count: int, interval: float = 60.0) -> list[Plan]:
+    def cycles(
+        self, config: EffectiveConfig, count: int, interval: float = 60.0, *, parts: Parts = FAST
+    ) -> list[Plan]:
         """``count`` cycles on an unchanging cluster, committing every planned eviction as done."""
         state = PlannerState()
         plans = []
         for i in range(count):
             now = NOW + i * interval
-            result = self.plan(config, state, now)
+            result = self.plan(config, state, now, parts=parts)
             state = commit(result.state, result.evictions, now)
             plans.append(result)
         return plans

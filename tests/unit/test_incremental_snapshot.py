@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from descheduler.cluster.types import ClusterSnapshot, Node, OwnerRef, Pod, Workload
 from descheduler.kube.cache import RESOURCES, Backoff, Interner, _Reflector
-from descheduler.planner.index import ClusterIndex
+from descheduler.planner.index import ClusterIndex, IndexCache
 
 # -- the cache's ordered values -----------------------------------------------------------------------------
 
@@ -200,10 +200,11 @@ def test_the_index_after_one_change_is_derived_not_rebuilt(
 def test_the_index_of_a_snapshot_with_one_changed_pod_is_derived_not_rebuilt() -> None:
     pods = [make_pod(i, i) for i in range(2000)]
     first = ClusterSnapshot(nodes=NODES, pods=tuple(pods), workloads=WORKLOADS)
-    ClusterIndex._last = None
-    before = ClusterIndex.of(first)
+    cache = IndexCache()
+    before = cache.index_of(first)
+    assert cache.index_of(first) is before  # the same snapshot object: the same index
     pods[10] = make_pod(10, 11)
     second = ClusterSnapshot(nodes=NODES, pods=tuple(pods), workloads=WORKLOADS)
-    after = ClusterIndex.of(second)
-    assert after is not before and after._workloads_by_uid is before._workloads_by_uid
+    after = cache.index_of(second)
+    assert cache.last is after and after is not before and after._workloads_by_uid is before._workloads_by_uid
     same_index(after, ClusterIndex(second))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import random
 from typing import Any
 
@@ -10,8 +9,9 @@ import pytest
 
 from descheduler.planner import reasons
 from descheduler.planner.fit import DestinationSet
+from descheduler.planner.parts import Parts
+from descheduler.planner.reference import Exhaustive
 from tests.unit.builders import World, cpu, evicted, report, settings, skip_codes
-from tests.unit.reference import Exhaustive
 
 
 def one_pod(pod: dict[str, Any] | None = None, **cool: Any) -> World:
@@ -255,9 +255,7 @@ def random_world(seed: int) -> World:
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_bounds_and_caches_never_change_which_pods_move_or_where(
-    seed: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_bounds_and_caches_never_change_which_pods_move_or_where(seed: int) -> None:
     world = random_world(seed)
     config = settings(
         low={"cpu": 20, "memory": 80},
@@ -265,8 +263,7 @@ def test_bounds_and_caches_never_change_which_pods_move_or_where(
         migration={"maxUnavailablePerWorkload": 0, "maxMigratingPerWorkload": 0},
     )
     fast = world.plan(config)
-    monkeypatch.setattr(importlib.import_module("descheduler.planner.plan"), "DestinationSet", Exhaustive)
-    reference = world.plan(config)
+    reference = world.plan(config, parts=Parts(destinations=Exhaustive))
     assert [(e.pod.key, e.destination) for e in fast.evictions] == [
         (e.pod.key, e.destination) for e in reference.evictions
     ]

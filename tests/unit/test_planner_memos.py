@@ -1,7 +1,7 @@
 """What the planner keeps in the ``ClusterIndex`` from cycle to cycle (each pod's filter verdict and rank
 key, each node's summed requests) is forgotten exactly when what it was computed from changes: a plan on
-an index carried over from earlier cycles (``ClusterIndex.of`` deriving it with ``updated``, as the live
-service does) equals, field for field, the plan on an index built afresh, and the reference planner's.
+an index carried over from earlier cycles (an ``IndexCache`` deriving it with ``updated``, as the live
+service's does) equals, field for field, the plan on an index built afresh, and the reference planner's.
 
 The snapshots below are derived from one another as the watch cache derives them: unchanged pods stay the
 same objects, a changed pod is a new object, and workloads, budgets and namespaces are replaced as wholes.
@@ -10,7 +10,6 @@ same objects, a changed pod is a new object, and workloads, budgets and namespac
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from dataclasses import fields, replace
 from typing import Any
 
@@ -19,10 +18,10 @@ import pytest
 from descheduler.cluster.types import ClusterSnapshot, Namespace, Pod, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
 from descheduler.planner import NodeReport, Plan, PlannerState, ResourceReport, plan, reasons
-from descheduler.planner.index import ClusterIndex
+from descheduler.planner.index import ClusterIndex, IndexCache
 from descheduler.planner.order import DELETION_COST, EVICTION_COST
+from descheduler.planner.reference import REFERENCE_BOUNDED
 from tests.unit.builders import NOW, World, cpu, settings
-from tests.unit.reference import reference_planner
 
 CONFIG = settings(low={"cpu": 30}, high={"cpu": 60})
 
@@ -59,24 +58,21 @@ def world() -> World:
     return w
 
 
-def carried(snapshot: ClusterSnapshot) -> ClusterIndex:
+def carried(cache: IndexCache, snapshot: ClusterSnapshot) -> ClusterIndex:
     """The index the planner will use for ``snapshot``: derived from the last one where it can be."""
-    return ClusterIndex.of(snapshot)
+    return cache.index_of(snapshot)
 
 
 def fresh_plan(snapshot: ClusterSnapshot, usage: UsageSnapshot, config: EffectiveConfig) -> Plan:
-    """The plan on an index built from nothing (the carried chain is put back afterwards)."""
-    last = ClusterIndex._last
-    ClusterIndex._last = None
-    try:
-        return plan(snapshot, usage, config, PlannerState(), NOW)
-    finally:
-        ClusterIndex._last = last
+    """The plan on an index built from nothing (no cache)."""
+    return plan(snapshot, usage, config, PlannerState(), NOW)
 
 
-def plans(snapshot: ClusterSnapshot, usage: UsageSnapshot, config: EffectiveConfig) -> Plan:
+def plans(
+    cache: IndexCache, snapshot: ClusterSnapshot, usage: UsageSnapshot, config: EffectiveConfig
+) -> Plan:
     """Plan on the carried index; the plan on a fresh index must be the same."""
-    result = plan(snapshot, usage, config, PlannerState(), NOW)
+    result = plan(snapshot, usage, config, PlannerState(), NOW, cache=cache)
     assert result.to_dict() == fresh_plan(snapshot, usage, config).to_dict()
     return result
 
@@ -91,12 +87,15 @@ def moved(result: Plan) -> list[str]:
 
 
 @pytest.fixture
-def start() -> Iterator[tuple[ClusterSnapshot, UsageSnapshot]]:
+def start() -> tuple[ClusterSnapshot, UsageSnapshot]:
     w = world()
-    ClusterIndex._last = None
-    snapshot = w.snapshot()
-    yield snapshot, w.usage()
-    ClusterIndex._last = None
+    return w.snapshot(), w.usage()
+
+
+@pytest.fixture
+def cache() -> IndexCache:
+    """The test's own index cache, as the live service's runner keeps one."""
+    return IndexCache()
 
 
 def remembered(index: ClusterIndex, memo: str) -> int:
@@ -104,103 +103,113 @@ def remembered(index: ClusterIndex, memo: str) -> int:
     return len(found[1]) if found is not None else 0
 
 
-def test_the_verdicts_are_carried_to_the_next_cycles_index(start: tuple[ClusterSnapshot, Any]) -> None:
+def test_the_verdicts_are_carried_to_the_next_cycles_index(
+    start: tuple[ClusterSnapshot, Any], cache: IndexCache
+) -> None:
     snapshot, usage = start
-    plans(snapshot, usage, CONFIG)
-    first = carried(snapshot)
+    plans(cache, snapshot, usage, CONFIG)
+    first = carried(cache, snapshot)
     assert remembered(first, "filter") >= 16 and remembered(first, "rank key") > 0
     # One pod changed (a new object): its entry goes, the others' stay.
     pods = list(snapshot.pods)
     changed = next(i for i, p in enumerate(pods) if p.name == "p0-1")
     pods[changed] = replace(pods[changed], annotations={EVICTION_COST: str(2**31 - 1)})
     second = replace(snapshot, pods=tuple(pods))
-    index = carried(second)
+    index = carried(cache, second)
     assert index is not first and index._memos["filter"][1] is not first._memos["filter"][1]
     assert index.workloads_version is first.workloads_version  # so the whole verdicts stand
     assert remembered(index, "filter") == remembered(first, "filter") - 1
-    result = plans(second, usage, CONFIG)
+    result = plans(cache, second, usage, CONFIG)
     assert skip_of(result, "default/p0-1") == reasons.FILTERED_EVICTION_COST
 
 
-def test_a_pods_verdict_follows_its_workloads_replicas(start: tuple[ClusterSnapshot, Any]) -> None:
+def test_a_pods_verdict_follows_its_workloads_replicas(
+    start: tuple[ClusterSnapshot, Any], cache: IndexCache
+) -> None:
     snapshot, usage = start
-    before = plans(snapshot, usage, CONFIG)
+    before = plans(cache, snapshot, usage, CONFIG)
     assert skip_of(before, "default/p0-0") != reasons.REPLICAS_ONE
     # web scaled down to one replica: the same pod objects, other workloads.
     workloads = tuple(
         replace(w, replicas=1) if w.name in ("web", "web-rs") else w for w in snapshot.workloads
     )
-    version = carried(snapshot).workloads_version
+    version = carried(cache, snapshot).workloads_version
     scaled = replace(snapshot, workloads=workloads)
-    assert carried(scaled).workloads_version is not version
-    after = plans(scaled, usage, CONFIG)
+    assert carried(cache, scaled).workloads_version is not version
+    after = plans(cache, scaled, usage, CONFIG)
     assert skip_of(after, "default/p0-0") == reasons.REPLICAS_ONE
     # And back: candidates again.
-    again = plans(replace(snapshot, workloads=snapshot.workloads), usage, CONFIG)
+    again = plans(cache, replace(snapshot, workloads=snapshot.workloads), usage, CONFIG)
     assert skip_of(again, "default/p0-0") != reasons.REPLICAS_ONE
     assert again.to_dict() == before.to_dict()
 
 
-def test_a_pods_verdict_follows_the_settings(start: tuple[ClusterSnapshot, Any]) -> None:
+def test_a_pods_verdict_follows_the_settings(start: tuple[ClusterSnapshot, Any], cache: IndexCache) -> None:
     snapshot, usage = start
-    before = plans(snapshot, usage, CONFIG)
+    before = plans(cache, snapshot, usage, CONFIG)
     assert before.evictions
     excluded = settings(
         low={"cpu": 30}, high={"cpu": 60}, args={"evictableNamespaces": {"exclude": ["default"]}}
     )
-    after = plans(snapshot, usage, excluded)  # the very same snapshot, so the very same index
+    after = plans(cache, snapshot, usage, excluded)  # the very same snapshot, so the very same index
     assert not after.evictions and skip_of(after, "default/p0-0") == reasons.FILTERED_NAMESPACE
     bare = settings(low={"cpu": 30}, high={"cpu": 60}, migration={"evictAllBarePods": True})
-    assert skip_of(plans(snapshot, usage, bare), "default/p0-3") != reasons.FILTERED_BARE
-    assert skip_of(plans(snapshot, usage, CONFIG), "default/p0-3") == reasons.FILTERED_BARE
-    assert plans(snapshot, usage, CONFIG).to_dict() == before.to_dict()
+    assert skip_of(plans(cache, snapshot, usage, bare), "default/p0-3") != reasons.FILTERED_BARE
+    assert skip_of(plans(cache, snapshot, usage, CONFIG), "default/p0-3") == reasons.FILTERED_BARE
+    assert plans(cache, snapshot, usage, CONFIG).to_dict() == before.to_dict()
 
 
 def test_a_pods_verdict_follows_the_priority_class_a_threshold_names(
-    start: tuple[ClusterSnapshot, Any],
+    start: tuple[ClusterSnapshot, Any], cache: IndexCache
 ) -> None:
     snapshot, usage = start
     config = settings(low={"cpu": 30}, high={"cpu": 60}, migration={"priorityThreshold": {"name": "custom"}})
-    unknown = plans(snapshot, usage, config)
+    unknown = plans(cache, snapshot, usage, config)
     assert not unknown.evictions and skip_of(unknown, "default/p0-0") == reasons.FILTERED_PRIORITY
     # A pod using the class appears: the threshold resolves to its priority (500), on the same other pods.
     user = Pod(
         namespace="default", name="user", uid="uid-user", node_name="cool0", priority=500,
         priority_class_name="custom",
     )  # fmt: skip
-    known = plans(replace(snapshot, pods=(*snapshot.pods, user)), usage, config)
+    known = plans(cache, replace(snapshot, pods=(*snapshot.pods, user)), usage, config)
     assert known.evictions
     assert skip_of(known, "default/p0-2") == reasons.FILTERED_PRIORITY  # priority 1000
     assert skip_of(known, "default/p0-0") != reasons.FILTERED_PRIORITY  # no priority
 
 
-def test_budgets_and_namespaces_changing_under_the_same_pods(start: tuple[ClusterSnapshot, Any]) -> None:
+def test_budgets_and_namespaces_changing_under_the_same_pods(
+    start: tuple[ClusterSnapshot, Any], cache: IndexCache
+) -> None:
     snapshot, usage = start
-    before = plans(snapshot, usage, CONFIG)
+    before = plans(cache, snapshot, usage, CONFIG)
     api = [e.pod.key for e in before.evictions if "api" in e.workload]
     assert api, "an api pod moves while its budget allows one"
     closed = tuple(replace(p, disruptions_allowed=0) for p in snapshot.pdbs)
-    after = plans(replace(snapshot, pdbs=closed), usage, CONFIG)
+    after = plans(cache, replace(snapshot, pdbs=closed), usage, CONFIG)
     assert not [e for e in after.evictions if "api" in e.workload]
     assert skip_of(after, api[0]).startswith(reasons.PDB)
     named = replace(snapshot, namespaces=(Namespace(name="default", labels={"team": "a"}),))
-    assert plans(named, usage, CONFIG).to_dict() == before.to_dict()
+    assert plans(cache, named, usage, CONFIG).to_dict() == before.to_dict()
 
 
-def test_a_changed_pods_rank_key_is_computed_again(start: tuple[ClusterSnapshot, Any]) -> None:
+def test_a_changed_pods_rank_key_is_computed_again(
+    start: tuple[ClusterSnapshot, Any], cache: IndexCache
+) -> None:
     snapshot, usage = start
-    before = plans(snapshot, usage, CONFIG)
+    before = plans(cache, snapshot, usage, CONFIG)
     first = next(e.pod for e in before.evictions if e.node == "hot0")
     # Make the first pod moved from hot0 the last choice: a high deletion cost.
     pods = tuple(replace(p, annotations={DELETION_COST: "1000"}) if p is first else p for p in snapshot.pods)
-    after = plans(replace(snapshot, pods=pods), usage, CONFIG)
+    after = plans(cache, replace(snapshot, pods=pods), usage, CONFIG)
     assert next(e.pod.key for e in after.evictions if e.node == "hot0") != first.key
 
 
-def test_a_nodes_requested_sum_follows_its_pods(start: tuple[ClusterSnapshot, Any]) -> None:
+def test_a_nodes_requested_sum_follows_its_pods(
+    start: tuple[ClusterSnapshot, Any], cache: IndexCache
+) -> None:
     snapshot, usage = start
-    plans(snapshot, usage, CONFIG)
-    index = carried(snapshot)
+    plans(cache, snapshot, usage, CONFIG)
+    index = carried(cache, snapshot)
     assert index.requested_on("cool0") == {"cpu": 500}
     # A pod with a large request lands on cool0 where one on cool1 was (the cache's list keeps its place):
     # their sums change, cool2's is carried as it was.
@@ -208,28 +217,30 @@ def test_a_nodes_requested_sum_follows_its_pods(start: tuple[ClusterSnapshot, An
     big = Pod(namespace="default", name="big", uid="uid-big", node_name="cool0", requests={"cpu": 9500})
     pods = tuple(big if p.name == "c1" else p for p in snapshot.pods)
     second = replace(snapshot, pods=pods)
-    derived = carried(second)
+    derived = carried(cache, second)
     assert derived is not index and derived._requested.get("cool2") is kept
     assert derived.requested_on("cool0") == {"cpu": 10000}
     assert derived.requested_on("cool1") == {}
-    result = plans(second, usage, CONFIG)
+    result = plans(cache, second, usage, CONFIG)
     assert all(e.destination != "cool0" for e in result.evictions)
 
 
-def test_a_pod_resized_in_place_changes_its_nodes_requested_sum(start: tuple[ClusterSnapshot, Any]) -> None:
+def test_a_pod_resized_in_place_changes_its_nodes_requested_sum(
+    start: tuple[ClusterSnapshot, Any], cache: IndexCache
+) -> None:
     """A pod whose requests change (in-place resize) stays the same pod in the same place: the index swaps
     the object in its bucket rather than rebuilding it, and its node's summed requests must follow."""
     snapshot, usage = start
-    plans(snapshot, usage, CONFIG)
-    index = carried(snapshot)
+    plans(cache, snapshot, usage, CONFIG)
+    index = carried(cache, snapshot)
     assert index.requested_on("cool0") == {"cpu": 500}
     pods = tuple(replace(p, requests={"cpu": 10000}) if p.name == "c0" else p for p in snapshot.pods)
     second = replace(snapshot, pods=pods)
-    derived = carried(second)
+    derived = carried(cache, second)
     assert index._node_of_key is not None
     assert derived is not index and derived._node_of_key is index._node_of_key  # derived in place
     assert derived.requested_on("cool0") == {"cpu": 10000}
-    result = plans(second, usage, CONFIG)
+    result = plans(cache, second, usage, CONFIG)
     assert all(e.destination != "cool0" for e in result.evictions)
 
 
@@ -293,27 +304,25 @@ def mutate(rng: random.Random, snapshot: ClusterSnapshot, step: int) -> ClusterS
 
 @pytest.mark.parametrize("seed", range(12))
 def test_random_changes_between_cycles_plan_as_on_a_fresh_index_and_as_the_reference(
-    seed: int, monkeypatch: pytest.MonkeyPatch
+    seed: int, cache: IndexCache
 ) -> None:
     rng = random.Random(seed)
     w = world()
     usage = w.usage()
-    ClusterIndex._last = None
     snapshot = w.snapshot()
     steps: list[tuple[ClusterSnapshot, EffectiveConfig, dict[str, Any]]] = []
     derived = 0
     for step in range(10):
         config = rng.choice(CONFIGS)
-        before = ClusterIndex._last
-        index = carried(snapshot)
-        derived += before is not None and before[1] is not index and bool(index._memos)
-        steps.append((snapshot, config, plans(snapshot, usage, config).to_dict()))
+        before = cache.last
+        index = carried(cache, snapshot)
+        derived += before is not None and before is not index and bool(index._memos)
+        steps.append((snapshot, config, plans(cache, snapshot, usage, config).to_dict()))
         snapshot = mutate(rng, snapshot, step)
     assert derived >= 5, "most steps must plan on a carried index"
-    reference_planner(monkeypatch, destinations=False)
     for snapshot, config, fast in steps:
-        assert fresh_plan(snapshot, usage, config).to_dict() == fast
-    ClusterIndex._last = None
+        reference = plan(snapshot, usage, config, PlannerState(), NOW, parts=REFERENCE_BOUNDED)
+        assert reference.to_dict() == fast
 
 
 def test_the_reports_fields_are_in_the_order_the_planner_builds_them() -> None:

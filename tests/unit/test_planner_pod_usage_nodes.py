@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from descheduler.planner import Plan, PlannerState, plan, pod_usage_nodes
-from descheduler.planner.index import ClusterIndex
+from descheduler.planner.index import IndexCache
+from descheduler.planner.reference import REFERENCE
 from tests.unit.builders import NOW, World, cpu, settings
-from tests.unit.reference import reference_planner
 from tests.unit.test_planner_fit import random_world
 
 
@@ -67,20 +67,20 @@ def test_a_young_pod_makes_its_node_wanted_once_it_lands_in_a_carried_index() ->
     for i in range(16):  # enough pods that one change derives the index rather than building it afresh
         world.pod(f"c{i}", on="idle", owner="web", usage=cpu("0.05"))
     snapshot, usage, config = world.snapshot(), world.usage(), settings()
-    assert pod_usage_nodes(snapshot, usage, config, PlannerState(), NOW) == frozenset({"hot"})
-    index = ClusterIndex.of(snapshot)
+    cache = IndexCache()
+    assert pod_usage_nodes(snapshot, usage, config, PlannerState(), NOW, cache=cache) == frozenset({"hot"})
+    index = cache.index_of(snapshot)
     idle_youngest = index.youngest_on("idle")
     young = replace(next(p for p in snapshot.pods if p.name == "b"), uid="uid-b2", created=NOW - 30)
     changed = replace(snapshot, pods=tuple(young if p.name == "b" else p for p in snapshot.pods))
-    assert pod_usage_nodes(changed, usage, config, PlannerState(), NOW) == frozenset({"hot", "cool"})
-    derived = ClusterIndex.of(changed)
+    wanted = pod_usage_nodes(changed, usage, config, PlannerState(), NOW, cache=cache)
+    assert wanted == frozenset({"hot", "cool"})
+    derived = cache.index_of(changed)
     assert derived is not index and derived._youngest.get("idle") == idle_youngest
     assert derived.youngest_on("cool") == NOW - 30
 
 
-def test_an_estimate_kept_from_the_classification_holds_only_for_the_same_figures_and_pods(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_an_estimate_kept_from_the_classification_holds_only_for_the_same_figures_and_pods() -> None:
     """The classification before the pod usage fetch keeps each unsampled node's estimate for the plan
     after it; the plan must see a node's new figures and new pods, never a kept estimate of old ones."""
     world = World().node("hot", usage=cpu("9")).node("quiet", usage=cpu("2")).node("cool", usage=cpu("1"))
@@ -92,7 +92,8 @@ def test_an_estimate_kept_from_the_classification_holds_only_for_the_same_figure
     snapshot, config = world.snapshot(), settings(low={"cpu": 30}, high={"cpu": 60})
     usage = world.usage()
     node_only = replace(usage, pods={})
-    wanted = pod_usage_nodes(snapshot, node_only, config, PlannerState(), NOW)
+    cache = IndexCache()  # the cycle's two calls share the index, as the service's runner has them
+    wanted = pod_usage_nodes(snapshot, node_only, config, PlannerState(), NOW, cache=cache)
     assert wanted == frozenset({"hot"})
     fetched = replace(usage, pods={k: v for k, v in usage.pods.items() if k.split("/")[1].startswith("h")})
 
@@ -100,18 +101,17 @@ def test_an_estimate_kept_from_the_classification_holds_only_for_the_same_figure
         report = next(r for r in result.node_reports if r.node == "quiet")
         return next(r.usage for r in report.resources if r.resource == "cpu")
 
-    assert quiet_usage(plan(snapshot, fetched, config, PlannerState(), NOW)) == 2000
+    assert quiet_usage(plan(snapshot, fetched, config, PlannerState(), NOW, cache=cache)) == 2000
     # The same snapshot (and index) next cycle, quiet's sample now higher: not the kept estimate.
     warmer = dict(fetched.nodes)
     warmer["quiet"] = replace(warmer["quiet"], resources={**warmer["quiet"].resources, "cpu": 5000})
-    assert quiet_usage(plan(snapshot, replace(fetched, nodes=warmer), config, PlannerState(), NOW)) == 5000
+    next_cycle = plan(snapshot, replace(fetched, nodes=warmer), config, PlannerState(), NOW, cache=cache)
+    assert quiet_usage(next_cycle) == 5000
     # A pod more on quiet, younger than the window (a new bucket, the same figures): estimated afresh.
     extra = replace(
         next(p for p in snapshot.pods if p.name == "q"), name="q2", uid="uid-q2", created=NOW - 60
     )
     more = replace(snapshot, pods=(*snapshot.pods, extra))
     cycles = [(snapshot, fetched), (snapshot, replace(fetched, nodes=warmer)), (more, fetched)]
-    fast = [plan(s, u, config, PlannerState(), NOW).to_dict() for s, u in cycles]
-    reference_planner(monkeypatch)
-    ClusterIndex._last = None
-    assert fast == [plan(s, u, config, PlannerState(), NOW).to_dict() for s, u in cycles]
+    fast = [plan(s, u, config, PlannerState(), NOW, cache=cache).to_dict() for s, u in cycles]
+    assert fast == [plan(s, u, config, PlannerState(), NOW, parts=REFERENCE).to_dict() for s, u in cycles]

@@ -2,16 +2,14 @@
 one-pass usage estimate, bounded destination search) never change a plan: the same pods move, in the same
 order, to the same nodes, and every pod left alone keeps its reason, word for word.
 
-Each test plans twice, once as shipped and once with ``tests.unit.reference`` (every shortcut undone),
-and compares the whole plan.
+Each test plans twice, once as shipped and once with ``parts=REFERENCE_BOUNDED`` (``planner/reference.py``:
+every shortcut undone), and compares the whole plan.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import random
-from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +20,17 @@ from hypothesis import strategies as st
 
 from benchmarks import synth
 from benchmarks.planning_shapes import SHAPES, build
-from descheduler.cli import main
 from descheduler.cluster.types import ClusterSnapshot, OwnerRef, Pod, UsageSample, UsageSnapshot
+from descheduler.config.load import load_config
 from descheduler.planner import Departure, Plan, PlannerState, plan
 from descheduler.planner.estimate import NodeEstimate, UsageEstimator
 from descheduler.planner.index import ClusterIndex
+from descheduler.planner.parts import FAST, Parts
+from descheduler.planner.reference import REFERENCE_BOUNDED, ShareByShareEstimator
+from descheduler.report.text import render_json
+from descheduler.simulate.inputs import load_cluster, load_usage
+from descheduler.simulate.runner import run
 from tests.unit.builders import NOW, World, cpu, settings
-from tests.unit.reference import ShareByShareEstimator, reference_planner
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted(p for p in (REPO / "tests" / "scenarios").iterdir() if (p / "config.yaml").is_file())
@@ -40,36 +42,29 @@ def whole(result: Plan) -> dict[str, Any]:
     return result.to_dict()
 
 
-def simulate_json(folder: Path, cycles: int) -> Any:
-    args = [
-        "simulate", "--config", str(folder / "config.yaml"), "--cluster", str(folder / "cluster.yaml"),
-        "--usage", str(folder / "usage.yaml"), "--cycles", str(cycles), "--output", "json",
-    ]  # fmt: skip
-    out = io.StringIO()
-    with redirect_stdout(out):
-        assert main(args) == 0
-    return json.loads(out.getvalue())
+def simulate_json(folder: Path, cycles: int, parts: Parts = FAST) -> Any:
+    """What ``descheduler simulate --output json`` prints for the scenario, planned with ``parts``."""
+    snapshot = load_cluster(folder / "cluster.yaml")
+    series = load_usage(folder / "usage.yaml", snapshot)
+    results = run(load_config(folder / "config.yaml"), snapshot, series, cycles, parts=parts)
+    return json.loads(render_json(results))
 
 
 @pytest.mark.parametrize("folder", [*SCENARIOS, EXAMPLE], ids=[f.name for f in [*SCENARIOS, EXAMPLE]])
-def test_every_scenario_replays_identically_with_every_shortcut_undone(
-    folder: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_every_scenario_replays_identically_with_every_shortcut_undone(folder: Path) -> None:
     fast = simulate_json(folder, 8)
-    reference_planner(monkeypatch, destinations=False)
-    assert simulate_json(folder, 8) == fast
+    assert simulate_json(folder, 8, REFERENCE_BOUNDED) == fast
     assert any(cycle["evictions"] for cycle in fast["cycles"]), "a scenario where nothing moves proves little"
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_a_synthetic_cluster_of_every_benchmark_shape_plans_identically_with_every_shortcut_undone(
-    shape: str, monkeypatch: pytest.MonkeyPatch
+    shape: str,
 ) -> None:
     snapshot, usage = build(120, 30, shape, seed=3)
     config = synth.effective_config()
     fast = plan(snapshot, usage, config, PlannerState(), synth.NOW)
-    reference_planner(monkeypatch, destinations=False)
-    reference = plan(snapshot, usage, config, PlannerState(), synth.NOW)
+    reference = plan(snapshot, usage, config, PlannerState(), synth.NOW, parts=REFERENCE_BOUNDED)
     assert fast.evictions and fast.pod_skips
     assert whole(reference) == whole(fast)
 
@@ -138,14 +133,11 @@ def ranking_world(seed: int) -> tuple[World, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("seed", range(30))
-def test_random_crowded_hotspots_plan_identically_over_cycles_with_every_shortcut_undone(
-    seed: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_random_crowded_hotspots_plan_identically_over_cycles_with_every_shortcut_undone(seed: int) -> None:
     world, options = ranking_world(seed)
     config = settings(**options)
     fast = world.cycles(config, 3)
-    reference_planner(monkeypatch, destinations=False)
-    reference = world.cycles(config, 3)
+    reference = world.cycles(config, 3, parts=REFERENCE_BOUNDED)
     assert [whole(r) for r in reference] == [whole(f) for f in fast]
 
 

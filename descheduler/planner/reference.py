@@ -1,29 +1,28 @@
-"""The planner's straightforward reference: every shortcut the fast planner takes, undone.
+"""The planner's reference parts: every shortcut of the fast planner (``parts.FAST``) undone.
 
-``reference_planner(monkeypatch)`` swaps, inside ``descheduler.planner.plan``:
+This is the one place the straightforward versions live; nothing in the product uses them. Tests plan
+with ``plan(..., parts=REFERENCE)`` and compare, field for field, with the plan the fast parts make: the
+shortcuts are for speed only and may never change which pods move, in which order, where to, or why the
+others stay.
 
-- ``Ranking`` for ``FullSortRanking``: every candidate sorted by the full ``order.sort_key`` (usage
-  score from ``order.usage_score``, static key computed afresh, not the remembered ``rank_key``), the
-  rest sorted again after each eviction;
-- ``PodFilter`` for one that decides every check again for every pod (no per-workload verdict, no
-  per-pod verdict kept in the ``ClusterIndex``);
-- ``PdbTracker`` for one that tries every budget of the pod's namespace;
-- ``UsageEstimator`` for one that builds every ``PodShare`` and calls ``estimate_node_usage``, and finds a
-  workload's latest sample over every pod;
-- ``DestinationSet`` for the exhaustive search (every low node, coolest first, no bound, no cache);
-- ``ClusterIndex.requested_on`` for one that sums the node's pods' requests again at every call (no sums
-  kept in the index).
-
-A plan made under it must equal, field for field, the plan made without it: the shortcuts are for speed
-only and may never change which pods move, in which order, where to, or why the others stay.
+- ``FullSortRanking`` instead of ``order.Ranking``: every candidate sorted by the full
+  ``order.sort_key`` (usage score from ``order.usage_score``, static key computed afresh, not the
+  remembered ``rank_key``), the rest sorted again after each eviction;
+- ``EveryPodFilter`` instead of ``candidates.PodFilter``: every check decided again for every pod (no
+  per-workload verdict, no per-pod verdict kept in the ``ClusterIndex``);
+- ``ScanningPdbTracker`` instead of ``limits.PdbTracker``: every budget of the pod's namespace tried;
+- ``ShareByShareEstimator`` instead of ``estimate.UsageEstimator``: every ``PodShare`` built and
+  ``estimate_node_usage`` called, a workload's latest sample found over every pod;
+- ``Exhaustive`` instead of ``fit.DestinationSet``: every low node, coolest first, no bound, no cache
+  (``REFERENCE_BOUNDED`` keeps the bounded search, whose no-destination messages say more);
+- ``requested_afresh`` instead of ``ClusterIndex.requested_on``: the node's pods' requests summed again
+  at every call.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-
-import pytest
+from dataclasses import replace
 
 from descheduler.cluster.selectors import selector_matches
 from descheduler.cluster.types import Pod, PodDisruptionBudget
@@ -33,10 +32,11 @@ from descheduler.planner.estimate import NodeEstimate, UsageEstimator, count_pod
 from descheduler.planner.fit import DestinationSet
 from descheduler.planner.index import ClusterIndex
 from descheduler.planner.limits import PdbTracker
-from descheduler.planner.order import Candidate, sort_key, usage_score
+from descheduler.planner.order import Candidate, Ranking, RankKey, rank_key, sort_key, usage_score
+from descheduler.planner.parts import Parts
 
 
-class FullSortRanking:
+class FullSortRanking(Ranking):
     """All candidates sorted by the full key at the current excess, re-sorted after each eviction."""
 
     def __init__(
@@ -45,7 +45,7 @@ class FullSortRanking:
         resources: Sequence[str],
         weights: Mapping[str, int],
         excess: Callable[[], Mapping[str, int]],
-        keys: object = None,
+        keys: Callable[[Pod], RankKey] = rank_key,
     ) -> None:
         del keys  # the remembered rank keys: not used, every key is built afresh
         self.items = list(candidates)
@@ -149,14 +149,16 @@ def requested_afresh(index: ClusterIndex, node: str) -> dict[str, int]:
     return total
 
 
-def reference_planner(monkeypatch: pytest.MonkeyPatch, destinations: bool = True) -> None:
-    """Plan with the reference parts from now on (``destinations=False`` keeps the bounded search,
-    whose no-destination messages say more than the exhaustive one's)."""
-    module = importlib.import_module("descheduler.planner.plan")
-    monkeypatch.setattr(module, "Ranking", FullSortRanking)
-    monkeypatch.setattr(module, "PodFilter", EveryPodFilter)
-    monkeypatch.setattr(module, "PdbTracker", ScanningPdbTracker)
-    monkeypatch.setattr(module, "UsageEstimator", ShareByShareEstimator)
-    monkeypatch.setattr(ClusterIndex, "requested_on", requested_afresh)
-    if destinations:
-        monkeypatch.setattr(module, "DestinationSet", Exhaustive)
+REFERENCE = Parts(
+    ranking=FullSortRanking,
+    pod_filter=EveryPodFilter,
+    pdb_tracker=ScanningPdbTracker,
+    estimator=ShareByShareEstimator,
+    destinations=Exhaustive,
+    requested=requested_afresh,
+)
+"""Every part the straightforward way."""
+
+REFERENCE_BOUNDED = replace(REFERENCE, destinations=DestinationSet)
+"""The reference, but with the bounded destination search (its no-destination messages say more than the
+exhaustive one's, so whole plans compare equal)."""
