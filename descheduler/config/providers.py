@@ -167,13 +167,6 @@ class PrometheusSettings(StrictModel):
             raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
         return value.rstrip("/")
 
-    @field_validator("pod_node_label")
-    @classmethod
-    def _pod_node_label_name(cls, value: str) -> str:
-        if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", value):
-            raise ValueError(f"must be a Prometheus label name, got {value!r}")
-        return value
-
     @field_validator("timeout")
     @classmethod
     def _positive_timeout(cls, value: float) -> float:
@@ -188,7 +181,7 @@ class PrometheusSettings(StrictModel):
             raise ValueError("must be a whole number of seconds, at least 1s (for example 5m)")
         return value
 
-    @field_validator("node_label")
+    @field_validator("node_label", "pod_node_label")
     @classmethod
     def _label_name(cls, value: str) -> str:
         if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", value):
