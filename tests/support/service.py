@@ -209,6 +209,16 @@ class SimulatedNodes:
         with self._lock:
             return sorted(self._nodes)
 
+    def usage(self) -> dict[str, tuple[float, float, list[tuple[str, str, float, float]]]]:
+        """Per node: its own (system) cores and memory, and each pod on it as (namespace, name, cores,
+        rss): the numbers the exposition is made of, for a peer that reads usage another way."""
+        with self._lock:
+            out = {name: (node.base_cores, node.base_memory, []) for name, node in self._nodes.items()}
+            for (namespace, name), pod in sorted(self._pods.items()):
+                if pod.node in out:
+                    out[pod.node][2].append((namespace, name, pod.cores, pod.rss))
+            return out
+
 
 @dataclass
 class Prometheus:

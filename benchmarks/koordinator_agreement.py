@@ -1,0 +1,459 @@
+"""Decision agreement with Koordinator's own descheduler: one cluster, one usage, both in dry-run (issue 31).
+
+For each of ``--shapes`` randomly generated clusters (seeded: node sizes, hot nodes, workloads and their
+placement, PodDisruptionBudgets, thresholds), built afresh on one real control plane (etcd, kube-apiserver,
+controller manager, scheduler, kwok), the simulated kubelets' usage is served to a real Prometheus (which we
+read) and written into each node's NodeMetric (which koord-descheduler reads), from the same numbers. Both
+deschedulers then read the very same configuration document (the ACK guide's ConfigMap with the shape's
+thresholds, ``consecutiveAbnormalities: 1`` and ``EvictDirectly``): ours runs one dry-run cycle
+(``descheduler once --dry-run``), Koordinator's runs in dry-run mode until its first cycle is logged. Per
+shape the script compares the nodes each acts on and the pods each would evict, as (node, workload) counts
+(which replica of a workload either picks is arbitrary), and prints the agreement.
+
+Not part of CI: it needs a checkout of Koordinator at ``koordinator.KOORD_COMMIT`` and the control plane
+(``python -m tests.controlplane.build``).
+
+    python -m benchmarks.koordinator_agreement --source ~/src/koordinator --shapes 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from benchmarks import koordinator
+
+if TYPE_CHECKING:
+    from descheduler.kube.api import KubeApi
+    from tests.controlplane.cluster import ControlPlane
+    from tests.support.service import SimulatedNodes, UsageBackend
+
+GROUP_LABEL = "descheduler.test/group"
+BASE_CORES = 0.3
+"""System load of every node outside its pods (the usage model's)."""
+FULL = 0.97
+"""The most of a node's CPUs a generated shape uses."""
+NODE_METRICS = "/apis/slo.koordinator.sh/v1alpha1/nodemetrics"
+
+
+@dataclass(frozen=True)
+class Workload:
+    app: str
+    cores: float
+    """CPU each pod uses."""
+    placement: tuple[tuple[int, int], ...]
+    """(node index, pods there): each part is its own Deployment bound to that node."""
+    pdb: bool
+
+
+@dataclass(frozen=True)
+class Shape:
+    seed: int
+    nodes: tuple[int, ...]
+    """CPUs of each node."""
+    workloads: tuple[Workload, ...]
+    low: Mapping[str, int]
+    high: Mapping[str, int]
+
+
+def random_shape(seed: int) -> Shape:
+    """A small cluster with one to three nodes made hot by busy workloads and the rest quiet."""
+    rng = random.Random(seed)
+    nodes = tuple(rng.choice((4, 4, 8)) for _ in range(rng.randint(4, 8)))
+    hot = rng.sample(range(len(nodes)), rng.randint(1, min(3, len(nodes) - 2)))
+    load = [BASE_CORES] * len(nodes)
+    workloads = []
+    for i in range(rng.randint(2, 5)):
+        busy = i < 2
+        cores = round(rng.uniform(0.4, 1.2) if busy else rng.uniform(0.03, 0.3), 2)
+        spots = hot if busy else list(range(len(nodes)))
+        parts: dict[int, int] = {}
+        for _ in range(rng.randint(1, 8)):
+            node = rng.choice(spots)
+            if load[node] + cores > FULL * nodes[node]:
+                continue  # a node's usage never passes its capacity (node-exporter could not show it)
+            load[node] += cores
+            parts[node] = parts.get(node, 0) + 1
+        if parts:
+            workloads.append(Workload(f"app{i}", cores, tuple(sorted(parts.items())), rng.random() < 0.5))
+    low = {"cpu": rng.choice((20, 25, 30, 35)), "memory": 30}
+    high = {"cpu": rng.choice((50, 55, 60, 65, 70)), "memory": 80}
+    return Shape(seed, nodes, tuple(workloads), low, high)
+
+
+# --- comparing decisions ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Decisions:
+    """What one descheduler decided in one cycle: nodes it acted on, and would-be evictions by (node, app)."""
+
+    sources: set[str] = field(default_factory=set)
+    evictions: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    seed: int
+    ours: Decisions
+    theirs: Decisions
+
+    @property
+    def same_sources(self) -> bool:
+        return self.ours.sources == self.theirs.sources
+
+    @property
+    def same_evictions(self) -> bool:
+        return self.ours.evictions == self.theirs.evictions
+
+    def differences(self) -> list[str]:
+        out = []
+        if not self.same_sources:
+            out.append(
+                f"sources: ours {sorted(self.ours.sources)}, Koordinator {sorted(self.theirs.sources)}"
+            )
+        keys = sorted(set(self.ours.evictions) | set(self.theirs.evictions))
+        for key in keys:
+            a, b = self.ours.evictions[key], self.theirs.evictions[key]
+            if a != b:
+                out.append(f"{key[1]} on {key[0]}: ours {a}, Koordinator {b}")
+        return out
+
+
+_KLOG = re.compile(
+    r'"(?P<msg>try to process nodePool|Evicted pod in dry run mode|Evicting pods from node)"(?P<rest>.*)'
+)
+_FIELD = re.compile(r'(\w+)="([^"]*)"')
+
+
+def koordinator_decisions(log: str, app_of: Mapping[str, str]) -> Decisions | None:
+    """Koordinator's first complete cycle in its log (``--v=4``): the nodes it evicted from and the pods
+    its dry run would have evicted. None until a second cycle has started (the first is then complete)."""
+    cycles: list[Decisions] = []
+    for line in log.splitlines():
+        found = _KLOG.search(line)
+        if found is None:
+            continue
+        fields = dict(_FIELD.findall(found.group("rest")))
+        if found.group("msg") == "try to process nodePool":
+            cycles.append(Decisions())
+        elif cycles and found.group("msg") == "Evicting pods from node":
+            cycles[-1].sources.add(fields.get("node", ""))
+        elif cycles:
+            pod = fields.get("pod", "")
+            cycles[-1].evictions[(fields.get("node", ""), app_of.get(pod, pod))] += 1
+    return cycles[0] if len(cycles) >= 2 else None
+
+
+def our_decisions(record: Mapping[str, Any], app_of: Mapping[str, str]) -> Decisions:
+    """Our cycle record (``once --output json``): nodes with a planned eviction, and the evictions."""
+    decided = Decisions()
+    for eviction in record.get("evictions", []):
+        decided.sources.add(eviction["node"])
+        decided.evictions[(eviction["node"], app_of.get(eviction["pod"], eviction["pod"]))] += 1
+    return decided
+
+
+# --- one shape on the control plane -------------------------------------------------------------------------
+
+
+def _deployment(name: str, app: str, ns: str, node: str, replicas: int) -> dict[str, Any]:
+    labels = {"app": app, "part": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeName": node,
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [
+                        {
+                            "name": "app",
+                            "image": "registry.invalid/app:1",
+                            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def build_shape(plane: ControlPlane, shape: Shape, ns: str) -> dict[str, int]:
+    """Nodes and workloads of ``shape`` in namespace ``ns``; returns node name -> CPUs."""
+    from tests.controlplane import objects
+
+    nodes = {f"{ns}-n{i}": cpus for i, cpus in enumerate(shape.nodes)}
+    plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}])
+    plane.apply([objects.node(name, ns, cpu=str(cpus)) for name, cpus in nodes.items()])
+    names = list(nodes)
+    docs: list[dict[str, Any]] = []
+    for w in shape.workloads:
+        for index, count in w.placement:
+            docs.append(_deployment(f"{w.app}-{index}", w.app, ns, names[index], count))
+        if w.pdb:
+            docs.append(
+                {
+                    "apiVersion": "policy/v1",
+                    "kind": "PodDisruptionBudget",
+                    "metadata": {"name": w.app, "namespace": ns},
+                    "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": w.app}}},
+                }
+            )
+    plane.apply(docs, namespace=ns)
+    want = sum(count for w in shape.workloads for _, count in w.placement)
+    plane.wait_for(f"{want} pods of shape {shape.seed}", lambda: len(plane.running_pods(ns)) == want, 120)
+    return nodes
+
+
+def shape_config(
+    shape: Shape, ns: str, kubeconfig: Path, migration: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The one configuration document both deschedulers read (``migration``: MigrationController args set
+    for both, e.g. to take the per-workload limits out of a comparison)."""
+    lnl = {
+        "lowThresholds": dict(shape.low),
+        "highThresholds": dict(shape.high),
+        "anomalyCondition": {"consecutiveAbnormalities": 1},
+        "evictableNamespaces": {"include": [ns]},
+    }
+    config = koordinator.koord_config(
+        kubeconfig, dry_run=True, interval="2s", low_node_load=lnl, migration=migration
+    )
+    config["nodeSelector"] = {"matchLabels": {GROUP_LABEL: ns}}
+    return config
+
+
+def write_node_metrics(api: KubeApi, model: SimulatedNodes) -> None:
+    """Each node's NodeMetric status, as koordlet would report it, from the model Prometheus scrapes."""
+    now = datetime.now(UTC)
+    for node, (cores, memory, pods) in model.usage().items():
+        usage = [koordinator.PodUsage(ns, name, c, int(rss)) for ns, name, c, rss in pods]
+        status = koordinator.node_metric_status(cores, int(memory), usage, now)
+        try:
+            current = api.request("GET", f"{NODE_METRICS}/{node}")
+        except Exception:
+            current = api.request(
+                "POST", NODE_METRICS, body={**koordinator.node_metric(node, {}), "status": {}}
+            )
+        current["status"] = status
+        api.request("PUT", f"{NODE_METRICS}/{node}/status", body=current)
+
+
+@contextlib.contextmanager
+def feeding(api: KubeApi, model: SimulatedNodes, interval: float = 1.0) -> Iterator[None]:
+    """Keep the NodeMetrics fresh (koordlet reports every 60 s by default; a short interval is harmless)."""
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(interval):
+            write_node_metrics(api, model)
+
+    write_node_metrics(api, model)
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+def run_koordinator(
+    binary: Path, config: Mapping[str, Any], workdir: Path, app_of: Mapping[str, str]
+) -> Decisions:
+    path = workdir / "koord.yaml"
+    path.write_text(yaml.safe_dump(dict(config), sort_keys=False))
+    log_path = workdir / "koord.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(koordinator.command(binary, path), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                decided = koordinator_decisions(log_path.read_text(errors="replace"), app_of)
+                if decided is not None:
+                    return decided
+                if process.poll() is not None:
+                    break
+                time.sleep(0.5)
+        finally:
+            process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(10)
+    raise RuntimeError(f"koord-descheduler logged no complete cycle; see {log_path}")
+
+
+def run_ours(
+    config: Mapping[str, Any], prometheus_url: str, kubeconfig: Path, workdir: Path, app_of: Mapping[str, str]
+) -> Decisions:
+    from tests.support.service import descheduler_command, subprocess_env
+
+    doc = json.loads(json.dumps(config))
+    doc["metricsProviders"] = [
+        {"source": "Prometheus", "prometheus": {"url": prometheus_url, "window": "5s"}}
+    ]
+    doc["healthzBindAddress"] = doc["metricsBindAddress"] = ""
+    path = workdir / "ours.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    done = subprocess.run(
+        descheduler_command(
+            "once", "--config", str(path), "--kubeconfig", str(kubeconfig), "--dry-run", "--output", "json"
+        ),
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=120,
+    )
+    (workdir / "ours.json").write_text(done.stdout)
+    (workdir / "ours.log").write_text(done.stderr)
+    if done.returncode != 0:
+        raise RuntimeError(f"descheduler once failed ({done.returncode}): {done.stderr[-2000:]}")
+    return our_decisions(json.loads(done.stdout), app_of)
+
+
+def compare_shape(
+    plane: ControlPlane,
+    api: KubeApi,
+    backend: UsageBackend,
+    binary: Path,
+    shape: Shape,
+    workdir: Path,
+    migration: Mapping[str, Any] | None = None,
+) -> Agreement:
+    from tests.controlplane.usage import ClusterUsage
+
+    ns = f"agree-{shape.seed}"
+    nodes = build_shape(plane, shape, ns)
+    try:
+        usage = ClusterUsage(api, ns, nodes, {w.app: w.cores for w in shape.workloads})
+        with usage.following():
+            plane.wait_for(
+                "the usage model", lambda: len(usage.model.pods()) == len(plane.running_pods(ns)), 60
+            )
+            backend.install(usage.model, full_window=True, timeout=40)
+            app_of = {
+                f"{ns}/{p['metadata']['name']}": p["metadata"]["labels"]["app"]
+                for p in plane.running_pods(ns)
+            }
+            config = shape_config(shape, ns, plane.kubeconfig, migration)
+            with feeding(api, usage.model):
+                theirs = run_koordinator(binary, config, workdir, app_of)
+                ours = run_ours(config, backend.url, plane.kubeconfig, workdir, app_of)
+        return Agreement(shape.seed, ours, theirs)
+    finally:
+        plane.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        plane.kubectl("delete", "nodes", "-l", f"{GROUP_LABEL}={ns}", "--wait=false", check=False)
+
+
+def report(results: Sequence[Agreement]) -> str:
+    same_sources = sum(r.same_sources for r in results)
+    same_evictions = sum(r.same_evictions for r in results)
+    ours = sum(sum(r.ours.evictions.values()) for r in results)
+    theirs = sum(sum(r.theirs.evictions.values()) for r in results)
+    lines = [
+        f"shapes: {len(results)}; same nodes acted on: {same_sources}; same evictions by (node, workload): "
+        f"{same_evictions}; would-be evictions: ours {ours}, Koordinator {theirs}"
+    ]
+    for r in results:
+        for difference in r.differences():
+            lines.append(f"  shape {r.seed}: {difference}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.koordinator_agreement", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--source", type=Path, required=True, help="a checkout of Koordinator at KOORD_COMMIT"
+    )
+    parser.add_argument("--shapes", type=int, default=20)
+    parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument("--json", type=Path, help="also write the per-shape decisions here")
+    parser.add_argument("--keep", type=Path, help="keep each shape's configuration and logs in this folder")
+    parser.add_argument(
+        "--migration",
+        type=json.loads,
+        default=None,
+        help="MigrationController args for both, as JSON (e.g. '{\"maxMigratingPerWorkload\": 0}')",
+    )
+    args = parser.parse_args(argv)
+    from descheduler.kube.connection import connect
+    from tests.controlplane.cluster import ControlPlane
+    from tests.support.service import UsageBackend
+
+    built = koordinator.build(args.source)
+    results: list[Agreement] = []
+    with tempfile.TemporaryDirectory(prefix="koord-agreement-") as tmp:
+        workdir = args.keep if args.keep is not None else Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        plane = ControlPlane.start(workdir / "plane")
+        backend = UsageBackend().start(workdir / "prometheus")
+        try:
+            for crd in koordinator.crd_paths(args.source):
+                plane.kubectl("apply", "--server-side", "-f", str(crd))
+            plane.wait_for(
+                "the NodeMetric CRD", lambda: plane.kubectl("get", "nodemetrics", check=False).returncode == 0
+            )
+            api = connect(str(plane.kubeconfig), qps=200, burst=400)
+            for seed in range(args.first_seed, args.first_seed + args.shapes):
+                shape = random_shape(seed)
+                shape_dir = workdir / f"shape-{seed}"
+                shape_dir.mkdir(exist_ok=True)
+                result = compare_shape(plane, api, backend, built.binary, shape, shape_dir, args.migration)
+                results.append(result)
+                print(
+                    f"shape {seed}: {'agree' if result.same_evictions else 'differ'}: "
+                    + "; ".join(result.differences()),
+                    flush=True,
+                )
+        finally:
+            backend.close()
+            plane.stop()
+    print(report(results))
+    if args.json is not None:
+        args.json.write_text(
+            json.dumps(
+                [
+                    {
+                        "seed": r.seed,
+                        "ours": {
+                            "sources": sorted(r.ours.sources),
+                            "evictions": [[*k, v] for k, v in sorted(r.ours.evictions.items())],
+                        },
+                        "koordinator": {
+                            "sources": sorted(r.theirs.sources),
+                            "evictions": [[*k, v] for k, v in sorted(r.theirs.evictions.items())],
+                        },
+                    }
+                    for r in results
+                ],
+                indent=1,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
