@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from descheduler.cluster.types import Node, Pod, UsageSample, UsageSnapshot
 from descheduler.units import parse_quantity
-from descheduler.usage.samples import build_sample, join_reasons
+from descheduler.usage.samples import build_sample, join_reasons, node_snapshot
 
 __all__ = ["MetricsApi", "MetricsServerSource"]
 
@@ -151,15 +151,9 @@ class MetricsServerSource:
         except _BadItem as error:
             reason = f"bad metrics-server response: {error}"
             return UsageSnapshot(node_errors={node.name: reason for node in nodes})
-        node_samples: dict[str, UsageSample] = {}
-        node_errors: dict[str, str] = {}
-        for node in nodes:
-            sample = _judge(by_node.get(node.name), _node_usage, node.allocatable, now)
-            if isinstance(sample, UsageSample):
-                node_samples[node.name] = sample
-            else:
-                node_errors[node.name] = sample
-        return UsageSnapshot(nodes=node_samples, node_errors=node_errors)
+        return node_snapshot(
+            nodes, lambda node: _judge(by_node.get(node.name), _node_usage, node.allocatable, now)
+        )
 
     def fetch_pods(
         self, wanted: Collection[str] | None, nodes: Sequence[Node], pods: Sequence[Pod]

@@ -31,7 +31,7 @@ from urllib3.util.retry import Retry
 from descheduler.cluster.types import Node, Pod, UsageSample, UsageSnapshot
 from descheduler.config.providers import PrometheusSettings, Relabel
 from descheduler.units import format_duration
-from descheduler.usage.samples import build_sample, join_reasons, trusted_sample
+from descheduler.usage.samples import build_sample, join_reasons, node_snapshot, trusted_sample
 
 __all__ = ["QUERY_NAMES", "PrometheusSource", "relabel_function"]
 
@@ -244,15 +244,9 @@ class PrometheusSource:
             self._transport_error = str(error)
             return UsageSnapshot(node_errors={node.name: str(error) for node in nodes})
         results = {name: self._run_query(name, "", now) for name in _NODE_QUERIES.values()}
-        node_samples: dict[str, UsageSample] = {}
-        node_errors: dict[str, str] = {}
-        for node in nodes:
-            sample = self._sample(results, _NODE_QUERIES, node.name, "node", node.allocatable, now)
-            if isinstance(sample, UsageSample):
-                node_samples[node.name] = sample
-            else:
-                node_errors[node.name] = sample
-        return UsageSnapshot(nodes=node_samples, node_errors=node_errors)
+        return node_snapshot(
+            nodes, lambda node: self._sample(results, _NODE_QUERIES, node.name, "node", node.allocatable, now)
+        )
 
     def fetch_pods(
         self, wanted: Collection[str] | None, nodes: Sequence[Node], pods: Sequence[Pod]

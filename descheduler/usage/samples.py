@@ -8,9 +8,9 @@ text reads the same in both.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from descheduler.cluster.types import ResourceList, UsageSample
+from descheduler.cluster.types import Node, ResourceList, UsageSample, UsageSnapshot
 
 ABSURD_FACTOR = 4
 """A node or pod measured above this multiple of its node's allocatable is a broken series, not load."""
@@ -81,3 +81,17 @@ def trusted_sample(
     ):
         return None
     return UsageSample(resources={"cpu": round(cpu), "memory": round(memory)}, timestamp=timestamp)
+
+
+def node_snapshot(nodes: Sequence[Node], judge: Callable[[Node], UsageSample | str]) -> UsageSnapshot:
+    """Each node's sample, or why it has none (``judge`` answers one or the other): what every usage
+    source hands the cycle after its first step."""
+    samples: dict[str, UsageSample] = {}
+    errors: dict[str, str] = {}
+    for node in nodes:
+        found = judge(node)
+        if isinstance(found, UsageSample):
+            samples[node.name] = found
+        else:
+            errors[node.name] = found
+    return UsageSnapshot(nodes=samples, node_errors=errors)
