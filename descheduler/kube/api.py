@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 from urllib.parse import quote, urlencode
 
 import urllib3
@@ -152,6 +152,16 @@ def decode_json(method: str, path: str, data: bytes) -> Any:
 MAX_EVENT_BYTES = 64 * 2**20
 """The longest watch event line accepted: etcd stores objects of at most 1.5 MiB by default, so a line this
 long is not an object of a sane cluster; reading it whole would hold memory without bound."""
+
+
+class RequestOptions(TypedDict, total=False):
+    """The keyword options of ``KubeApi.request_raw``, shared by ``request``."""
+
+    query: Mapping[str, QueryValue] | None
+    body: Any
+    timeout: float | None
+    deadline: float | None
+    content_type: str
 
 
 class WatchStream:
@@ -322,27 +332,9 @@ class KubeApi:
             raise transport_error(f"{method} {path}", exc, seconds) from exc
         return Response(raw.status, dict(raw.headers), raw.data or b"")
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, QueryValue] | None = None,
-        body: Any = None,
-        timeout: float | None = None,
-        deadline: float | None = None,
-        content_type: str = "application/json",
-    ) -> Any:
-        """A request whose 2xx body is JSON; non-2xx raises ``ApiStatusError``."""
-        response = self.request_raw(
-            method,
-            path,
-            query=query,
-            body=body,
-            timeout=timeout,
-            deadline=deadline,
-            content_type=content_type,
-        )
+    def request(self, method: str, path: str, **options: Unpack[RequestOptions]) -> Any:
+        """A request whose 2xx body is JSON; non-2xx raises ``ApiStatusError``. Options as ``request_raw``."""
+        response = self.request_raw(method, path, **options)
         if not 200 <= response.status < 300:
             raise status_error(method, path, response)
         if not response.data:

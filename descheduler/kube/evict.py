@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import structlog
 
@@ -52,6 +52,17 @@ RESULTS = frozenset(
 POSSIBLY_EVICTED = frozenset({"evicted", "unknown"})
 """Results the caller must count as evictions (limits, windows, anomaly counts): safety first."""
 POLICIES = ("Eviction", "Delete")
+class EvictHooks(TypedDict, total=False):
+    """What the caller runs inside an eviction, at the moments only the evictor knows."""
+
+    verify: Callable[[], str | None]
+    """Once after the rate limiter (dry run too), right before the first request: a message it returns
+    means the server's objects disagree with the plan, result ``not-verified``."""
+    before_send: Callable[[], str | None]
+    """Right before each request leaves (live only, so the time it records is the send time): a message it
+    returns means not sent, result ``failed``."""
+
+
 @dataclass(frozen=True)
 class EvictionOutcome:
     result: str
@@ -140,14 +151,10 @@ class Evictor:
         node: str,
         reason: str,
         deadline: float,
-        before_send: Callable[[], str | None] | None = None,
-        verify: Callable[[], str | None] | None = None,
+        **hooks: Unpack[EvictHooks],
     ) -> EvictionOutcome:
-        """``verify`` runs once after the rate limiter (dry run too), right before the first request: a
-        message it returns means the server's objects disagree with the plan, result ``not-verified``.
-        ``before_send`` runs right before each request leaves (live only, so the time it records is the
-        send time); a message it returns means: not sent, result ``failed``."""
-        outcome, noteworthy = self._evict(pod, node, deadline, before_send, verify)
+        """Evict ``pod`` from ``node`` (or dry-run it) before ``deadline`` (monotonic), running ``hooks``."""
+        outcome, noteworthy = self._evict(pod, node, deadline, hooks.get("before_send"), hooks.get("verify"))
         if noteworthy:
             self._emit(pod, node, reason, outcome)
         log.debug("eviction_outcome", pod=pod.key, node=node, result=outcome.result, message=outcome.message)

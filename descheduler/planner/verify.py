@@ -153,36 +153,27 @@ def _owner_uid(pod: Pod) -> str:
 
 
 def _workload_changed(cached: WorkloadRef | None, fresh: WorkloadRef | None, pod: Pod) -> Disagreement | None:
-    if cached is None and fresh is None:
+    what = _workload_difference(cached, fresh, pod)
+    if not what:
         return None
+    stale = _resources_of(cached.kind) if cached is not None and fresh is not None else ("pods",)
+    return Disagreement(reasons.VERIFY_WORKLOAD_CHANGED, f"not sent: {what}", stale)
+
+
+def _workload_difference(cached: WorkloadRef | None, fresh: WorkloadRef | None, pod: Pod) -> str:
+    """How the server's idea of the pod's workload differs from the cache's, or ``""``."""
     if cached is None or fresh is None:
-        return Disagreement(
-            reasons.VERIFY_WORKLOAD_CHANGED,
-            f"not sent: the pod {pod.key} belongs to another workload on the API server",
-            ("pods",),
-        )
-    stale = _resources_of(cached.kind)
+        return "" if cached is fresh else f"the pod {pod.key} belongs to another workload on the API server"
     if fresh.replicas is None and cached.replicas is not None:
-        return Disagreement(
-            reasons.VERIFY_WORKLOAD_CHANGED,
-            f"not sent: {cached.describe()} is gone from the API server (or its controller chain changed)",
-            stale,
-        )
+        return f"{cached.describe()} is gone from the API server (or its controller chain changed)"
     if fresh.identity != cached.identity:
-        return Disagreement(
-            reasons.VERIFY_WORKLOAD_CHANGED,
-            f"not sent: the pod's workload is {fresh.describe()} on the API server, the cache had "
-            f"{cached.describe()}",
-            stale,
-        )
+        return f"the pod's workload is {fresh.describe()} on the API server, not {cached.describe()}"
     if fresh.replicas != cached.replicas:
-        return Disagreement(
-            reasons.VERIFY_WORKLOAD_CHANGED,
-            f"not sent: {fresh.describe()} expects {fresh.replicas} replicas on the API server, the cache "
-            f"said {cached.replicas}; planning again on a refreshed cache",
-            stale,
+        return (
+            f"{fresh.describe()} expects {fresh.replicas} replicas on the API server, the cache said "
+            f"{cached.replicas}; planning again on a refreshed cache"
         )
-    return None
+    return ""
 
 
 def _resources_of(kind: str) -> tuple[str, ...]:

@@ -166,7 +166,7 @@ class CycleRunner:
                 aborted=done.aborted,
                 usage_errors=dict(usage.node_errors),
                 oldest_sample=min((sample.timestamp for sample in usage.nodes.values()), default=None),
-                resolved=tuple(_resolution_record(r) for r in resolved),
+                resolved=tuple(EvictionRecord.of(r.eviction, r.result, r.message) for r in resolved),
                 unconfirmed=tuple(sorted(self.unconfirmed)),
                 taints=(*added, *removed),
                 tainted=steering.keep,
@@ -313,15 +313,3 @@ class CycleRunner:
         )
         if self.signals.on_record is not None:
             self.signals.on_record(record)
-
-
-def _resolution_record(resolution: Resolution) -> EvictionRecord:
-    item = resolution.eviction
-    return EvictionRecord(
-        pod=item.pod.key,
-        node=item.node,
-        destination=item.destination,
-        reason=item.reason,
-        result=resolution.result,
-        message=resolution.message,
-    )

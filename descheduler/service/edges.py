@@ -9,9 +9,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, Unpack
 
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, UsageSnapshot
+from descheduler.kube.evict import EvictHooks
 from descheduler.planner.journal import Entry
 from descheduler.planner.verify import ServerView
 from descheduler.service.unknown import DEFAULT_SETTLE_SECONDS
@@ -62,12 +63,9 @@ class Evictor(Protocol):
         node: str,
         reason: str,
         deadline: float,
-        before_send: Callable[[], str | None] | None = None,
-        verify: Callable[[], str | None] | None = None,
+        **hooks: Unpack[EvictHooks],
     ) -> Outcome:
-        """``verify`` runs once after the rate limiter, dry run too: a message it returns stops the
-        eviction (result ``not-verified``). ``before_send`` runs right before each request is sent; a
-        message it returns stops the eviction (result ``failed``) without sending anything."""
+        """``kube.evict.Evictor.evict``: ``hooks`` say what runs before the request (``EvictHooks``)."""
         ...
 
     def report_resolved(self, pod: Pod, node: str, reason: str, result: str, message: str) -> None:

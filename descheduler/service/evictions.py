@@ -24,6 +24,7 @@ import structlog
 from descheduler.cluster.selectors import selector_matches
 from descheduler.cluster.types import ClusterSnapshot, Pod, PodDisruptionBudget, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
+from descheduler.kube.evict import EvictHooks
 from descheduler.planner import Plan, PlannedEviction, PlannerState, PodSkip, plan, refuse
 from descheduler.planner.index import IndexCache
 from descheduler.service.edges import Evictor
@@ -113,7 +114,7 @@ class EvictionPass:
             called.append(planned)
             result.aborted = result.aborted or self.gate.closed(self.ahead)
             if result.aborted:
-                result.records.append(_record(planned, "not-attempted", result.aborted))
+                result.records.append(EvictionRecord.of(planned, "not-attempted", result.aborted))
                 continue
             outcome = self._evict(planned, result)
             attempted[planned.pod.key] = f"tried earlier this cycle: {outcome.result}"
@@ -149,7 +150,7 @@ class EvictionPass:
         return result
 
     def _evict(self, planned: PlannedEviction, result: Pass) -> _Outcome:
-        hooks: dict[str, Callable[[], str | None]] = {}
+        hooks: EvictHooks = {}
         if self.check is not None:
             hooks["verify"] = functools.partial(self.check.verify, planned, result.decided, result.done)
         if self.ahead is not None:
@@ -157,7 +158,7 @@ class EvictionPass:
         sent = self.wall()
         outcome = self.evictor.evict(planned.pod, planned.node, planned.reason, self.gate.deadline, **hooks)
         answered = self.wall()
-        result.records.append(_record(planned, outcome.result, outcome.message))
+        result.records.append(EvictionRecord.of(planned, outcome.result, outcome.message))
         if outcome.result in EVICTED_RESULTS:
             result.done.append(planned)
             result.applied[planned.pod.key] = answered
@@ -185,19 +186,6 @@ class _Outcome:
     result: str
     message: str
     retry_after: float | None
-
-
-def _record(planned: PlannedEviction, result: str, message: str) -> EvictionRecord:
-    return EvictionRecord(
-        pod=planned.pod.key,
-        node=planned.node,
-        destination=planned.destination,
-        reason=planned.reason,
-        result=result,
-        message=message,
-        workload_kind=planned.workload_kind,
-        workload_name=planned.workload_name,
-    )
 
 
 _BUDGET_NAME = re.compile(r"disruption budget ([a-z0-9]([-a-z0-9.]*[a-z0-9])?)")

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from descheduler.planner import Plan
+from descheduler.planner import Plan, PlannedEviction
+from descheduler.service.unknown import Unconfirmed
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,20 @@ class EvictionRecord:
     message: str
     workload_kind: str = ""
     workload_name: str = ""
+
+    @classmethod
+    def of(cls, moved: PlannedEviction | Unconfirmed, result: str, message: str) -> EvictionRecord:
+        """The record of ``moved``'s eviction call (or settlement) with its result."""
+        return cls(
+            pod=moved.pod.key,
+            node=moved.node,
+            destination=moved.destination,
+            reason=moved.reason,
+            result=result,
+            message=message,
+            workload_kind=getattr(moved, "workload_kind", ""),
+            workload_name=getattr(moved, "workload_name", ""),
+        )
 
 
 @dataclass(frozen=True)
