@@ -64,43 +64,10 @@ class DumpError(ValueError):
     """A dump that cannot be read: the message names the file and what is wrong."""
 
 
-class _Bounded(io.RawIOBase):
-    """A binary stream that refuses to give more than its bounds allow (module docstring): the plain
-    file's bytes, or a gzip member's output against the size and the compression ratio."""
-
-    def __init__(self, inner: IO[bytes], path: str | Path, limit: int, raw: _Counted | None = None) -> None:
-        self.inner = inner
-        self.path = path
-        self.limit = limit
-        self.raw = raw
-        """The compressed file under a gzip stream (None: ``inner`` is the file itself)."""
-        self.given = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        data = self.inner.read(len(view))
-        self.given += len(data)
-        if self.given > self.limit:
-            unzipped = " once decompressed" if self.raw is not None else ""
-            raise DumpError(f"{self.path}: more than the limit of {self.limit} bytes{unzipped}; refused")
-        if self.raw is not None and self.given > GZIP_RATIO_FLOOR:
-            compressed = max(self.raw.size, self.raw.count, 1)
-            if self.given > MAX_GZIP_RATIO * compressed:
-                raise DumpError(
-                    f"{self.path}: gzip expands more than {MAX_GZIP_RATIO} times its {compressed} bytes "
-                    "(a gzip bomb?); refused"
-                )
-        view[: len(data)] = data
-        return len(data)
-
-
 class _Counted(io.RawIOBase):
-    """The file under a gzip stream: counts what was read (a pipe has no size to compare with)."""
+    """A binary stream that counts what was read through it (a pipe has no size to compare with)."""
 
-    def __init__(self, inner: IO[bytes], size: int) -> None:
+    def __init__(self, inner: IO[bytes], size: int = 0) -> None:
         self.inner = inner
         self.size = size
         self.count = 0
@@ -112,8 +79,36 @@ class _Counted(io.RawIOBase):
         view = memoryview(buffer).cast("B")
         data = self.inner.read(len(view))
         self.count += len(data)
+        self.check()
         view[: len(data)] = data
         return len(data)
+
+    def check(self) -> None:
+        """Called after each read with ``count`` updated: a subclass raises when a bound is passed."""
+
+
+class _Bounded(_Counted):
+    """A binary stream that refuses to give more than its bounds allow (module docstring): the plain
+    file's bytes, or a gzip member's output against the size and the compression ratio."""
+
+    def __init__(self, inner: IO[bytes], path: str | Path, limit: int, raw: _Counted | None = None) -> None:
+        super().__init__(inner)
+        self.path = path
+        self.limit = limit
+        self.raw = raw
+        """The compressed file under a gzip stream (None: ``inner`` is the file itself)."""
+
+    def check(self) -> None:
+        if self.count > self.limit:
+            unzipped = " once decompressed" if self.raw is not None else ""
+            raise DumpError(f"{self.path}: more than the limit of {self.limit} bytes{unzipped}; refused")
+        if self.raw is not None and self.count > GZIP_RATIO_FLOOR:
+            compressed = max(self.raw.size, self.raw.count, 1)
+            if self.count > MAX_GZIP_RATIO * compressed:
+                raise DumpError(
+                    f"{self.path}: gzip expands more than {MAX_GZIP_RATIO} times its {compressed} bytes "
+                    "(a gzip bomb?); refused"
+                )
 
 
 def _open(path: str | Path, what: str, limit: int) -> tuple[IO[bytes], IO[bytes]]:

@@ -14,7 +14,7 @@ ones are then refused by the live sources' trust rule, with its reason), a quant
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -189,29 +189,35 @@ def load_usage(path: str | Path, snapshot: ClusterSnapshot) -> UsageSeries:
     ]
     node_names = {n.name for n in snapshot.nodes}
     pod_keys = {p.key for p in snapshot.pods}
-    nodes: dict[str, tuple[Sample, ...]] = {}
-    raw_nodes = doc.get("nodes") or {}
-    if not isinstance(raw_nodes, Mapping):
-        problems.append("nodes must be a mapping of node name to sample")
-        raw_nodes = {}
-    for name, value in raw_nodes.items():
-        if str(name) not in node_names:
-            problems.append(f"nodes.{name}: there is no Node named {str(name)!r} in the cluster file")
-            continue
-        nodes[str(name)] = _samples(f"nodes.{name}", value, problems)
-    pods: dict[str, tuple[Sample, ...]] = {}
-    raw_pods = doc.get("pods") or {}
-    if not isinstance(raw_pods, Mapping):
-        problems.append("pods must be a mapping of NAMESPACE/NAME to sample")
-        raw_pods = {}
-    for key, value in raw_pods.items():
-        text_key = str(key)
-        if text_key.count("/") != 1 or not all(text_key.split("/")):
-            problems.append(f"pods.{key}: pod keys are written NAMESPACE/NAME")
-        elif text_key not in pod_keys:
-            problems.append(f"pods.{key}: there is no Pod {text_key} in the cluster file")
-        else:
-            pods[text_key] = _samples(f"pods.{key}", value, problems)
+
+    def node_problem(name: str) -> str:
+        return "" if name in node_names else f"there is no Node named {name!r} in the cluster file"
+
+    def pod_problem(key: str) -> str:
+        if key.count("/") != 1 or not all(key.split("/")):
+            return "pod keys are written NAMESPACE/NAME"
+        return "" if key in pod_keys else f"there is no Pod {key} in the cluster file"
+
+    nodes = _series(doc, "nodes", "node name", node_problem, problems)
+    pods = _series(doc, "pods", "NAMESPACE/NAME", pod_problem, problems)
     if problems:
         raise InputError([f"{path}: {p}" for p in problems])
     return UsageSeries(nodes=nodes, pods=pods)
+
+
+def _series(
+    doc: Mapping[str, Any], part: str, keyed_by: str, problem: Callable[[str], str], problems: list[str]
+) -> dict[str, tuple[Sample, ...]]:
+    """The samples under ``doc[part]`` by key; a key ``problem`` finds fault with is reported, not kept."""
+    raw = doc.get(part) or {}
+    if not isinstance(raw, Mapping):
+        problems.append(f"{part} must be a mapping of {keyed_by} to sample")
+        return {}
+    out: dict[str, tuple[Sample, ...]] = {}
+    for key, value in raw.items():
+        wrong = problem(str(key))
+        if wrong:
+            problems.append(f"{part}.{key}: {wrong}")
+        else:
+            out[str(key)] = _samples(f"{part}.{key}", value, problems)
+    return out
