@@ -34,10 +34,12 @@ _QOS_FROM_KUBE = {"Guaranteed": "LSR", "Burstable": "LS", "BestEffort": "BE"}
 
 
 def koord_qos(pod: Pod) -> str:
-    """Koordinator QoS: the ``koordinator.sh/qosClass`` label, else derived from the Kubernetes QoS class."""
+    """Koordinator QoS: a known ``koordinator.sh/qosClass`` label, else derived from the Kubernetes QoS
+    class. An empty or unknown label counts as no label, as Koordinator's ``GetPodQoSClassWithDefault``
+    reads it: such a pod still sorts and counts as prod by its Kubernetes QoS."""
     label = pod.labels.get(QOS_LABEL)
-    if label is not None:
-        return label if label in _KOORD_QOS else NONE
+    if label in _KOORD_QOS:
+        return label
     return _QOS_FROM_KUBE.get(pod.qos_class, NONE)
 
 

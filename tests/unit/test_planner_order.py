@@ -115,7 +115,12 @@ def parsed_pod(**options: Any) -> Any:
         ({"qos": "Burstable", "labels": {"koordinator.sh/qosClass": "BE"}}, "koord-batch", "BE"),
         ({"qos": "Burstable", "labels": {"koordinator.sh/priority-class": "koord-free"}}, "koord-free", "LS"),
         ({"qos": "BestEffort", "labels": {"koordinator.sh/priority-class": "bogus"}}, "koord-batch", "BE"),
-        ({"qos": "Guaranteed", "labels": {"koordinator.sh/qosClass": "bogus"}}, "", ""),
+        # An unknown or empty Koordinator QoS label is no label: the Kubernetes QoS class decides
+        # (Koordinator's GetPodQoSClassWithDefault), so such a pod is still prod and sorts by its class.
+        ({"qos": "Guaranteed", "labels": {"koordinator.sh/qosClass": "bogus"}}, "koord-prod", "LSR"),
+        ({"qos": "BestEffort", "labels": {"koordinator.sh/qosClass": ""}}, "koord-batch", "BE"),
+        ({"qos": "Guaranteed", "labels": {"koordinator.sh/qosClass": "ls"}}, "koord-prod", "LSR"),
+        ({"qos": "Burstable", "labels": {"koordinator.sh/qosClass": "SYSTEM"}}, "koord-prod", "SYSTEM"),
     ],
 )
 def test_koordinator_classes_are_derived_as_koordinator_does(
