@@ -101,15 +101,17 @@ def overutilized_reason(
     threshold_percent: Mapping[str, float],
     prod: bool = False,
 ) -> str:
-    """Koordinator's eviction reason, e.g. ``node is overutilized, node cpu usage(68.53%)>threshold(50.00%)``.
+    """Koordinator's eviction reason, character for character (``low_node_load.go``,
+    ``overUtilizedEvictionReason``): ``node is overutilized, node cpu usage(68.53%)>threshold(50.00%)``,
+    and in the prod pass ``node is overutilized, prod cpu usage(45.00%)>threshold(40.00%)``.
 
-    Resources are listed in name order, as Koordinator does, so the text is stable across runs.
-    The prod pass (``prodHighThresholds``) says which usage it measured: that of the node's prod pods.
+    Resources are listed in name order, as Koordinator does, so the text is stable across runs and
+    operators' greps and alerts written for Koordinator match ours.
     """
-    scope = "node prod" if prod else "node"
+    scope = "prod" if prod else "node"
     parts = [
         f"{scope} {name} usage({usage_percent[name]:.2f}%)>threshold({threshold_percent[name]:.2f}%)"
         for name in sorted(over)
     ]
-    head = "node is overutilized by prod pods" if prod else "node is overutilized"
+    head = "node is overutilized"
     return f"{head}, {', '.join(parts)}"
