@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from descheduler.config.base import FieldProblem
+from descheduler.config.lownodeload import anomaly_condition_notices
 from descheduler.config.models import (
     EXTENSION_POINTS,
     KNOWN_PLUGINS,
@@ -249,6 +250,7 @@ def _ignored_notices(
                 "(this product evicts directly and checks destinations itself)"
             )
     if lnl is not None:
+        notices += anomaly_condition_notices(lnl)
         cond = lnl.anomaly_condition
         for name, alias in (("consecutive_normalities", "consecutiveNormalities"), ("timeout", "timeout")):
             if name in cond.model_fields_set:

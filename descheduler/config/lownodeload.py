@@ -26,9 +26,10 @@ from descheduler.config.types import (
 
 class LoadAnomalyCondition(StrictModel):
     consecutive_abnormalities: int = Field(
-        default=5, ge=1, le=MAX_CONFIG_INT, alias="consecutiveAbnormalities"
+        default=5, ge=0, le=MAX_CONFIG_INT, alias="consecutiveAbnormalities"
     )
-    """A node over its high threshold this many cycles in a row is a hotspot (1 = at once)."""
+    """A node over its high threshold this many cycles in a row is a hotspot (1 = at once; 0 is
+    Koordinator's "unset": see ``effective_anomaly_condition``)."""
     consecutive_normalities: int = Field(default=3, ge=0, le=MAX_CONFIG_INT, alias="consecutiveNormalities")
     """Accepted for Koordinator compatibility: here one normal cycle already resets the count."""
     timeout: Duration = 60.0
@@ -203,3 +204,64 @@ def _check_pairs(
                 f"with useDeviationThresholds set both {low_name}.{name} and {high_name}.{name} "
                 "(the allowed deviation below and above the mean), or neither",
             )
+
+
+DEFAULT_CONSECUTIVE_ABNORMALITIES = 5
+DEFAULT_CONSECUTIVE_NORMALITIES = 3
+
+
+def effective_anomaly_condition(
+    args: LowNodeLoadArgs, pool: NodePool | None
+) -> tuple[LoadAnomalyCondition, list[str]]:
+    """The anomaly condition a pool (None: the top level) runs with, 0 read as Koordinator's defaulting
+    reads it, and a notice for each 0 of that level replaced (a team's Koordinator ConfigMap with 0 keeps
+    working, and says what 0 became).
+
+    Top level: ``consecutiveAbnormalities: 0`` becomes 5; otherwise ``consecutiveNormalities: 0`` becomes
+    3 (Koordinator's ``SetDefaults_LowNodeLoadArgs`` checks the second only when the first was set, so
+    with both 0 the normalities stay 0). A pool without a condition takes the top-level one; a pool's 0
+    takes the top-level value (``SetDefaults_LowNodeLoadNodePools``).
+    """
+    top = args.anomaly_condition
+    notices: list[str] = []
+    where = "LowNodeLoadArgs.anomalyCondition"
+    if top.consecutive_abnormalities == 0:
+        top = top.model_copy(update={"consecutive_abnormalities": DEFAULT_CONSECUTIVE_ABNORMALITIES})
+        notices.append(
+            f"{where}.consecutiveAbnormalities: 0 read as {DEFAULT_CONSECUTIVE_ABNORMALITIES}, "
+            "Koordinator's default (0 means unset there)"
+        )
+    elif top.consecutive_normalities == 0:
+        top = top.model_copy(update={"consecutive_normalities": DEFAULT_CONSECUTIVE_NORMALITIES})
+        notices.append(
+            f"{where}.consecutiveNormalities: 0 read as {DEFAULT_CONSECUTIVE_NORMALITIES}, "
+            "Koordinator's default (0 means unset there)"
+        )
+    if pool is None:
+        return top, notices
+    if pool.anomaly_condition is None:
+        return top, []
+    own = pool.anomaly_condition
+    notices = []
+    index = args.node_pools.index(pool)
+    inherited: dict[str, int] = {}
+    for name, alias in (
+        ("consecutive_abnormalities", "consecutiveAbnormalities"),
+        ("consecutive_normalities", "consecutiveNormalities"),
+    ):
+        if getattr(own, name) == 0:
+            value = getattr(top, name)
+            inherited[name] = value
+            notices.append(
+                f"LowNodeLoadArgs.nodePools[{index}].anomalyCondition.{alias}: 0 read as {value}, "
+                "the top-level value (0 means unset in Koordinator)"
+            )
+    return own.model_copy(update=inherited) if inherited else own, notices
+
+
+def anomaly_condition_notices(args: LowNodeLoadArgs) -> list[str]:
+    """What ``effective_anomaly_condition`` replaced, top level once, then each pool."""
+    notices = effective_anomaly_condition(args, None)[1]
+    for pool in args.node_pools:
+        notices += effective_anomaly_condition(args, pool)[1]
+    return notices

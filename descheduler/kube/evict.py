@@ -52,6 +52,8 @@ RESULTS = frozenset(
 POSSIBLY_EVICTED = frozenset({"evicted", "unknown"})
 """Results the caller must count as evictions (limits, windows, anomaly counts): safety first."""
 POLICIES = ("Eviction", "Delete")
+
+
 class EvictHooks(TypedDict, total=False):
     """What the caller runs inside an eviction, at the moments only the evictor knows."""
 

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 
 from descheduler.cluster.types import LabelSelector, LabelSelectorRequirement
 from descheduler.config.load import EffectiveConfig
-from descheduler.config.lownodeload import LowNodeLoadArgs, NodePool, pool_name, pool_thresholds
+from descheduler.config.lownodeload import (
+    LowNodeLoadArgs,
+    NodePool,
+    effective_anomaly_condition,
+    pool_name,
+    pool_thresholds,
+)
 from descheduler.config.models import LOW_NODE_LOAD, LabelSelectorConfig, MigrationControllerArgs, Namespaces
 from descheduler.config.providers import credential_warnings, usage_window
 from descheduler.config.selectors import parse_selector_text
@@ -166,9 +172,7 @@ def _build_pool(args: LowNodeLoadArgs, pool: NodePool | None, index: int) -> Poo
         if pool and pool.resource_weights is not None
         else dict(args.resource_weights)
     )
-    condition = (
-        pool.anomaly_condition if pool and pool.anomaly_condition is not None else args.anomaly_condition
-    )
+    condition = effective_anomaly_condition(args, pool)[0]
     resources = _resources(low, high)
     lows, highs = _pool_thresholds(low, high, resources, deviation)
     prod_resources: tuple[str, ...] = ()
@@ -302,9 +306,17 @@ def loop_warnings(config: EffectiveConfig) -> list[str]:
         else "the default Prometheus window"
     )
     interval = config.config.descheduling_interval
-    checks = [("LowNodeLoadArgs.anomalyCondition.consecutiveAbnormalities", args.anomaly_condition)]
+    checks = [
+        (
+            "LowNodeLoadArgs.anomalyCondition.consecutiveAbnormalities",
+            effective_anomaly_condition(args, None)[0],
+        )
+    ]
     checks += [
-        (f"LowNodeLoadArgs.nodePools[{i}].anomalyCondition.consecutiveAbnormalities", pool.anomaly_condition)
+        (
+            f"LowNodeLoadArgs.nodePools[{i}].anomalyCondition.consecutiveAbnormalities",
+            effective_anomaly_condition(args, pool)[0],
+        )
         for i, pool in enumerate(args.node_pools)
         if pool.anomaly_condition is not None
     ]

@@ -23,6 +23,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from descheduler.config.load import EffectiveConfig, load_config
+from descheduler.config.lownodeload import NodePool, effective_anomaly_condition
 from descheduler.config.models import LabelSelectorConfig
 from descheduler.kube.api import DEFAULT_USER_AGENT, KubeApi
 from descheduler.kube.cache import ClusterCache
@@ -435,13 +436,8 @@ def _fewest_abnormalities(effective: EffectiveConfig) -> int:
     args = effective.low_node_load
     if args is None:
         return 1
-    values = [args.anomaly_condition.consecutive_abnormalities]
-    values += [
-        pool.anomaly_condition.consecutive_abnormalities
-        for pool in args.node_pools
-        if pool.anomaly_condition is not None
-    ]
-    return min(values)
+    pools: list[NodePool | None] = [None, *args.node_pools]
+    return min(effective_anomaly_condition(args, pool)[0].consecutive_abnormalities for pool in pools)
 
 
 def cmd_once(args: argparse.Namespace) -> int:

@@ -153,7 +153,7 @@ def test_durations_are_read_as_go_writes_them(text: str, seconds: float) -> None
         (config_with(healthzBindAddress="localhost"), "healthzBindAddress: expected HOST:PORT"),
         (config_with(apiVersion="descheduler/v1alpha1"), "apiVersion"),
         (
-            config_with(lnl={"anomalyCondition": {"consecutiveAbnormalities": 0}}),
+            config_with(lnl={"anomalyCondition": {"consecutiveAbnormalities": -1}}),
             "args.anomalyCondition.consecutiveAbnormalities",
         ),
         (config_with(maxNoOfPodsToEvictPerNode=-1), "maxNoOfPodsToEvictPerNode"),
