@@ -49,7 +49,8 @@ class PoolSettings:
     """1 for every threshold resource unless ``resourceWeights`` says otherwise (``default_weights``)."""
     consecutive_abnormalities: int
     configured: tuple[str, ...] = ()
-    """Resources with both thresholds set: in deviation mode only these can make a node low or over."""
+    """Resources with both thresholds set and a low one above 0: in deviation mode only these can make a
+    node low or over (Koordinator reads a low deviation of 0 as unset: that resource is 100% / 100%)."""
     prod_configured: tuple[str, ...] = ()
 
 
@@ -198,9 +199,15 @@ def _build_pool(args: LowNodeLoadArgs, pool: NodePool | None, index: int) -> Poo
         prod_high=prod_highs,
         weights=weights,
         consecutive_abnormalities=condition.consecutive_abnormalities,
-        configured=tuple(sorted(set(low) & set(high))),
-        prod_configured=tuple(sorted(set(prod_low) & set(prod_high))),
+        configured=_deviation_resources(low, high),
+        prod_configured=_deviation_resources(prod_low, prod_high),
     )
+
+
+def _deviation_resources(low: Mapping[str, float], high: Mapping[str, float]) -> tuple[str, ...]:
+    """Resources a deviation pool judges by: both deviations given, the low one not 0 (Koordinator's
+    ``getNodeThresholds`` treats a low of 0 as unset and sets that resource's thresholds to 100%)."""
+    return tuple(sorted(name for name in set(low) & set(high) if low[name] != 0))
 
 
 def _positive_or_none(value: int | None) -> int | None:

@@ -109,9 +109,9 @@ def test_deviation_mean_includes_cordoned_nodes_and_excludes_skipped_ones() -> N
     world.node("a", usage=cpu("2"))
     world.node("cordoned", usage=cpu("6"), unschedulable=True)
     world.node("not-ready", usage=cpu("10"), ready=False)
-    config = settings(low={"cpu": 0}, high={"cpu": 0}, args={"useDeviationThresholds": True})
+    config = settings(low={"cpu": 10}, high={"cpu": 10}, args={"useDeviationThresholds": True})
     cpu_report = next(r for r in report(world.plan(config), "a").resources if r.resource == "cpu")
-    assert cpu_report.high_percent == 40.0
+    assert cpu_report.high_percent == 50.0  # mean (20% + 60%) / 2 = 40%, plus 10
 
 
 def test_deviation_thresholds_are_clamped_to_zero_and_one_hundred_percent() -> None:
@@ -125,6 +125,49 @@ def test_in_deviation_mode_a_resource_without_deviations_never_triggers() -> Non
     world = World().node("a", memory="10Gi", usage=mem("9.9Gi")).node("b", memory="10Gi", usage=mem("0.1Gi"))
     config = settings(low={"cpu": 10}, high={"cpu": 10}, args={"useDeviationThresholds": True})
     assert "hotspot" not in node_classes(world.plan(config)).values()
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "expected_percents", "expected_classes"),
+    [
+        # Mean 50%: 10 below and 20 above make a 40%..70% band.
+        ({"cpu": 10}, {"cpu": 20}, (40.0, 70.0), {"cool": "low", "mid": "normal", "hot": "hotspot"}),
+        # Koordinator reads a low deviation of 0 as unset: that resource is 100%/100%, whatever the high.
+        ({"cpu": 0}, {"cpu": 20}, (100.0, 100.0), {"cool": "low", "mid": "low", "hot": "low"}),
+        ({"cpu": 0}, {"cpu": 0}, (100.0, 100.0), {"cool": "low", "mid": "low", "hot": "low"}),
+    ],
+)
+def test_a_low_deviation_of_zero_means_unset_as_in_koordinator(
+    low: dict[str, float],
+    high: dict[str, float],
+    expected_percents: tuple[float, float],
+    expected_classes: dict[str, str],
+) -> None:
+    world = World()
+    for name, used in (("cool", "2"), ("mid", "4.5"), ("hot", "8.5")):  # mean 50%
+        world.node(name, cpu="10", usage=cpu(used))
+    result = world.plan(settings(low=low, high=high, args={"useDeviationThresholds": True}))
+    cpu_report = next(r for r in report(result, "cool").resources if r.resource == "cpu")
+    assert (cpu_report.low_percent, cpu_report.high_percent) == expected_percents
+    assert node_classes(result) == expected_classes
+
+
+@pytest.mark.parametrize(
+    ("prod_low", "expected"),
+    [
+        ({"cpu": 5}, {"a": "low", "b": "hotspot"}),  # prod mean 50%: 45%..55%
+        ({"cpu": 0}, {"a": "low", "b": "low"}),  # a prod low deviation of 0 is unset: 100%/100%
+    ],
+)
+def test_a_prod_low_deviation_of_zero_means_unset_too(
+    prod_low: dict[str, float], expected: dict[str, str]
+) -> None:
+    world = World().node("a", cpu="10", usage=cpu("1")).node("b", cpu="10", usage=cpu("9"))
+    world.deployment("web", 4).pod("web-a", on="a", owner="web", usage=cpu("1"))
+    world.pod("web-b", on="b", owner="web", usage=cpu("9"))
+    args = {"useDeviationThresholds": True, "prodLowThresholds": prod_low, "prodHighThresholds": {"cpu": 5}}
+    result = world.plan(settings(low={"cpu": 60}, high={"cpu": 60}, args=args))
+    assert {r.node: r.prod_class for r in result.node_reports} == expected
 
 
 def test_deviation_mode_with_only_one_of_low_and_high_for_a_resource_is_a_config_error() -> None:
