@@ -376,16 +376,20 @@ class _Cycle:
 
     def _balance(self, pool: PoolSettings, views: Sequence[NodeView], prod: bool) -> None:
         what = "prod hotspot" if prod else "hotspot"
+        # Koordinator's node sets (``classifyNodes``): the load pass moves pods to low nodes whose prod
+        # usage is not over (a low node over on prod is a prod source); the prod pass moves prod pods to
+        # nodes low on their prod thresholds that are not over overall, low or normal (its prod-low and
+        # both-low sets), so prod thresholds work with node thresholds of 0/100.
         if prod:
             sources = [v for v in views if v.prod_hotspot and not v.over]
-            targets = [v for v in views if v.low and v.prod_low]
+            targets = [v for v in views if v.prod_low and not v.over]
         else:
             sources = [v for v in views if v.hotspot]
-            targets = [v for v in views if v.low]
+            targets = [v for v in views if v.low and not v.prod_over]
         if not sources:
             return
         if not targets:
-            kind = "node low on both its overall and its prod thresholds" if prod else "low node"
+            kind = "node low on its prod thresholds and not over overall" if prod else "low node"
             message = f"no {kind} in pool {pool.name} to move pods to"
             self._stop_all(sources, message)
             self.notes.append(f"pool {pool.name}: {len(sources)} {what}(s) but {message}: nothing to do")

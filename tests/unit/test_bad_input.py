@@ -76,7 +76,7 @@ BAD_CONFIGS: list[tuple[str, str | bytes, list[str]]] = [
             "deschedulingInterval: 'soon' is not a duration",
             "unknown plugin 'LowNodeLoads'; did you mean 'LowNodeLoad'?",
             "highThresholds.cpu: percentage must be between 0 and 100, got 500",
-            "consecutiveAbnormalities: Input should be greater than or equal to 1",
+            "consecutiveAbnormalities: Input should be greater than or equal to 0",
             "evictQPS: expected a number",
         ],
     ),
