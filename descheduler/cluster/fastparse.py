@@ -32,6 +32,7 @@ from descheduler.cluster.parse import (
     INT32_MIN,
     KEPT_POD_ANNOTATIONS,
     RAW_ALLOCATABLE_ANNOTATION,
+    pause_value,
     resource_value,
     timestamp_seconds,
 )
@@ -439,6 +440,7 @@ def convert_node(obj: _Node, sharer: Sharer) -> Node:
             Taint(t.key, t.value, t.effect) for t in (spec.taints if spec is not None else None) or ()
         ),
         raw_allocatable=None,
+        pause=pause_value(meta.annotations),
     )
 
 
@@ -460,6 +462,7 @@ def workload_converter(default_kind: str) -> Callable[[_Workload, Sharer], Workl
             uid=meta.uid or f"{kind}/{raw_namespace}/{meta.name}",
             replicas=replicas,
             owner=_owner(meta, sharer),
+            pause=pause_value(meta.annotations),
         )
 
     return convert

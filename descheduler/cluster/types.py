@@ -61,6 +61,9 @@ class Node:
     taints: tuple[Taint, ...] = ()
     raw_allocatable: ResourceList | None = None
     """From annotation ``node.koordinator.sh/raw-allocatable``: wins over allocatable for thresholds."""
+    pause: str = ""
+    """The value of our pause annotation (``parse.PAUSE_ANNOTATION``) when it pauses evictions from the
+    node, else "" (see ``parse.pause_value``)."""
     warnings: tuple[str, ...] = field(default=(), compare=False)
     """What was ignored when the node was read, one line each (an unreadable raw-allocatable annotation:
     the node falls back to ``allocatable``); the cache logs each once and lists them in
@@ -143,12 +146,16 @@ class Workload:
     uid: str
     replicas: int
     owner: OwnerRef | None = None
+    pause: str = ""
+    """The pause annotation's value when it pauses evictions of this workload's pods, else ""."""
 
 
 @dataclass(frozen=True, slots=True)
 class Namespace:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
+    pause: str = ""
+    """The pause annotation's value when it pauses evictions in this namespace, else ""."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from descheduler.config.base import StrictModel
+from descheduler.config.base import FieldProblem, StrictModel
 from descheduler.config.selectors import LabelSelectorConfig, Namespaces
 from descheduler.config.types import (
     MAX_CONFIG_DURATION,
@@ -31,6 +31,20 @@ DELETE_OPTION_KEYS = frozenset(
 EVICTOR_OWNED_KEYS = frozenset({"kind", "apiVersion", "dryRun"})
 """Accepted but not sent as given: the evictor writes the envelope and decides dry-run itself."""
 PROPAGATION_POLICIES = ("Orphan", "Background", "Foreground")
+
+PAUSE_ANNOTATION = "load-aware-descheduler.io/paused"
+"""Ours: on a Namespace, Node, workload or pod, stops evictions from it without a config change."""
+DEFAULT_OPT_OUTS: Mapping[str, str] = {
+    "karpenter.sh/do-not-disrupt": "true",
+    "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+}
+"""The ecosystem's marks that a pod must not be disrupted, honoured unless ``optOutAnnotations`` says
+otherwise."""
+KNOWN_OPT_OUT_ANNOTATIONS = frozenset(
+    {*DEFAULT_OPT_OUTS, "descheduler.alpha.kubernetes.io/prefer-no-eviction"}
+)
+"""What ``optOutAnnotations`` may name: the pod parsers keep exactly these annotations (and the few
+others the planner reads), so a listed opt-out is never lost to their memory-saving filter."""
 
 
 def _grace_problem(value: object) -> str | None:
@@ -110,6 +124,11 @@ class MigrationControllerArgs(StrictModel):
     evict_system_critical_pods: bool = Field(default=False, alias="evictSystemCriticalPods")
     evict_resource_claim_pods: bool = Field(default=False, alias="evictResourceClaimPods")
     """Ours: pods holding DRA devices (spec.resourceClaims) stay put unless this is true."""
+    opt_out_annotations: dict[str, str] = Field(
+        default_factory=lambda: dict(DEFAULT_OPT_OUTS), alias="optOutAnnotations"
+    )
+    """Ours: a pod annotated with one of these keys and its value (compared without case) is never evicted,
+    even with the evict annotation. ``{}`` turns the defaults off."""
     ignore_pvc_pods: bool = Field(default=False, alias="ignorePvcPods")
     priority_threshold: PriorityThreshold | None = Field(default=None, alias="priorityThreshold")
     label_selector: LabelSelectorConfig | None = Field(default=None, alias="labelSelector")
@@ -147,6 +166,20 @@ class MigrationControllerArgs(StrictModel):
         for name in value:
             if name != "workload":
                 raise ValueError(f"unknown object limiter {name!r}; the only kind is 'workload'")
+        return value
+
+    @field_validator("opt_out_annotations")
+    @classmethod
+    def _known_opt_outs(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, wanted in value.items():
+            if key not in KNOWN_OPT_OUT_ANNOTATIONS:
+                raise FieldProblem(
+                    f"optOutAnnotations.{key}",
+                    f"not an opt-out annotation this descheduler reads; known: "
+                    f"{', '.join(sorted(KNOWN_OPT_OUT_ANNOTATIONS))} (pause with {PAUSE_ANNOTATION})",
+                )
+            if not wanted.strip():
+                raise FieldProblem(f"optOutAnnotations.{key}", "needs the value that opts a pod out")
         return value
 
     @field_validator("default_delete_options")

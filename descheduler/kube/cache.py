@@ -96,9 +96,9 @@ DEFAULT_WATCH_TIMEOUT = 10.0
 re-opening a watch from its resourceVersion is cheap for the server (served from its watch cache)."""
 DEFAULT_READ_GRACE = 5.0
 """How much longer than the watch's own timeout the client waits for a byte before giving up on it."""
-DEFAULT_RESOURCES = frozenset(spec.name for spec in RESOURCES) - {"namespaces"}
-"""Watched unless ``resources`` says otherwise. Namespaces are opt-in: the planner scopes by namespace
-name only, and the shipped RBAC does not grant them."""
+DEFAULT_RESOURCES = frozenset(spec.name for spec in RESOURCES)
+"""Watched unless ``resources`` says otherwise; namespaces for their pause annotation (list and watch
+only, as the shipped RBAC grants)."""
 
 
 _SNAPSHOT_PARTS = (

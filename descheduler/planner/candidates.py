@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from descheduler.cluster.parse import WORKLOAD_KINDS
+from descheduler.cluster.parse import WORKLOAD_KINDS, pause_value
 from descheduler.cluster.selectors import selector_matches
 from descheduler.cluster.types import Pod
+from descheduler.config.migration import PAUSE_ANNOTATION
 from descheduler.config.models import Namespaces
 from descheduler.planner import reasons
 from descheduler.planner.index import ClusterIndex, WorkloadRef
@@ -89,6 +90,8 @@ class PodFilter:
         self.threshold, self.threshold_problem = resolved
         self._memo = index.pod_memo("filter", (settings, self.threshold, self.threshold_problem))
         """uid -> (pod, verdict, workloads version of the verdict, the pod's own checks' answer)."""
+        self._namespace_pauses = {ns.name: ns.pause for ns in index.snapshot.namespaces if ns.pause}
+        self._paused_nodes = any(node.pause for node in index.snapshot.nodes)
         self._workload_verdicts: dict[int, tuple[WorkloadRef, Rejection | None]] = {}
         """The workload checks' answer per resolved workload (by identity: the index hands out one
         ``WorkloadRef`` per owner), the same for every pod of it: each workload has pods on many hotspots."""
@@ -100,6 +103,8 @@ class PodFilter:
         if entry is not None and entry[0] is pod:
             if entry[2] is version:
                 verdict: Rejection | None = entry[1]
+                if verdict is None and (self._namespace_pauses or self._paused_nodes):
+                    return self._paused_here(pod)
                 return verdict
             own: Rejection | None = entry[3]
         else:
@@ -116,15 +121,17 @@ class PodFilter:
                 verdict = self._check_workload(workload)
                 self._workload_verdicts[id(workload)] = (workload, verdict)
         self._memo[pod.uid] = (pod, verdict, version, own)
+        if verdict is None and (self._namespace_pauses or self._paused_nodes):
+            return self._paused_here(pod)
         return verdict
 
     def decide(self, pod: Pod) -> Rejection | None:
         """``check`` without anything remembered (what the shortcuts must agree with)."""
         own = self._pod_checks(pod)
-        if own is not _WORKLOAD:
-            return own
-        workload = self.index.workload_of(pod)
-        return None if workload is None else self._check_workload(workload)
+        if own is _WORKLOAD:
+            workload = self.index.workload_of(pod)
+            own = None if workload is None else self._check_workload(workload)
+        return own if own is not None else self._paused_here(pod)
 
     def _pod_checks(self, pod: Pod) -> Rejection | None:
         """The checks that read the pod, the settings and the priority threshold only: a rejection, None
@@ -141,6 +148,14 @@ class PodFilter:
                 reasons.FILTERED_DAEMONSET, f"owned by DaemonSet {pod.owner.name}: it runs on every node"
             )
         annotations = pod.annotations
+        for key, value in s.opt_outs.items():
+            # Before the evict annotation: an owner's "do not disrupt" wins over a consent to eviction.
+            found = annotations.get(key)
+            if found is not None and found.strip().lower() == value:
+                return Rejection(reasons.OPTED_OUT, f"annotated {key}: {found!r} (optOutAnnotations)")
+        paused = pause_value(annotations)
+        if paused:
+            return Rejection(reasons.PAUSED, f"the pod is paused ({PAUSE_ANNOTATION}: {paused!r})")
         if EVICTION_COST in annotations and annotation_int32(pod, EVICTION_COST) == INT32_MAX:
             return Rejection(
                 reasons.FILTERED_EVICTION_COST, f"annotation {EVICTION_COST} is int32 max: never evicted"
@@ -197,8 +212,27 @@ class PodFilter:
             )
         return None if pod.owner is None else _WORKLOAD
 
+    def _paused_here(self, pod: Pod) -> Rejection | None:
+        """Its namespace or node paused: read every time (a paused namespace or node changes no pod, so
+        the remembered verdicts cannot know of it), from the cycle's snapshot."""
+        namespace = self._namespace_pauses.get(pod.namespace)
+        if namespace:
+            return Rejection(
+                reasons.PAUSED, f"namespace {pod.namespace} is paused ({PAUSE_ANNOTATION}: {namespace!r})"
+            )
+        node = self.index.nodes.get(pod.node_name)
+        if node is not None and node.pause:
+            return Rejection(
+                reasons.PAUSED, f"node {pod.node_name} is paused ({PAUSE_ANNOTATION}: {node.pause!r})"
+            )
+        return None
+
     def _check_workload(self, workload: WorkloadRef) -> Rejection | None:
         s = self.settings
+        if workload.pause:
+            return Rejection(
+                reasons.PAUSED, f"{workload.describe()} is paused ({PAUSE_ANNOTATION}: {workload.pause!r})"
+            )
         if not workload.known:
             if workload.kind in WORKLOAD_KINDS:
                 message = f"{workload.describe()} is not in the snapshot: its expected replicas are unknown"

@@ -36,6 +36,8 @@ class WorkloadRef:
     """Stable key for limits: the top controller's uid (survives a Deployment's rollouts)."""
     replicas: int | None
     """Expected replicas; None when the controller is not in the snapshot (or of a kind we cannot read)."""
+    pause: str = ""
+    """Why the workload is paused (its pause annotation, or its ReplicaSet's), "" when it is not."""
 
     @property
     def known(self) -> bool:
@@ -365,8 +367,9 @@ class ClusterIndex:
             parent_identity = parent.uid or f"Deployment/{namespace}/{parent.name}"
             # A ReplicaSet's spec.replicas follows its Deployment's; use it when the Deployment is absent.
             replicas = deployment.replicas if deployment is not None else workload.replicas
-            return WorkloadRef("Deployment", namespace, parent.name, parent_identity, replicas)
-        return WorkloadRef(kind, namespace, name, workload.uid or identity, workload.replicas)
+            pause = (deployment.pause if deployment is not None else "") or workload.pause
+            return WorkloadRef("Deployment", namespace, parent.name, parent_identity, replicas, pause)
+        return WorkloadRef(kind, namespace, name, workload.uid or identity, workload.replicas, workload.pause)
 
     def unavailable_pods(self, identity: str) -> set[str]:
         """Keys of the workload's pods that are not running and ready (terminating ones included).

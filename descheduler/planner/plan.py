@@ -16,6 +16,7 @@ from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, U
 from descheduler.config.load import EffectiveConfig
 from descheduler.planner import reasons
 from descheduler.planner.anomaly import is_hotspot, next_count
+from descheduler.planner.autoscaler import removal_mark
 from descheduler.planner.candidates import Rejection
 from descheduler.planner.classify import (
     Levels,
@@ -301,6 +302,11 @@ class _Cycle:
             if not node.ready:
                 self._skip_node(node, pool.name, reasons.NODE_NOT_READY, "node is not Ready")
                 continue
+            if node.taints:
+                mark = removal_mark(node)
+                if mark:
+                    self._skip_node(node, pool.name, reasons.NODE_AUTOSCALER, mark)
+                    continue
             problem = usage_problem(node, self.usage, pool, s.metric_expiration, self.now)
             if problem is not None:
                 self._skip_node(node, pool.name, *problem)

@@ -16,6 +16,9 @@ NODE_NO_USAGE = "no-usage"
 NODE_USAGE_ERROR = "usage-error"
 NODE_STALE_USAGE = "stale-usage"
 NODE_NO_ALLOCATABLE = "no-allocatable"
+NODE_AUTOSCALER = "autoscaler-removing"
+"""The cluster autoscaler or Karpenter is removing (or about to remove) the node: its pods are leaving
+anyway, and nothing should be moved onto it."""
 
 # --- why a pod on a hotspot stays: filters (properties of the pod) ----------------------------------
 FILTERED_DAEMONSET = "filtered-daemonset"
@@ -36,6 +39,10 @@ WORKLOAD_UNKNOWN = "workload-unknown"
 REPLICAS_ONE = "replicas-1"
 REPLICAS_UNPROTECTED = "replicas-unprotected"
 NO_POD_USAGE = "no-pod-usage"
+OPTED_OUT = "opted-out"
+"""The pod carries one of ``optOutAnnotations`` (``karpenter.sh/do-not-disrupt: "true"``...)."""
+PAUSED = "paused"
+"""Its namespace, node, workload or the pod itself carries our pause annotation; the message says which."""
 
 # --- why a pod that could move stays: limits, budgets, destinations ----------------------------------
 FREES_NOTHING = "frees-nothing"

@@ -83,6 +83,8 @@ class Settings:
     evict_local_storage_pods: bool
     evict_system_critical_pods: bool
     evict_resource_claim_pods: bool
+    opt_outs: Mapping[str, str]
+    """Pod annotation -> the value (lower case, stripped) that keeps the pod from being evicted."""
     ignore_pvc_pods: bool
     priority_threshold_value: int | None
     priority_threshold_name: str
@@ -271,6 +273,7 @@ def compile_settings(config: EffectiveConfig) -> Settings:
         evict_local_storage_pods=mc.evict_local_storage_pods,
         evict_system_critical_pods=mc.evict_system_critical_pods,
         evict_resource_claim_pods=mc.evict_resource_claim_pods,
+        opt_outs={key: value.strip().lower() for key, value in mc.opt_out_annotations.items()},
         ignore_pvc_pods=mc.ignore_pvc_pods,
         priority_threshold_value=threshold.value if threshold is not None else None,
         priority_threshold_name=threshold.name if threshold is not None else "",

@@ -45,6 +45,7 @@ def can_i(plane: ControlPlane, kubeconfig: Path, *args: str) -> bool:
 NEEDED = [
     ("list", "pods", "--all-namespaces"),
     ("watch", "nodes"),
+    ("watch", "namespaces"),
     ("list", "poddisruptionbudgets.policy", "--all-namespaces"),
     ("watch", "replicasets.apps", "--all-namespaces"),
     ("create", "pods", "--subresource=eviction", "-n", "default"),
@@ -62,6 +63,7 @@ NOT_NEEDED = [
     ("patch", "nodes"),  # only with the optional hotspot-taint component
     ("update", "deployments.apps", "-n", "default"),
     ("delete", "poddisruptionbudgets.policy", "-n", "default"),
+    ("update", "namespaces/default"),
     ("update", "leases.coordination.k8s.io/someone-elses", "-n", NAMESPACE),
     ("update", f"leases.coordination.k8s.io/{LEASE}", "-n", "default"),
     ("list", "configmaps", "--all-namespaces"),

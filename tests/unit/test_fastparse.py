@@ -551,6 +551,30 @@ ODD: list[tuple[str, str, Callable[[], Obj], Callable[[Obj], None]]] = [
     ("a ReplicaSet with null replicas", "ReplicaSet", replica_set, put(("spec", "replicas"), None)),
     ("a ReplicaSet without replicas", "ReplicaSet", replica_set, drop(("spec", "replicas"))),
     ("a ReplicaSet with a null kind", "ReplicaSet", replica_set, put(("kind",), None)),
+    (
+        "a paused node, with a why",
+        "Node",
+        real_node,
+        put(("metadata", "annotations"), {"load-aware-descheduler.io/paused": " INC-1 "}),
+    ),
+    (
+        "a node paused false",
+        "Node",
+        real_node,
+        put(("metadata", "annotations"), {"load-aware-descheduler.io/paused": "False"}),
+    ),
+    (
+        "a paused ReplicaSet",
+        "ReplicaSet",
+        replica_set,
+        put(("metadata", "annotations"), {"load-aware-descheduler.io/paused": "true"}),
+    ),
+    (
+        "a pod opted out by Karpenter",
+        "Pod",
+        real_pod,
+        put(("metadata", "annotations"), {"karpenter.sh/do-not-disrupt": "true", "other": "x"}),
+    ),
     ("a ReplicaSet that says it is a Deployment", "ReplicaSet", replica_set, put(("kind",), "Deployment")),
 ]
 

@@ -55,6 +55,7 @@ EXPECTED_CLUSTER_RULES: list[tuple[str, str, tuple[str, ...]]] = [
     ("apps", "deployments", ("get", "list", "watch")),
     ("apps", "statefulsets", ("get", "list", "watch")),
     ("policy", "poddisruptionbudgets", ("get", "list", "watch")),
+    ("", "namespaces", ("list", "watch")),  # their pause annotation
     ("", "pods/eviction", ("create",)),
     ("events.k8s.io", "events", ("create",)),
     ("", "events", ("create",)),
