@@ -251,13 +251,6 @@ def _ignored_notices(
             )
     if lnl is not None:
         notices += anomaly_condition_notices(lnl)
-        cond = lnl.anomaly_condition
-        for name, alias in (("consecutive_normalities", "consecutiveNormalities"), ("timeout", "timeout")):
-            if name in cond.model_fields_set:
-                notices.append(
-                    f"LowNodeLoadArgs.anomalyCondition.{alias}: accepted for compatibility, not used "
-                    "(one cycle below the high threshold resets the count)"
-                )
     return notices
 
 

@@ -31,9 +31,10 @@ class LoadAnomalyCondition(StrictModel):
     """A node over its high threshold this many cycles in a row is a hotspot (1 = at once; 0 is
     Koordinator's "unset": see ``effective_anomaly_condition``)."""
     consecutive_normalities: int = Field(default=3, ge=0, le=MAX_CONFIG_INT, alias="consecutiveNormalities")
-    """Accepted for Koordinator compatibility: here one normal cycle already resets the count."""
+    """A confirmed hotspot that has more than this many normal cycles in a row must be confirmed again
+    (``planner/anomaly.py``). 0 is Koordinator's unset value: 3 at top level, the top level's in a pool."""
     timeout: Duration = 60.0
-    """Accepted for Koordinator compatibility: here counts expire with ``detectorCacheTimeout``."""
+    """How long a confirmed hotspot stays confirmed; 0 means 60s, as in Koordinator's detector."""
 
 
 class PodSelector(StrictModel):

@@ -1,24 +1,72 @@
-"""Consecutive-over counting: a node becomes a hotspot on its N-th consecutive over cycle.
+"""The anomaly detector: when an over node becomes a hotspot, and how long it stays one.
 
-This product's rule (simpler than Koordinator's detector, and stated in the README): a cycle in which
-the node is over adds one; a cycle in which it is not over resets the count to 0, and so does a cycle in
-which pods were evicted from it (``record.commit``). A cycle in which the node is skipped (stale or
-missing usage) changes nothing, but a count not written for ``detectorCacheTimeout`` expires.
+Koordinator's ``BasicDetector`` (``pkg/descheduler/utils/anomaly``) as used by LowNodeLoad, over plain
+data. Per node (and apart from it, per node for the prod pass), one ``AnomalyCount``:
+
+- A cycle in which the node is over adds one to ``count``. On the N-th consecutive one (N =
+  ``consecutiveAbnormalities``) the node is **confirmed**: a hotspot this cycle and in every later cycle
+  in which it is over, without a new round of N. Koordinator confirms on the (N+1)-th; we keep the ACK
+  page's "N consecutive cycles" (``planner/README.md``, departures).
+- A cycle in which a confirmed node is not over (but not low) is a normal cycle: it is not a source, and
+  after **more than** ``consecutiveNormalities`` consecutive normal cycles it is back to normal and must
+  be confirmed again (N over cycles). A cycle in which an unconfirmed node is not over resets its count.
+- A cycle in which the node is low resets it (Koordinator's ``resetNodesAsNormal`` of the low nodes), and
+  so does a cycle in which pods were evicted from it (``record.commit``).
+- With ``consecutiveAbnormalities`` 1 every over cycle is a hotspot (Koordinator skips the detector).
+- The confirmed state lasts ``anomalyCondition.timeout`` from the cycle that confirmed it (0 or unset: 60
+  s, the detector's own default); a cycle that finds it expired starts counting afresh, as Koordinator's
+  ``currentState`` clears the counter. The boundary counts as expired (a cycle exactly ``timeout`` later
+  finds it expired), so ``simulate``'s exact clock and the live service's agree.
+- A count not written for ``detectorCacheTimeout`` is forgotten (Koordinator's detector cache). A cycle in
+  which the node is skipped (stale or missing usage) or LowNodeLoad is paused changes nothing.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from descheduler.planner.state import AnomalyCount
 
 
-def next_count(previous: AnomalyCount | None, over: bool, now: float, timeout: float) -> AnomalyCount:
-    if not over:
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One pool's ``anomalyCondition`` and the plugin's ``detectorCacheTimeout``, in seconds."""
+
+    consecutive_abnormalities: int
+    consecutive_normalities: int
+    timeout: float
+    cache_timeout: float
+
+
+def trusted(previous: AnomalyCount | None, now: float, rule: Rule) -> AnomalyCount | None:
+    """``previous`` if it still stands at ``now``: written within ``detectorCacheTimeout``, and, if
+    confirmed, confirmed less than ``timeout`` ago. None: counting starts afresh."""
+    if previous is None or now - previous.updated > rule.cache_timeout:
+        return None
+    expired = previous.confirmed is not None and now - previous.confirmed >= rule.timeout
+    # With consecutiveAbnormalities 1 Koordinator skips the detector: no timeout, the count goes on.
+    if expired and rule.consecutive_abnormalities > 1:
+        return None
+    return previous
+
+
+def next_count(previous: AnomalyCount | None, over: bool, low: bool, now: float, rule: Rule) -> AnomalyCount:
+    """The node's detector after one cycle in which it was over, low or neither (normal)."""
+    standing = trusted(previous, now, rule)
+    if over:
+        count = standing.count + 1 if standing is not None else 1
+        confirmed = standing.confirmed if standing is not None else None
+        if confirmed is None and count >= max(1, rule.consecutive_abnormalities):
+            confirmed = now
+        return AnomalyCount(count, now, 0, confirmed)
+    if low or standing is None or standing.confirmed is None:
         return AnomalyCount(0, now)
-    carried = 0
-    if previous is not None and now - previous.updated <= timeout:
-        carried = previous.count
-    return AnomalyCount(carried + 1, now)
+    normal = standing.normal + 1
+    if normal > rule.consecutive_normalities:
+        return AnomalyCount(0, now)
+    return AnomalyCount(0, now, normal, standing.confirmed)
 
 
-def is_hotspot(count: int, consecutive_abnormalities: int) -> bool:
-    return count >= max(1, consecutive_abnormalities)
+def is_hotspot(count: AnomalyCount | None, over: bool) -> bool:
+    """A node is a source only in a cycle in which it is over, and only once confirmed."""
+    return over and count is not None and count.confirmed is not None

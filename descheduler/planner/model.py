@@ -99,6 +99,15 @@ class NodeReport:
     stop_code: str = ""
     stop_message: str = ""
     """For hotspots: why eviction stopped (or never started) on this node."""
+    normal_count: int = 0
+    """Consecutive normal cycles of a confirmed hotspot (``planner/anomaly.py``): more than
+    ``consecutive_normalities`` and it must be confirmed again."""
+    consecutive_normalities: int = 0
+    confirmed: bool = False
+    """Confirmed a hotspot: a source in any cycle it is over, until a reset, the normal cycles or the
+    ``anomalyCondition.timeout`` end it."""
+    prod_normal_count: int = 0
+    prod_confirmed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -107,6 +116,9 @@ class NodeReport:
             "class": self.node_class,
             "anomalyCount": self.anomaly_count,
             "consecutiveAbnormalities": self.consecutive_abnormalities,
+            "normalCount": self.normal_count,
+            "consecutiveNormalities": self.consecutive_normalities,
+            "confirmed": self.confirmed,
             "cordoned": self.cordoned,
             "resources": [r.to_dict() for r in self.resources],
             "evicted": self.evicted,
@@ -116,6 +128,8 @@ class NodeReport:
         if self.prod_class:
             out["prodClass"] = self.prod_class
             out["prodAnomalyCount"] = self.prod_anomaly_count
+            out["prodNormalCount"] = self.prod_normal_count
+            out["prodConfirmed"] = self.prod_confirmed
             out["prodResources"] = [r.to_dict() for r in self.prod_resources]
         if self.stop_code:
             out["stop"] = {"code": self.stop_code, "message": self.stop_message}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
 from descheduler.planner import reasons
-from descheduler.planner.anomaly import is_hotspot, next_count
+from descheduler.planner.anomaly import Rule, is_hotspot, next_count
 from descheduler.planner.autoscaler import removal_mark
 from descheduler.planner.candidates import Rejection
 from descheduler.planner.classify import (
@@ -185,6 +185,9 @@ class _Cycle:
         self.skipped_nodes: list[NodeReport] = []
         self.views: dict[str, list[NodeView]] = {pool.name: [] for pool in settings.pools}
         self.global_stop = ""
+        self.detectors: Mapping[str, AnomalyCount] = state.anomalies
+        self.prod_detectors: Mapping[str, AnomalyCount] = state.prod_anomalies
+        """The detectors as this cycle left them (``_count_anomalies``), for the node reports."""
         # An evicted pod's load is in its old node's sample for one metrics window after it left; samples
         # up to nodeMetricExpirationSeconds old are still used.
         remembered = settings.usage_window + settings.metric_expiration
@@ -283,6 +286,8 @@ class _Cycle:
                 cordoned=node.unschedulable,
                 skip_code=code,
                 skip_message=message,
+                normal_count=previous.normal if previous else 0,
+                confirmed=previous is not None and previous.confirmed is not None,
             )
         )
 
@@ -331,23 +336,24 @@ class _Cycle:
         self,
         node: str,
         over: bool,
-        current: int,
+        low: bool,
         previous: Mapping[str, AnomalyCount],
         counts: dict[str, AnomalyCount],
-        needed: int,
+        rule: Rule,
     ) -> tuple[int, bool]:
-        """Advance one node's count (frozen while paused); returns the count and whether it is a hotspot."""
-        paused = self.settings.paused
+        """Advance one node's detector (frozen while paused); returns its count and whether it is a
+        hotspot this cycle."""
         count = previous.get(node)
-        if not paused:
-            count = next_count(count, over, self.now, self.settings.detector_timeout)
-        if count is not None:
-            counts[node] = count
-            current = count.count
-        return current, not paused and over and is_hotspot(current, needed)
+        if self.settings.paused:
+            if count is not None:
+                counts[node] = count
+            return (count.count if count is not None else 0), False
+        count = next_count(count, over, low, self.now, rule)
+        counts[node] = count
+        return count.count, is_hotspot(count, over)
 
     def _count_anomalies(self) -> tuple[dict[str, AnomalyCount], dict[str, AnomalyCount]]:
-        """New counters; skipped nodes keep theirs, nodes gone from the cluster are forgotten."""
+        """New detectors; skipped nodes keep theirs, nodes gone from the cluster are forgotten."""
         previous, previous_prod = self.state.anomalies, self.state.prod_anomalies
         anomalies: dict[str, AnomalyCount] = {}
         prod_anomalies: dict[str, AnomalyCount] = {}
@@ -356,26 +362,24 @@ class _Cycle:
                 anomalies[report.node] = previous[report.node]
             if report.node in previous_prod:
                 prod_anomalies[report.node] = previous_prod[report.node]
+        cache_timeout = self.settings.detector_timeout
         for pool in self.settings.pools:
+            rule = Rule(
+                pool.consecutive_abnormalities,
+                pool.consecutive_normalities,
+                pool.anomaly_timeout,
+                cache_timeout,
+            )
             for view in self.views[pool.name]:
                 view.anomaly_count, view.hotspot = self._count(
-                    view.name,
-                    view.over,
-                    view.anomaly_count,
-                    previous,
-                    anomalies,
-                    pool.consecutive_abnormalities,
+                    view.name, view.over, view.low, previous, anomalies, rule
                 )
                 if view.prod is None:
                     continue
                 view.prod_anomaly_count, view.prod_hotspot = self._count(
-                    view.name,
-                    view.prod_over,
-                    view.prod_anomaly_count,
-                    previous_prod,
-                    prod_anomalies,
-                    pool.consecutive_abnormalities,
+                    view.name, view.prod_over, view.prod_low, previous_prod, prod_anomalies, rule
                 )
+        self.detectors, self.prod_detectors = anomalies, prod_anomalies
         return anomalies, prod_anomalies
 
     # --- eviction ---------------------------------------------------------------------------------------
@@ -677,6 +681,22 @@ class _Cycle:
                         view.evicted,
                         view.stop_code,
                         view.stop_message,
+                        *_detector_fields(
+                            pool, self.detectors.get(view.name), self.prod_detectors.get(view.name)
+                        ),
                     )
                 )
         return tuple(sorted(reports, key=lambda r: r.node))
+
+
+def _detector_fields(
+    pool: PoolSettings, overall: AnomalyCount | None, prod: AnomalyCount | None
+) -> tuple[int, int, bool, int, bool]:
+    """``NodeReport``'s detector fields after ``stop_message``, in field order."""
+    return (
+        overall.normal if overall is not None else 0,
+        pool.consecutive_normalities,
+        overall is not None and overall.confirmed is not None,
+        prod.normal if prod is not None else 0,
+        prod is not None and prod.confirmed is not None,
+    )

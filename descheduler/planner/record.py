@@ -4,7 +4,7 @@ planned evictions into the state the next ``plan`` receives.
 How ``plan`` and ``commit`` share the work (the clock is always an argument, never read):
 
 1. ``plan(snapshot, usage, config, state, now)`` decides and returns ``Plan.state``: the input state with
-   this cycle's anomaly counts applied (over: +1, not over: 0) and migrations that no longer matter
+   this cycle's anomaly detectors advanced (``anomaly.py``) and migrations that no longer matter
    dropped. It records no migration and resets no count for the evictions it proposes, because
    nothing has been evicted yet.
 2. The caller runs the evictions (or not: dry-run). When the API server refuses one, it plans again
@@ -12,7 +12,8 @@ How ``plan`` and ``commit`` share the work (the clock is always an argument, nev
    evictions counted as its own. At the end it calls ``commit(plan.state, evicted, now)`` with the
    planned evictions that really (or possibly) happened, whichever plan proposed them. Only those become
    recorded migrations, and only their source nodes get their anomaly counts reset. A failed eviction
-   therefore changes nothing: the node stays a hotspot and is acted on again next cycle.
+   therefore changes nothing: the node stays a confirmed hotspot and is acted on again in its next
+   over cycle, until its ``anomalyCondition.timeout`` runs out (``anomaly.py``).
 3. The state returned by ``commit`` is what the next ``plan`` receives. In dry-run, ``commit`` with no
    evicted pods keeps a hotspot a hotspot, so every audit cycle shows what would be done.
 """

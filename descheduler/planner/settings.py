@@ -27,6 +27,8 @@ from descheduler.units import format_duration
 
 BASE_RESOURCES = ("cpu", "memory")
 FULL = 100.0
+DEFAULT_TIMEOUT = 60.0
+"""What Koordinator's ``NewBasicDetector`` uses for an ``anomalyCondition.timeout`` of 0 or less."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,10 @@ class PoolSettings:
     weights: Mapping[str, int]
     """1 for every threshold resource unless ``resourceWeights`` says otherwise (``default_weights``)."""
     consecutive_abnormalities: int
+    consecutive_normalities: int
+    """Normal cycles a confirmed hotspot may have in a row and still be one (``anomaly.py``)."""
+    anomaly_timeout: float
+    """How long a confirmed hotspot stays confirmed, in seconds (``anomalyCondition.timeout``)."""
     configured: tuple[str, ...] = ()
     """Resources with both thresholds set and a low one above 0: in deviation mode only these can make a
     node low or over (Koordinator reads a low deviation of 0 as unset: that resource is 100% / 100%)."""
@@ -201,6 +207,8 @@ def _build_pool(args: LowNodeLoadArgs, pool: NodePool | None, index: int) -> Poo
         prod_high=prod_highs,
         weights=weights,
         consecutive_abnormalities=condition.consecutive_abnormalities,
+        consecutive_normalities=condition.consecutive_normalities,
+        anomaly_timeout=condition.timeout if condition.timeout > 0 else DEFAULT_TIMEOUT,
         configured=_deviation_resources(low, high),
         prod_configured=_deviation_resources(prod_low, prod_high),
     )

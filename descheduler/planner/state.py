@@ -14,10 +14,25 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class AnomalyCount:
-    """Consecutive cycles a node has been over, and when that count was last written."""
+    """One node's anomaly detector (``anomaly.py``): consecutive over cycles, when it was last written,
+    and, once confirmed a hotspot, since when and how many normal cycles it has had since it was last
+    over."""
 
     count: int
     updated: float
+    normal: int = 0
+    """Consecutive normal cycles of a confirmed node (0 while unconfirmed)."""
+    confirmed: float | None = None
+    """When the node was confirmed a hotspot (seconds since the epoch); None: not confirmed."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form: the two fields of old journals, the others only when set."""
+        out: dict[str, Any] = {"count": self.count, "updated": self.updated}
+        if self.normal:
+            out["normal"] = self.normal
+        if self.confirmed is not None:
+            out["confirmed"] = self.confirmed
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,12 +99,8 @@ class PlannerState:
 
     def to_dict(self) -> dict[str, Any]:
         body = {
-            "anomalies": {
-                k: {"count": v.count, "updated": v.updated} for k, v in sorted(self.anomalies.items())
-            },
-            "prodAnomalies": {
-                k: {"count": v.count, "updated": v.updated} for k, v in sorted(self.prod_anomalies.items())
-            },
+            "anomalies": {k: v.to_dict() for k, v in sorted(self.anomalies.items())},
+            "prodAnomalies": {k: v.to_dict() for k, v in sorted(self.prod_anomalies.items())},
             "migrations": [
                 {
                     "pod": m.pod,
@@ -147,7 +158,8 @@ def settle_migrations(state: PlannerState, applied: Mapping[tuple[str, str], flo
 
 
 def reset_anomalies(state: PlannerState, nodes: Iterable[str], now: float) -> PlannerState:
-    """Nodes pods were (possibly) evicted from start counting again (overall and prod)."""
+    """Nodes pods were (possibly) evicted from start counting again (overall and prod): the confirmed
+    state goes too, so the node must be confirmed again before more pods leave it."""
     names = set(nodes)
     if not names:
         return state

@@ -26,7 +26,8 @@ def test_validate_prints_the_effective_configuration_with_defaults_filled_in() -
     args = {pc["name"]: pc["args"] for pc in doc["profiles"][0]["pluginConfig"]}
     assert args["LowNodeLoad"]["nodeMetricExpirationSeconds"] == 180
     assert args["MigrationController"]["maxMigratingPerNode"] == 2
-    assert "consecutiveNormalities" in result.stderr  # reported once as ignored
+    assert args["LowNodeLoad"]["anomalyCondition"]["consecutiveNormalities"] == 3
+    assert "consecutiveNormalities" not in result.stderr  # honoured now: not reported as ignored
 
 
 def test_validate_exits_2_with_the_field_path_and_no_traceback(tmp_path: Path) -> None:

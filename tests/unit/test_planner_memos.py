@@ -331,7 +331,8 @@ def test_the_reports_fields_are_in_the_order_the_planner_builds_them() -> None:
     assert [f.name for f in fields(NodeReport)] == [
         "node", "node_class", "pool", "anomaly_count", "consecutive_abnormalities", "cordoned",
         "resources", "skip_code", "skip_message", "prod_class", "prod_anomaly_count", "prod_resources",
-        "evicted", "stop_code", "stop_message",
+        "evicted", "stop_code", "stop_message", "normal_count", "consecutive_normalities", "confirmed",
+        "prod_normal_count", "prod_confirmed",
     ]  # fmt: skip
     assert [f.name for f in fields(ResourceReport)] == [
         "resource", "base", "usage", "low", "high", "usage_percent", "low_percent", "high_percent",
