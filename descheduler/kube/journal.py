@@ -18,10 +18,12 @@ from descheduler.kube.api import KubeApi, path_segment
 from descheduler.kube.errors import ApiStatusError, KubeError
 from descheduler.planner.journal import (
     MAX_BYTES,
+    Detectors,
     Entry,
     JournalUnreadable,
     JournalWriteError,
     decode,
+    decode_detectors,
     encode,
 )
 
@@ -47,6 +49,7 @@ class ConfigMapJournal:
         self._lock = threading.Lock()
         self._loaded = False
         self._resource_version: str | None = None
+        self._detectors = Detectors()
         """Of the object as last read or written; None while it does not exist."""
         base = f"/api/v1/namespaces/{path_segment(namespace)}/configmaps"
         self._collection = base
@@ -63,6 +66,7 @@ class ConfigMapJournal:
             except ApiStatusError as exc:
                 if exc.status == 404:
                     self._loaded, self._resource_version = True, None
+                    self._detectors = Detectors()
                     return ()
                 reason = "forbidden" if exc.status in (401, 403) else "unavailable"
                 raise JournalUnreadable(reason, f"{self.where}: {exc}") from None
@@ -77,11 +81,23 @@ class ConfigMapJournal:
             # Past this point the object exists: even bad content may be replaced by the next save.
             self._loaded, self._resource_version = True, rv
             if text is None:
+                self._detectors = Detectors()
                 return ()
-            return decode(str(text), f"{self.where} key {DATA_KEY}")
+            where = f"{self.where} key {DATA_KEY}"
+            entries = decode(str(text), where)
+            self._detectors = decode_detectors(str(text), where)
+            return entries
 
-    def save(self, entries: Sequence[Entry]) -> None:
-        body_text = encode(entries, writer=self.writer)
+    def detectors(self) -> Detectors:
+        """The anomaly detectors the last successful load found (none before)."""
+        with self._lock:
+            return self._detectors
+
+    def save(self, entries: Sequence[Entry], detectors: Detectors | None = None) -> None:
+        """``detectors`` None keeps those last loaded or saved."""
+        if detectors is None:
+            detectors = self._detectors
+        body_text = encode(entries, writer=self.writer, detectors=detectors)
         if len(body_text.encode()) > MAX_BYTES:
             raise JournalWriteError(
                 "too-large",
@@ -131,3 +147,4 @@ class ConfigMapJournal:
                 self._loaded = False
                 raise JournalWriteError("unavailable", f"{self.where}: the answer had no resourceVersion")
             self._resource_version = rv
+            self._detectors = detectors

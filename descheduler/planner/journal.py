@@ -20,6 +20,12 @@ it takes over the Lease. The rules that make that safe, all decided here over pl
 
 Records of migrations that no longer matter are dropped by the planner (``plan`` keeps a migration while
 its pod exists or its window is open); the journal follows the state, so they leave with the next write.
+
+Beside the records, the leader keeps its anomaly detectors (``Detectors``: count, normal cycles, when
+confirmed, when written), so a successor neither confirms a hotspot again from scratch nor forgets a
+confirmed one. The planner trusts them only within ``detectorCacheTimeout`` of their last write and
+``anomalyCondition.timeout`` of their confirmation, so old ones count for nothing. A journal without them
+(written by an earlier version) reads as none: counts start from zero, as they always did.
 """
 
 from __future__ import annotations
@@ -27,11 +33,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from descheduler.planner.model import PlannedEviction
-from descheduler.planner.state import Departure, Migration, PlannerState
+from descheduler.planner.state import AnomalyCount, Departure, Migration, PlannerState
 
 VERSION = 1
 INTENT = "intent"
@@ -94,9 +100,33 @@ class JournalWriteError(JournalError):
 
 
 @dataclass(frozen=True)
+class Detectors:
+    """The anomaly detectors worth keeping across a restart (``planner/anomaly.py``): nodes with a count
+    or a confirmed state, overall and for the prod pass. A journal without them (older versions) reads
+    as empty: every count starts from zero, as it did then."""
+
+    nodes: Mapping[str, AnomalyCount] = field(default_factory=dict)
+    prod: Mapping[str, AnomalyCount] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.nodes or self.prod)
+
+
+def detectors_of(state: PlannerState) -> Detectors:
+    """What of ``state``'s detectors a successor needs: a node at count 0 and unconfirmed is the same
+    as a node never seen. The successor's planner trusts them only within ``detectorCacheTimeout`` of
+    their last write and ``anomalyCondition.timeout`` of their confirmation (``anomaly.trusted``)."""
+
+    def kept(counts: Mapping[str, AnomalyCount]) -> dict[str, AnomalyCount]:
+        return {k: v for k, v in sorted(counts.items()) if v.count or v.confirmed is not None}
+
+    return Detectors(kept(state.anomalies), kept(state.prod_anomalies))
+
+
+@dataclass(frozen=True)
 class Rebuilt:
     state: PlannerState
-    """Migrations only: anomaly counts start from zero, so a hotspot must be confirmed again."""
+    """Migrations and departures, and the anomaly detectors the journal kept (``Detectors``)."""
     pending: tuple[Entry, ...]
     """Records whose eviction may or may not have happened (``intent``, ``unknown``)."""
 
@@ -191,10 +221,11 @@ def merge(*journals: Iterable[Entry]) -> tuple[Entry, ...]:
     return tuple(sorted(out.values(), key=lambda e: (e.at, e.pod)))
 
 
-def rebuild(entries: Iterable[Entry]) -> Rebuilt:
+def rebuild(entries: Iterable[Entry], detectors: Detectors | None = None) -> Rebuilt:
     """The planner state the records stand for: every record is a migration (an ``intent`` may have
     been sent, an ``unknown`` may have been applied), and the unsettled ones are returned as pending.
-    The planner drops the migrations that no longer matter at its next cycle."""
+    The planner drops the migrations that no longer matter at its next cycle, and the detectors it no
+    longer trusts (``anomaly.trusted``)."""
     merged = merge(entries)
     migrations = tuple(
         Migration(
@@ -224,14 +255,22 @@ def rebuild(entries: Iterable[Entry]) -> Rebuilt:
         if e.usage
     )
     pending = tuple(e for e in merged if e.status in UNSETTLED)
-    return Rebuilt(state=PlannerState(migrations=migrations, departures=departures), pending=pending)
+    kept = detectors or Detectors()
+    state = PlannerState(
+        anomalies=dict(kept.nodes),
+        prod_anomalies=dict(kept.prod),
+        migrations=migrations,
+        departures=departures,
+    )
+    return Rebuilt(state=state, pending=pending)
 
 
 # --- the stored form ---------------------------------------------------------------------------------------
 
 
-def encode(entries: Sequence[Entry], *, writer: str) -> str:
-    """Compact JSON, one record per line so ``kubectl get -o yaml`` stays readable."""
+def encode(entries: Sequence[Entry], *, writer: str, detectors: Detectors | None = None) -> str:
+    """Compact JSON, one record per line so ``kubectl get -o yaml`` stays readable. The detectors, when
+    there are any, go in a ``detectors`` key that earlier versions ignore."""
     records = []
     for e in entries:
         record: dict[str, Any] = {
@@ -249,7 +288,13 @@ def encode(entries: Sequence[Entry], *, writer: str) -> str:
             record["created"] = round(e.created, 3)
             record["usage"] = dict(e.usage)
         records.append(json.dumps(record, separators=(",", ":"), sort_keys=False))
-    head = json.dumps({"version": VERSION, "writer": writer}, separators=(",", ":"))
+    top: dict[str, Any] = {"version": VERSION, "writer": writer}
+    if detectors:
+        top["detectors"] = {
+            "nodes": {k: v.to_dict() for k, v in sorted(detectors.nodes.items())},
+            "prod": {k: v.to_dict() for k, v in sorted(detectors.prod.items())},
+        }
+    head = json.dumps(top, separators=(",", ":"))
     body = ",\n".join(records)
     return head[:-1] + ',"records":[\n' + body + "\n]}\n" if records else head[:-1] + ',"records":[]}\n'
 
@@ -322,3 +367,51 @@ def decode(text: str, source: str) -> tuple[Entry, ...]:
             )
         )
     return tuple(out)
+
+
+def decode_detectors(text: str, source: str) -> Detectors:
+    """The ``detectors`` key of the stored form (absent: none, as older versions wrote). A malformed one
+    raises ``JournalUnreadable("invalid", ...)`` naming the field, like a malformed record."""
+
+    def bad(where: str, problem: str) -> JournalUnreadable:
+        return JournalUnreadable("invalid", f"{source}: {where}: {problem}")
+
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise bad("data", f"not JSON ({exc})") from None
+    raw = doc.get("detectors") if isinstance(doc, dict) else None
+    if raw is None:
+        return Detectors()
+    if not isinstance(raw, dict):
+        raise bad("detectors", f"must be an object, got {type(raw).__name__}")
+
+    def number(value: Any) -> bool:
+        return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+
+    def count(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+    out: list[dict[str, AnomalyCount]] = []
+    for key in ("nodes", "prod"):
+        table = raw.get(key, {})
+        if not isinstance(table, dict):
+            raise bad(f"detectors.{key}", f"must be an object, got {type(table).__name__}")
+        parsed: dict[str, AnomalyCount] = {}
+        for node, item in table.items():
+            where = f"detectors.{key}.{node}"
+            if not isinstance(item, dict):
+                raise bad(where, f"must be an object, got {type(item).__name__}")
+            confirmed: Any = item.get("confirmed")
+            over: Any = item.get("count")
+            updated: Any = item.get("updated")
+            normal: Any = item.get("normal", 0)
+            if not (count(over) and number(updated) and count(normal)) or not (
+                confirmed is None or number(confirmed)
+            ):
+                raise bad(where, f"must hold count, updated, normal and confirmed as numbers, got {item!r}")
+            parsed[str(node)] = AnomalyCount(
+                over, float(updated), normal, None if confirmed is None else float(confirmed)
+            )
+        out.append(parsed)
+    return Detectors(out[0], out[1])

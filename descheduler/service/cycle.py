@@ -241,7 +241,7 @@ class CycleRunner:
         failures: list[str] = []
         if ahead is not None:
             held = ahead.merged(held)
-            confirm_failures, held = self.ledger.confirm(held)
+            confirm_failures, held = self.ledger.confirm(held, leader=self.signals.is_leader())
             failures = ahead.failures + confirm_failures
         self.state, self.unconfirmed = held.state, held.unsettled
         return done, failures

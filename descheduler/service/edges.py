@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol, Unpack
 
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, UsageSnapshot
 from descheduler.kube.evict import EvictHooks
-from descheduler.planner.journal import Entry
+from descheduler.planner.journal import Detectors, Entry
 from descheduler.planner.verify import ServerView
 from descheduler.service.unknown import DEFAULT_SETTLE_SECONDS
 
@@ -92,8 +92,12 @@ class Journal(Protocol):
         """Raises ``JournalUnreadable``."""
         ...
 
-    def save(self, entries: Sequence[Entry]) -> None:
-        """Raises ``JournalWriteError``."""
+    def detectors(self) -> Detectors:
+        """The anomaly detectors the last successful ``load`` found (none before, or in old journals)."""
+        ...
+
+    def save(self, entries: Sequence[Entry], detectors: Detectors | None = None) -> None:
+        """Raises ``JournalWriteError``. ``detectors`` None keeps those last loaded or saved."""
         ...
 
 

@@ -18,7 +18,7 @@ import structlog
 from descheduler.cluster.types import Pod
 from descheduler.planner import PlannedEviction, PlannerState
 from descheduler.planner import journal as records
-from descheduler.planner.journal import Entry, JournalError
+from descheduler.planner.journal import Detectors, Entry, JournalError
 from descheduler.service.edges import Journal
 from descheduler.service.records import Restore
 from descheduler.service.unknown import Unconfirmed
@@ -63,6 +63,8 @@ class Ledger:
         either, so it falls back to the quiet period too)."""
         self.saved: tuple[Entry, ...] | None = None
         """The records as last read or written; None when unknown (read before the next write)."""
+        self.saved_detectors: Detectors | None = None
+        """The anomaly detectors as last read or written; None when unknown."""
 
     def quiet_left(self) -> float:
         return max(0.0, self.quiet_until - self.monotonic())
@@ -89,8 +91,11 @@ class Ledger:
             return self._fallback(exc.reason, str(exc)), empty
         self._memory_only = False
         self._restore_failed = False
-        held = _adopt(entries, empty)
+        detectors = self.journal.detectors()
+        kept = PlannerState(anomalies=dict(detectors.nodes), prod_anomalies=dict(detectors.prod))
+        held = _adopt(entries, Held(kept, {}))
         self.saved = tuple(entries)
+        self.saved_detectors = detectors
         self.quiet_until = -math.inf
         restore = Restore("rebuilt", "ok", migrations=len(held.state.migrations), pending=len(held.unsettled))
         log.info(
@@ -99,6 +104,7 @@ class Ledger:
             migrations=restore.migrations,
             unsettled=restore.pending,
             workloads=len({m.workload for m in held.state.migrations if m.workload}),
+            detectors=len(detectors.nodes) + len(detectors.prod),
         )
         return restore, held
 
@@ -126,10 +132,11 @@ class Ledger:
             return None
         return WriteAhead(self, planned_state, held, wall)
 
-    def confirm(self, held: Held) -> tuple[list[str], Held]:
+    def confirm(self, held: Held, *, leader: bool = True) -> tuple[list[str], Held]:
         """After the cycle: write the records as the state now stands (outcomes known, failed ones gone),
-        when that changes anything that matters. Returns the reasons of failed writes, and the state with
-        another writer's records if the journal had to be read again first."""
+        when that changes anything that matters, and the anomaly detectors when they changed (only the
+        leader's: a standby's own counts must not replace them). Returns the reasons of failed writes,
+        and the state with another writer's records if the journal had to be read again first."""
         if self.journal is None:
             return [], held
         if self.saved is None:
@@ -138,9 +145,11 @@ class Ledger:
             except JournalError:
                 return ["unreadable"], held
         current = _projection(held)
-        if not records.needs_write(self.saved, current):
+        detectors = records.detectors_of(held.state) if leader else None
+        moved = detectors is not None and detectors != self.saved_detectors
+        if not moved and not records.needs_write(self.saved, current):
             return [], held
-        reason = self._write(current)
+        reason = self._write(current, detectors)
         return ([reason] if reason is not None else []), held
 
     def reload(self, held: Held) -> Held:
@@ -150,18 +159,22 @@ class Ledger:
         theirs = self.journal.load()
         merged = _adopt(records.merge(_projection(held), theirs), held)
         self.saved = tuple(theirs)
+        self.saved_detectors = self.journal.detectors()
         return merged
 
-    def _write(self, entries: Sequence[Entry]) -> str | None:
-        """Save ``entries``; on failure returns the reason code and forgets what the journal holds."""
+    def _write(self, entries: Sequence[Entry], detectors: Detectors | None = None) -> str | None:
+        """Save ``entries`` (and ``detectors``; None keeps the journal's); on failure returns the reason
+        code and forgets what the journal holds."""
         assert self.journal is not None
         try:
-            self.journal.save(entries)
+            self.journal.save(entries, detectors)
         except JournalError as exc:
             self.saved = None
             log.warning("journal_write_failed", reason=exc.reason, error=str(exc))
             return exc.reason
         self.saved = tuple(entries)
+        if detectors is not None:
+            self.saved_detectors = detectors
         return None
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from descheduler.kube.api import KubeApi
 from descheduler.kube.journal import DATA_KEY, ConfigMapJournal
+from descheduler.planner import AnomalyCount
 from descheduler.planner import journal as records
 from descheduler.planner.journal import Entry, JournalUnreadable, JournalWriteError
 from tests.apiserver import ApiServer, Fault
@@ -102,3 +103,16 @@ def test_too_many_records_are_refused_before_the_api_server_would(kube_api: Kube
     assert caught.value.reason == "too-large"
     store.save(many[:2000])
     assert len(journal(kube_api).load()) == 2000
+
+
+def test_the_anomaly_detectors_are_stored_beside_the_records_and_kept_by_record_only_writes(
+    kube_api: KubeApi,
+) -> None:
+    store = journal(kube_api)
+    store.load()
+    kept = records.Detectors(nodes={"hot": AnomalyCount(2, 1_800_000_000.0, 0, 1_799_999_940.0)})
+    store.save([entry("default/web-1")], kept)
+    store.save([entry("default/web-1"), entry("default/web-2")])  # a write-ahead: detectors unchanged
+    successor = journal(kube_api, "replica-b")
+    assert [e.pod for e in successor.load()] == ["default/web-1", "default/web-2"]
+    assert successor.detectors() == kept

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from descheduler.planner import PlannerState, commit, evicted_from, reasons
+from descheduler.planner import AnomalyCount, PlannerState, commit, evicted_from, reasons
 from descheduler.planner import journal as records
 from descheduler.planner.journal import Entry, JournalUnreadable
 from descheduler.planner.model import Plan
@@ -243,3 +243,47 @@ def test_a_successor_still_subtracts_the_load_of_pods_that_left_within_the_metri
         return next(r.usage for r in report(result, "hot").resources if r.resource == "cpu")
 
     assert hot_cpu(rebuilt.state) == hot_cpu(state) < hot_cpu(PlannerState())
+
+
+# --- the anomaly detectors ---------------------------------------------------------------------------------
+
+DETECTORS = records.Detectors(
+    nodes={"hot": AnomalyCount(2, NOW), "dipped": AnomalyCount(0, NOW, 1, NOW - 60)},
+    prod={"prod-hot": AnomalyCount(4, NOW, 0, NOW - 120)},
+)
+
+
+def test_the_detectors_round_trip_through_the_stored_form() -> None:
+    text = records.encode([entry()], writer="w", detectors=DETECTORS)
+    assert records.decode(text, "x") == (entry(),)
+    assert records.decode_detectors(text, "x") == DETECTORS
+    state = records.rebuild(records.decode(text, "x"), records.decode_detectors(text, "x")).state
+    assert (state.anomalies, state.prod_anomalies) == (DETECTORS.nodes, DETECTORS.prod)
+
+
+def test_a_journal_written_before_the_detectors_reads_as_none() -> None:
+    old = '{"version":1,"writer":"w","records":[]}'
+    assert records.decode_detectors(old, "x") == records.Detectors()
+    assert "detectors" not in records.encode([], writer="w"), "nothing to keep: the old form exactly"
+
+
+def test_only_nodes_with_a_count_or_a_confirmed_state_are_kept() -> None:
+    state = PlannerState(
+        anomalies={"idle": AnomalyCount(0, NOW), **DETECTORS.nodes}, prod_anomalies=dict(DETECTORS.prod)
+    )
+    assert records.detectors_of(state) == DETECTORS
+
+
+BAD_DETECTORS = [
+    ("not an object", '{"version":1,"records":[],"detectors":[]}', "detectors: must be an object"),
+    ("count as text", '{"version":1,"records":[],"detectors":{"nodes":{"a":{"count":"2","updated":1}}}}',
+     "detectors.nodes.a: must hold"),
+    ("confirmed as text", '{"version":1,"records":[],"detectors":{"prod":{"a":{"count":1,"updated":1,'
+     '"confirmed":"now"}}}}', "detectors.prod.a: must hold"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "named"), [c[1:] for c in BAD_DETECTORS], ids=[c[0] for c in BAD_DETECTORS])
+def test_bad_detectors_are_refused_naming_the_field(text: str, named: str) -> None:
+    with pytest.raises(JournalUnreadable, match=named):
+        records.decode_detectors(text, "ConfigMap ns/records")

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from descheduler.planner import AnomalyCount
 from descheduler.planner import journal as records
-from descheduler.planner.journal import Entry, JournalUnreadable, JournalWriteError
+from descheduler.planner.journal import Detectors, Entry, JournalUnreadable, JournalWriteError
 from descheduler.service.cycle import CycleRunner
 from tests.unit.fakes import SEED_NOW as NOW
 from tests.unit.fakes import FakeEvictor, seed_config, seed_runner
@@ -34,18 +35,27 @@ class FakeJournal:
     def where(self) -> str:
         return "ConfigMap test/records"
 
+    stored: Detectors = field(default_factory=Detectors)
+    """The anomaly detectors in the ConfigMap."""
+    detector_saves: list[Detectors] = field(default_factory=list)
+
     def load(self) -> tuple[Entry, ...]:
         self.loads += 1
         if self.load_errors:
             raise self.load_errors.pop(0)
         return self.entries
 
-    def save(self, entries: Sequence[Entry]) -> None:
+    def detectors(self) -> Detectors:
+        return self.stored
+
+    def save(self, entries: Sequence[Entry], detectors: Detectors | None = None) -> None:
         if self.save_errors:
             self.entries = self.written_meanwhile or self.entries
             raise self.save_errors.pop(0)
+        self.stored = detectors if detectors is not None else self.stored
         self.entries = tuple(entries)
         self.saves.append(self.entries)
+        self.detector_saves.append(self.stored)
 
 
 def journaled(
@@ -217,3 +227,73 @@ def test_an_eviction_of_unknown_outcome_is_recorded_as_such_and_a_successor_sett
     assert record is not None
     assert record.unconfirmed == (HOT_POD,)
     assert HOT_POD not in successor.sent
+
+
+# --- the anomaly detectors outlive the process too ---------------------------------------------------------
+
+HOT_NODE = "cn-beijing.10.0.0.53"
+
+
+def counting_runner(
+    evictor: FakeEvictor, journal: FakeJournal, wall: list[float], **kwargs: Any
+) -> CycleRunner:
+    """Hotspots confirmed on the 3rd over cycle and for 10 minutes; samples trusted for an hour so that
+    only the detector's own bounds decide."""
+    config = seed_config(
+        anomalyCondition={"consecutiveAbnormalities": 3, "timeout": "10m"}, nodeMetricExpirationSeconds=3600
+    )
+    return journaled(evictor, journal, wall=wall, config=config, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("restart_after", "stored_by_first", "evicts_at_once"),
+    [
+        (60.0, True, True),  # count 2 of 3 kept: the successor's first cycle is the 3rd over cycle
+        (60.0, False, False),  # an old journal without detectors: counting starts again, as before
+        (60.0 + 301.0, True, False),  # older than detectorCacheTimeout (5m): not trusted
+    ],
+)
+def test_a_successor_takes_up_the_anomaly_counts_where_they_were(
+    restart_after: float, stored_by_first: bool, evicts_at_once: bool
+) -> None:
+    journal = FakeJournal()
+    wall = [NOW]
+    first = counting_runner(FakeEvictor(), journal, wall)
+    first.run_cycle()
+    wall[0] = NOW + 60
+    first.run_cycle()
+    assert journal.stored.nodes[HOT_NODE].count == 2, "written though nothing was evicted"
+    if not stored_by_first:
+        journal.stored = Detectors()
+    wall[0] = NOW + 60 + restart_after
+    second = FakeEvictor()
+    record = counting_runner(second, journal, wall).run_cycle()
+    assert record is not None
+    hot = next(r for r in record.plan.node_reports if r.node == HOT_NODE)
+    assert (hot.anomaly_count, hot.node_class) == ((3, "hotspot") if evicts_at_once else (1, "over"))
+    assert bool(second.sent) is evicts_at_once
+
+
+def test_a_confirmed_node_survives_a_restart_and_its_timeout_still_runs() -> None:
+    journal = FakeJournal(
+        stored=Detectors(nodes={HOT_NODE: AnomalyCount(0, NOW - 60, 2, NOW - 240)}),
+    )
+    wall = [NOW]
+    evictor = FakeEvictor()
+    record = counting_runner(evictor, journal, wall).run_cycle()
+    assert record is not None
+    hot = next(r for r in record.plan.node_reports if r.node == HOT_NODE)
+    assert (hot.node_class, hot.confirmed) == ("hotspot", True), "confirmed 4 minutes ago, timeout 10m"
+    assert evictor.sent
+    late = FakeJournal(stored=Detectors(nodes={HOT_NODE: AnomalyCount(0, NOW - 60, 2, NOW - 600)}))
+    record = counting_runner(FakeEvictor(), late, wall).run_cycle()
+    assert record is not None
+    assert next(r for r in record.plan.node_reports if r.node == HOT_NODE).node_class == "over"
+
+
+def test_a_standby_never_writes_its_own_counts_over_the_leaders() -> None:
+    journal = FakeJournal()
+    wall = [NOW]
+    standby = counting_runner(FakeEvictor(), journal, wall, is_leader=lambda: False)
+    standby.run_cycle()
+    assert journal.detector_saves == [] and not journal.stored
