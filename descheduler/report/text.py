@@ -148,6 +148,8 @@ def render_plan_text(plan: Plan, title: str) -> list[str]:
             anomaly = str(report.anomaly_count)
         else:
             anomaly = f"{report.anomaly_count}/{report.consecutive_abnormalities}"
+        if report.normal_count:  # a confirmed hotspot in a dip: how long it may last
+            anomaly += f" (normal {report.normal_count}/{report.consecutive_normalities})"
         row = [report.node, report.pool or "-", _class_cell(report), anomaly]
         row += [_resource_cell(report, r) for r in resources]
         if has_prod:

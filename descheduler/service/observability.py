@@ -187,6 +187,26 @@ class Metrics:
             ["node"],
             registry=r,
         )
+        self.node_normal = Gauge(
+            "descheduler_node_normal_count",
+            "Consecutive normal cycles of a confirmed hotspot (more than consecutiveNormalities: it must be "
+            "confirmed again).",
+            ["node"],
+            registry=r,
+        )
+        self.node_normalities = Gauge(
+            "descheduler_node_consecutive_normalities",
+            "Normal cycles in a row a confirmed hotspot may have and stay one (its pool's "
+            "consecutiveNormalities).",
+            ["node"],
+            registry=r,
+        )
+        self.node_confirmed = Gauge(
+            "descheduler_node_anomaly_confirmed",
+            "1 while the node is a confirmed hotspot (a source in any cycle it is over), 0 otherwise.",
+            ["node"],
+            registry=r,
+        )
         self.nodes_by_class = Gauge(
             "descheduler_nodes", "Nodes by class in the last cycle.", ["class"], registry=r
         )
@@ -242,6 +262,9 @@ class Metrics:
             self.node_anomaly.labels(report.node).set(report.anomaly_count)
             if report.consecutive_abnormalities:
                 self.node_abnormalities.labels(report.node).set(report.consecutive_abnormalities)
+                self.node_normalities.labels(report.node).set(report.consecutive_normalities)
+            self.node_normal.labels(report.node).set(report.normal_count)
+            self.node_confirmed.labels(report.node).set(1 if report.confirmed else 0)
             for res in report.resources:
                 if res.base > 0:
                     self.node_usage.labels(report.node, res.resource).set(res.usage / res.base)
@@ -260,6 +283,9 @@ class Metrics:
             self.node_class,
             self.node_anomaly,
             self.node_abnormalities,
+            self.node_normal,
+            self.node_normalities,
+            self.node_confirmed,
         )
         for gauge in gauges:
             for labels in list(gauge._metrics):  # prometheus_client keeps children keyed by label values

@@ -16,6 +16,8 @@ import pytest
 
 from descheduler.planner import AnomalyCount, Plan, PlannerState, commit, evicted_from
 from descheduler.planner.settings import compile_settings
+from descheduler.report.text import render_plan_text
+from descheduler.service.observability import Metrics
 from tests.unit.builders import NOW, World, cpu, report, settings
 
 USAGE = {"O": "9", "E": "9", "N": "4", "L": "1", "S": "9"}
@@ -258,3 +260,26 @@ def test_consecutive_normalities_is_defaulted_as_koordinator_does(
     zeros = [top, pool or {}].count({"consecutiveNormalities": 0})
     said = [n for n in config.notices if "consecutiveNormalities: 0 means unset" in n]
     assert len(said) == zeros
+
+
+def test_the_node_gauges_show_the_normal_cycles_and_the_confirmed_state() -> None:
+    condition = {"consecutiveAbnormalities": 2, "consecutiveNormalities": 4, "timeout": "1h"}
+    plans = play(hot_world(), settings(args={"anomalyCondition": condition}), "OONN")
+    metrics = Metrics()
+    metrics.observe_nodes(plans[-1].node_reports)
+    value = metrics.registry.get_sample_value
+    assert value("descheduler_node_normal_count", {"node": "hot"}) == 2
+    assert value("descheduler_node_consecutive_normalities", {"node": "hot"}) == 4
+    assert value("descheduler_node_anomaly_confirmed", {"node": "hot"}) == 1
+    assert value("descheduler_node_anomaly_confirmed", {"node": "cool"}) == 0
+    metrics.observe_nodes(
+        play(hot_world(), settings(args={"anomalyCondition": condition}), "OONNL")[-1].node_reports
+    )
+    assert value("descheduler_node_anomaly_confirmed", {"node": "hot"}) == 0, "a low cycle resets it"
+
+
+def test_the_text_report_shows_a_confirmed_nodes_normal_cycles() -> None:
+    condition = {"consecutiveAbnormalities": 2, "consecutiveNormalities": 3, "timeout": "1h"}
+    last = play(hot_world(), settings(args={"anomalyCondition": condition}), "OON")[-1]
+    row = next(line for line in render_plan_text(last, "t") if line.lstrip().startswith("hot "))
+    assert "0/2 (normal 1/3)" in row
