@@ -27,6 +27,7 @@ from descheduler.config.models import (
     OtherPluginArgs,
 )
 from descheduler.strictyaml import YamlInputError, load_all
+from descheduler.units import format_duration
 
 MAX_CONFIG_BYTES = 2**20
 """A configuration is a few KB; anything over 1 MiB is a mistake (or ``/dev/zero``), refused unread."""
@@ -251,6 +252,30 @@ def _ignored_notices(
             )
     if lnl is not None:
         notices += anomaly_condition_notices(lnl)
+        notices += _moot_normalities_notices(lnl, config.descheduling_interval)
+    return notices
+
+
+def _moot_normalities_notices(lnl: LowNodeLoadArgs, interval: float) -> list[str]:
+    """A set ``consecutiveNormalities`` that a ``timeout`` no longer than the interval makes moot (the
+    confirmed state ends before the next cycle): say so rather than let it look honoured."""
+    conditions = [("LowNodeLoadArgs.anomalyCondition", lnl.anomaly_condition)]
+    conditions += [
+        (f"LowNodeLoadArgs.nodePools[{i}].anomalyCondition", pool.anomaly_condition)
+        for i, pool in enumerate(lnl.node_pools)
+        if pool.anomaly_condition is not None
+    ]
+    notices = []
+    for where, cond in conditions:
+        if "consecutive_normalities" not in cond.model_fields_set:
+            continue
+        timeout = cond.timeout if cond.timeout > 0 else 60.0
+        if timeout <= interval and cond.consecutive_abnormalities != 1:
+            notices.append(
+                f"{where}.consecutiveNormalities has no effect: timeout ({format_duration(timeout)}) is not "
+                f"longer than deschedulingInterval ({format_duration(interval)}), so a confirmed hotspot "
+                "stays confirmed for its own cycle only; raise the timeout to keep it through normal cycles"
+            )
     return notices
 
 

@@ -283,3 +283,20 @@ def test_the_text_report_shows_a_confirmed_nodes_normal_cycles() -> None:
     last = play(hot_world(), settings(args={"anomalyCondition": condition}), "OON")[-1]
     row = next(line for line in render_plan_text(last, "t") if line.lstrip().startswith("hot "))
     assert "0/2 (normal 1/3)" in row
+
+
+@pytest.mark.parametrize(
+    ("condition", "moot"),
+    [
+        ({"consecutiveNormalities": 2}, True),  # timeout 1m, interval 1m: confirmed for one cycle only
+        ({"consecutiveNormalities": 2, "timeout": "0s"}, True),  # 0 is 60s
+        ({"consecutiveNormalities": 2, "timeout": "10m"}, False),
+        ({}, False),  # not set: nothing to warn about
+    ],
+)
+def test_a_consecutive_normalities_the_timeout_makes_moot_is_said(
+    condition: dict[str, Any], moot: bool
+) -> None:
+    config = settings(args={"anomalyCondition": {"consecutiveAbnormalities": 2, **condition}})
+    assert config.config.descheduling_interval == 60.0
+    assert any("consecutiveNormalities has no effect" in n for n in config.notices) is moot
