@@ -258,7 +258,7 @@ def test_consecutive_normalities_is_defaulted_as_koordinator_does(
     config = settings(args={"anomalyCondition": {"consecutiveAbnormalities": 2, **top}, "nodePools": [entry]})
     assert compile_settings(config).pools[0].consecutive_normalities == expected
     zeros = [top, pool or {}].count({"consecutiveNormalities": 0})
-    said = [n for n in config.notices if "consecutiveNormalities: 0 means unset" in n]
+    said = [n for n in config.notices if "consecutiveNormalities: 0 read as" in n]
     assert len(said) == zeros
 
 
