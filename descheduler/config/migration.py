@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from descheduler.config.base import FieldProblem, StrictModel
+from descheduler.config.controls import ChurnBudget, EvictionWindow, window_overlap
 from descheduler.config.selectors import LabelSelectorConfig, Namespaces
 from descheduler.config.types import (
     MAX_CONFIG_DURATION,
@@ -151,6 +152,10 @@ class MigrationControllerArgs(StrictModel):
     eviction_policy: Literal["Eviction", "Delete"] = Field(default="Eviction", alias="evictionPolicy")
     default_delete_options: dict[str, Any] | None = Field(default=None, alias="defaultDeleteOptions")
     skip_eviction_gates: bool = Field(default=False, alias="skipEvictionGates")
+    eviction_windows: list[EvictionWindow] | None = Field(default=None, alias="evictionWindows")
+    """Ours: weekly windows in which live evictions may happen; unset: always (``controls.py``)."""
+    churn_budget: ChurnBudget | None = Field(default=None, alias="churnBudget")
+    """Ours: at most N evictions per rolling period, cluster-wide and per namespace."""
     # Reservation / PodMigrationJob fields: accepted, not used (this product evicts directly).
     default_job_mode: str | None = Field(default=None, alias="defaultJobMode")
     default_job_ttl: Duration | None = Field(default=None, alias="defaultJobTTL")
@@ -181,6 +186,20 @@ class MigrationControllerArgs(StrictModel):
             if not wanted.strip():
                 raise FieldProblem(f"optOutAnnotations.{key}", "needs the value that opts a pod out")
         return value
+
+    @field_validator("eviction_windows")
+    @classmethod
+    def _windows(cls, value: list[EvictionWindow] | None) -> list[EvictionWindow] | None:
+        if value is not None and not value:
+            raise ValueError("an empty list never opens: leave evictionWindows unset to evict at any time")
+        return value
+
+    @model_validator(mode="after")
+    def _windows_apart(self) -> MigrationControllerArgs:
+        problem = window_overlap(self.eviction_windows or [])
+        if problem is not None:
+            raise problem
+        return self
 
     @field_validator("default_delete_options")
     @classmethod

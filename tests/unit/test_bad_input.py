@@ -36,6 +36,26 @@ profiles:
     args: {evictQPS: fast}
 """
 
+CONTROL_MISTAKES = """\
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerConfiguration
+profiles:
+- name: p
+  plugins: {balance: {enabled: [{name: LowNodeLoad}]}}
+  pluginConfig:
+  - name: LowNodeLoad
+    args: {lowThresholds: {cpu: 20}, highThresholds: {cpu: 50}}
+  - name: MigrationController
+    args:
+      evictionWindows:
+      - {days: [], start: "22:00", end: "06:00"}
+      - {days: [Sat], start: "25:00", end: "06:00", timeZone: Mars/Olympus}
+      - {days: [Sun], start: "10:00", end: "10:00"}
+      churnBudget: {maxEvictions: -5, period: 24h}
+"""
+"""A window that never opens, an unparseable time and an unknown zone, one that never opens because
+start equals end, and a negative budget: every one named on its own line."""
+
 
 def write(folder: Path, name: str, content: str | bytes) -> str:
     path = folder / name
@@ -78,6 +98,17 @@ BAD_CONFIGS: list[tuple[str, str | bytes, list[str]]] = [
             "highThresholds.cpu: percentage must be between 0 and 100, got 500",
             "consecutiveAbnormalities: Input should be greater than or equal to 0",
             "evictQPS: expected a number",
+        ],
+    ),
+    (
+        "windows-and-budget",
+        CONTROL_MISTAKES,
+        [
+            "args.evictionWindows[0].days: no day given: this window never opens",
+            "args.evictionWindows[1].start: expected a time of day as HH:MM (00:00 to 23:59), got '25:00'",
+            "args.evictionWindows[1].timeZone: unknown time zone 'Mars/Olympus'",
+            "args.evictionWindows[2].end: end equals start (10:00): this window never opens",
+            "args.churnBudget.maxEvictions: Input should be greater than or equal to 0",
         ],
     ),
 ]

@@ -191,6 +191,89 @@ def test_a_mistake_is_reported_with_its_full_path(doc: dict[str, Any], expected:
     assert expected in problems_of(doc)
 
 
+ARGS = "profiles[0].pluginConfig[1].args"
+
+
+def window(**fields: Any) -> dict[str, Any]:
+    return {"days": ["Mon"], "start": "22:00", "end": "06:00", "timeZone": "Europe/Berlin", **fields}
+
+
+@pytest.mark.parametrize(
+    ("mc", "expected"),
+    [
+        ({"evictionWindows": []}, f"{ARGS}.evictionWindows: an empty list never opens"),
+        ({"evictionWindows": [window(days=[])]}, f"{ARGS}.evictionWindows[0].days: no day given"),
+        (
+            {"evictionWindows": [window(days=["Mon", "Mun"])]},
+            f"{ARGS}.evictionWindows[0].days: unknown day 'Mun'",
+        ),
+        (
+            {"evictionWindows": [window(end="22:00")]},
+            f"{ARGS}.evictionWindows[0].end: end equals start (22:00)",
+        ),
+        (
+            {"evictionWindows": [window(start="24:00")]},
+            f"{ARGS}.evictionWindows[0].start: expected a time of day",
+        ),
+        ({"evictionWindows": [window(end="6pm")]}, f"{ARGS}.evictionWindows[0].end: expected a time of day"),
+        ({"evictionWindows": [window(end="06:5")]}, f"{ARGS}.evictionWindows[0].end: expected a time of day"),
+        (
+            {"evictionWindows": [window(timeZone="Europe/Berln")]},
+            f"{ARGS}.evictionWindows[0].timeZone: unknown time zone 'Europe/Berln'",
+        ),
+        (
+            {"evictionWindows": [window(), window(days=["Tue"], start="05:00", end="07:00")]},
+            f"{ARGS}.evictionWindows[1]: overlaps evictionWindows[0] (Mon 22:00-06:00 Europe/Berlin) from "
+            "Tue 05:00 to Tue 06:00",
+        ),
+        (  # Sunday night runs into Monday morning across the week's end
+            {"evictionWindows": [window(days=["Sun"]), window(start="05:00", end="07:00")]},
+            f"{ARGS}.evictionWindows[1]: overlaps evictionWindows[0]",
+        ),
+        (
+            {"evictionWindows": [{"days": ["Mon"], "start": "22:00"}]},
+            f"{ARGS}.evictionWindows[0].end: field required",
+        ),
+        (
+            {"churnBudget": {"maxEvictions": -1}},
+            f"{ARGS}.churnBudget.maxEvictions: Input should be greater than",
+        ),
+        (
+            {"churnBudget": {"maxEvictionsPerNamespace": -2}},
+            f"{ARGS}.churnBudget.maxEvictionsPerNamespace: Input should be greater than",
+        ),
+        (
+            {"churnBudget": {"maxEvictions": 5, "period": "0s"}},
+            f"{ARGS}.churnBudget.period: must be longer than 0s",
+        ),
+        ({"churnBudget": {"maxEvictions": 5, "period": "-1h"}}, f"{ARGS}.churnBudget.period"),
+        (
+            {"churnBudget": {"period": "1h"}},
+            f"{ARGS}.churnBudget: set maxEvictions, maxEvictionsPerNamespace",
+        ),
+        ({"churnBudget": {"maxEviction": 5}}, "did you mean 'maxEvictions'?"),
+    ],
+)
+def test_windows_and_budgets_that_cannot_work_are_refused_naming_the_field(
+    mc: dict[str, Any], expected: str
+) -> None:
+    assert expected in problems_of(config_with(mc=mc))
+
+
+@pytest.mark.parametrize(
+    "mc",
+    [
+        {"evictionWindows": [window(days=["Sat", "Sunday"], start="00:00", end="23:59")]},
+        {"evictionWindows": [window(), window(days=["Tue"], start="06:00", end="07:00")]},  # touching is fine
+        {"evictionWindows": [window(), window(timeZone="UTC")]},  # other zones are not compared
+        {"churnBudget": {"maxEvictions": 0}},
+        {"churnBudget": {"maxEvictionsPerNamespace": 3, "period": "30m"}},
+    ],
+)
+def test_workable_windows_and_budgets_are_accepted(mc: dict[str, Any]) -> None:
+    load_config_document(config_with(mc=mc))
+
+
 def test_a_typo_in_a_plugin_name_is_an_error_but_an_unknown_plugin_is_a_notice() -> None:
     doc = config_with()
     doc["profiles"][0]["plugins"]["balance"]["enabled"].append({"name": "LowNodeLoads"})
