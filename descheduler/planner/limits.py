@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from descheduler.cluster.selectors import selector_matches
 from descheduler.cluster.types import Pod, PodDisruptionBudget
 from descheduler.planner import reasons
+from descheduler.planner.controls import Spending
 from descheduler.planner.index import ClusterIndex, PodMemo, WorkloadRef
 from descheduler.planner.settings import Settings
 from descheduler.planner.state import Migration
@@ -113,6 +114,9 @@ class LimitTracker:
             self.window.update(
                 m.workload for m in recorded if m.workload and m.in_window(limit.duration, now)
             )
+        self.spending = Spending(settings.budget, recorded, now) if settings.budget is not None else None
+        """``churnBudget``: every recorded migration inside its period, and this cycle's."""
+        self.now = now
         self.evicted_node: Counter[str] = Counter()
         self.evicted_namespace: Counter[str] = Counter()
         self.evicted_total = 0
@@ -151,6 +155,12 @@ class LimitTracker:
                 f"{self.migrating_total} pods migrating, maxMigratingGlobally is {s.max_migrating_globally}",
                 GLOBAL,
             )
+        spending = self.spending
+        if spending is not None:
+            if spending.left_total()[0] == 0:
+                return LimitHit(reasons.BUDGET_SPENT, spending.spent_message(None), GLOBAL)
+            if spending.left_in(pod.namespace)[0] == 0:
+                return LimitHit(reasons.BUDGET_SPENT, spending.spent_message(pod.namespace), POD)
         if s.max_per_node is not None and self.evicted_node[node] + 1 > s.max_per_node:
             return LimitHit(
                 reasons.LIMIT_PER_NODE,
@@ -224,6 +234,8 @@ class LimitTracker:
         return None
 
     def record(self, pod: Pod, node: str, workload: WorkloadRef | None) -> None:
+        if self.spending is not None:
+            self.spending.add(pod.namespace, self.now)
         self.evicted_total += 1
         self.evicted_node[node] += 1
         self.evicted_namespace[pod.namespace] += 1

@@ -201,7 +201,7 @@ class _Cycle:
     ) -> Plan:
         s = self.settings
         self.attempted = attempted or self.attempted
-        window = s.object_limit.duration if s.object_limit is not None else 0.0
+        window = s.migration_memory
         migrations = tuple(
             m
             for m in self.state.migrations

@@ -23,6 +23,7 @@ from descheduler.config.lownodeload import (
 from descheduler.config.models import LOW_NODE_LOAD, LabelSelectorConfig, MigrationControllerArgs, Namespaces
 from descheduler.config.providers import credential_warnings, usage_window
 from descheduler.config.selectors import parse_selector_text
+from descheduler.planner.controls import Budget, compile_budget
 from descheduler.units import format_duration
 
 BASE_RESOURCES = ("cpu", "memory")
@@ -109,6 +110,15 @@ class Settings:
     usage_window: float = 0.0
     """Seconds each usage sample averages over (``metricsProviders``): how long an evicted pod's load
     stays in its old node's sample."""
+    budget: Budget | None = None
+    """``churnBudget``: evictions per rolling period (``controls.py``)."""
+
+    @property
+    def migration_memory(self) -> float:
+        """How long a settled migration still counts against a limit: the longest of the object
+        limiter's window and the churn budget's period (``plan`` keeps migrations that long)."""
+        window = self.object_limit.duration if self.object_limit is not None else 0.0
+        return max(window, self.budget.period if self.budget is not None else 0.0)
 
 
 def convert_selector(config: LabelSelectorConfig) -> LabelSelector:
@@ -296,6 +306,7 @@ def compile_settings(config: EffectiveConfig) -> Settings:
         max_unavailable_per_workload=_workload_limit(mc.max_unavailable_per_workload),
         object_limit=object_limit,
         usage_window=usage_window(cfg.metrics_providers),
+        budget=compile_budget(mc),
     )
 
 
