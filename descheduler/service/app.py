@@ -130,9 +130,13 @@ class Service:
         )
         """Migration records, written before each eviction: a replica that starts or takes the Lease over
         rebuilds every limit from them (see ``planner/journal.py``)."""
-        self.quiet_seconds = 0.0 if workload_window is None else workload_window
-        """Only when the records cannot be read: evict nothing for one objectLimiters window, so the
-        previous run's migrations have aged out of every window before this one acts."""
+        budget = effective.migration.churn_budget
+        self.quiet_seconds = max(
+            0.0 if workload_window is None else workload_window, budget.period if budget is not None else 0.0
+        )
+        """Only when the records cannot be read: evict nothing for one objectLimiters window (or churnBudget
+        period, the longer), so the previous run's migrations have aged out of every window before this
+        one acts."""
         self.runner = self._build_runner()
         self.runner.request_restore()
         self.endpoints = Endpoints(

@@ -66,6 +66,7 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
     metrics.cycles.labels(outcome="aborted" if record.aborted else "completed").inc()
     metrics.last_cycle.set(record.started + record.duration)
     metrics.observe_nodes(record.plan.node_reports)
+    metrics.observe_controls(record.window, record.budget)
     for eviction in record.evictions:
         namespace = eviction.pod.split("/", 1)[0]
         metrics.pods_evicted.labels(
@@ -155,6 +156,10 @@ def render_record_text(record: CycleRecord) -> str:
     if record.object_problems:
         lines.append("Cluster objects not taken as sent:")
         lines += [f"  {name}: {why}" for name, why in sorted(record.object_problems.items())]
+    if record.window is not None and not record.window.open:
+        lines.append(record.window.message())
+    if record.budget is not None:
+        lines.append(f"Churn budget: {record.budget.to_dict()}")
     if record.aborted:
         lines.append(f"Cycle stopped early: {record.aborted}")
     if record.skipped:

@@ -20,6 +20,14 @@ import structlog
 from descheduler.cluster.types import ClusterSnapshot, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
 from descheduler.planner import Plan, PlannerState, commit, plan, pod_usage_nodes
+from descheduler.planner.controls import (
+    Budget,
+    BudgetState,
+    budget_state,
+    compile_budget,
+    compile_windows,
+    window_state,
+)
 from descheduler.planner.index import IndexCache
 from descheduler.service.edges import Clocks, Edges, Signals, Timing
 from descheduler.service.evictions import EvictionPass, Gate, Pass, refused_budgets
@@ -70,6 +78,9 @@ class CycleRunner:
         self.steering = Steering(
             edges.tainter if steering_on else None, args.hotspot_taint.remove_after_cycles if args else 0
         )
+        self.windows = compile_windows(config.migration)
+        """``evictionWindows``: outside them every planned eviction is reported ``outside-window``."""
+        self.churn: Budget | None = compile_budget(config.migration)
         self.state = PlannerState()
         self.indexes = IndexCache()
         """The cluster index of the last snapshot planned: shared by the cycle's two planner calls, its
@@ -156,6 +167,9 @@ class CycleRunner:
             added = self.steering.add(steering)  # before the evictions, so replacements are steered away
             done, failures = self._evict(snapshot, usage, decided, started + self.budget)
             removed = self.steering.remove(steering)
+            window = window_state(self.windows, now)
+            if not window.open and decided.evictions:
+                log.info("outside_eviction_window", planned=len(decided.evictions), message=window.message())
             record = CycleRecord(
                 cycle=self.cycles,
                 started=now,
@@ -175,11 +189,19 @@ class CycleRunner:
                 journal_failures=tuple(failures),
                 verify_requests=self._last_verify_requests,
                 object_problems=dict(self.signals.object_problems()),
+                window=window,
+                budget=self._budget(now),
             )
             self._report(record)
             return record
         finally:
             structlog.contextvars.unbind_contextvars("cycle")
+
+    def _budget(self, now: float) -> BudgetState | None:
+        """What is left of the churn budget after this cycle's evictions (None without one)."""
+        if self.churn is None:
+            return None
+        return budget_state(self.churn, self.state.migrations, now)
 
     def _restore(self) -> Restore:
         restore, held = self.ledger.restore()
@@ -229,6 +251,7 @@ class CycleRunner:
             check,
             ahead,
             self.indexes,
+            self.windows,
         )
         done = runner.run(snapshot, usage, self.state, decided)
         self._last_verify_requests = check.requests if check is not None else 0

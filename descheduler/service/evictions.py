@@ -26,6 +26,7 @@ from descheduler.cluster.types import ClusterSnapshot, Pod, PodDisruptionBudget,
 from descheduler.config.load import EffectiveConfig
 from descheduler.kube.evict import EvictHooks
 from descheduler.planner import Plan, PlannedEviction, PlannerState, PodSkip, plan, refuse
+from descheduler.planner.controls import Window, window_state
 from descheduler.planner.index import IndexCache
 from descheduler.service.edges import Evictor
 from descheduler.service.ledger import EVICTED_RESULTS, WriteAhead
@@ -37,6 +38,9 @@ log = structlog.get_logger("descheduler.cycle")
 
 REFUSED_RESULTS = frozenset({"refused-by-pdb", "dry-run-refused"})
 """A PodDisruptionBudget said no: remembered per budget, and the cycle re-planned without its pods."""
+OUTSIDE_WINDOW = "outside-window"
+"""The result of a planned eviction not sent because no ``evictionWindows`` window is open (dry run too,
+so the audit shows what a live run would do at that hour)."""
 MAX_REPLANS = 5
 """Re-plans per cycle after refusals: each removes at least one budget's pods, so this only bounds cost."""
 
@@ -99,6 +103,8 @@ class EvictionPass:
     ahead: WriteAhead | None = None
     indexes: IndexCache | None = None
     """The cycle's index cache: a re-plan reuses the index the first plan built."""
+    windows: Sequence[Window] = ()
+    """``evictionWindows``, judged at the wall clock right before each eviction (empty: always open)."""
 
     def run(self, snapshot: ClusterSnapshot, usage: UsageSnapshot, state: PlannerState, first: Plan) -> Pass:
         now = first.now
@@ -116,6 +122,11 @@ class EvictionPass:
             if result.aborted:
                 result.records.append(EvictionRecord.of(planned, "not-attempted", result.aborted))
                 continue
+            if self.windows:
+                window = window_state(self.windows, self.wall())
+                if not window.open:
+                    result.records.append(EvictionRecord.of(planned, OUTSIDE_WINDOW, window.message()))
+                    continue
             outcome = self._evict(planned, result)
             attempted[planned.pod.key] = f"tried earlier this cycle: {outcome.result}"
             if outcome.result == "not-verified" and self.check is not None and self.check.last is not None:

@@ -23,6 +23,7 @@ from prometheus_client import (
 )
 
 from descheduler import __version__
+from descheduler.planner.controls import BudgetState, WindowState
 from descheduler.planner.model import NodeReport
 
 NODE_CLASSES = ("hotspot", "over", "normal", "low", "skipped")
@@ -59,6 +60,7 @@ class Metrics:
         self._declare_cycles(self.registry)
         self._declare_nodes(self.registry)
         self._declare_inputs(self.registry)
+        self._declare_controls(self.registry)
         ProcessCollector(registry=self.registry)  # process_cpu_seconds_total, process_resident_memory_bytes
         PlatformCollector(registry=self.registry)  # python_info
         self.build_info = Gauge(
@@ -249,6 +251,53 @@ class Metrics:
             "1 when the last cycle had no usable usage sample for any node (the metrics source is down).",
             registry=r,
         )
+
+    def _declare_controls(self, r: CollectorRegistry) -> None:
+        """When evictions may happen (``evictionWindows``) and how many are left (``churnBudget``)."""
+        self.window_open = Gauge(
+            "descheduler_eviction_window_open",
+            "1 while live evictions may happen: an evictionWindows window is open, or none is configured.",
+            registry=r,
+        )
+        self.window_open.set(1)
+        self.window_next_open = Gauge(
+            "descheduler_eviction_window_next_open_timestamp_seconds",
+            "When the next evictionWindows window opens (unix time); 0 without windows.",
+            registry=r,
+        )
+        self.budget_left = Gauge(
+            "descheduler_churn_budget_remaining",
+            'Evictions churnBudget still allows in its rolling period: namespace="" cluster-wide '
+            "(maxEvictions), else per namespace with evictions in the period (maxEvictionsPerNamespace).",
+            ["namespace"],
+            registry=r,
+        )
+        self.budget_returns = Gauge(
+            "descheduler_churn_budget_returns_timestamp_seconds",
+            "When a spent churn budget allows one more eviction (unix time), same labels as the remaining "
+            "gauge; absent while budget is left.",
+            ["namespace"],
+            registry=r,
+        )
+
+    def observe_controls(self, window: WindowState | None, budget: BudgetState | None) -> None:
+        """Refresh the window and budget gauges; namespaces that no longer spend anything are dropped."""
+        if window is not None:
+            self.window_open.set(1 if window.open else 0)
+            self.window_next_open.set(window.next_open or 0)
+        scopes: dict[str, tuple[int, float | None]] = {}
+        if budget is not None:
+            if budget.left is not None:
+                scopes[""] = (budget.left, budget.returns)
+            scopes.update(budget.namespaces)
+        for gauge in (self.budget_left, self.budget_returns):
+            for labels in list(gauge._metrics):
+                if labels[0] not in scopes or gauge is self.budget_returns:
+                    gauge.remove(*labels)
+        for namespace, (left, back) in scopes.items():
+            self.budget_left.labels(namespace).set(left)
+            if back is not None:
+                self.budget_returns.labels(namespace).set(back)
 
     def observe_nodes(self, node_reports: Iterable[NodeReport]) -> None:
         """Refresh per-node gauges from the plan's node reports; drop nodes that left the cluster."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from descheduler.planner import Plan, PlannedEviction
+from descheduler.planner.controls import BudgetState, WindowState
 from descheduler.service.unknown import Unconfirmed
 
 
@@ -90,6 +91,10 @@ class CycleRecord:
     """Cluster objects left out or kept with a fallback (``Kind name`` -> what happened)."""
     verify_requests: int = 0
     """API requests made this cycle to verify planned evictions against the server."""
+    window: WindowState | None = None
+    """``evictionWindows`` at the cycle's clock (None when the cycle did not run)."""
+    budget: BudgetState | None = None
+    """What is left of ``churnBudget`` after the cycle (None without one)."""
 
     def to_dict(self) -> dict[str, Any]:
         body = self.plan.to_dict()
@@ -133,6 +138,10 @@ class CycleRecord:
                 "pending": self.restore.pending,
                 "quietSeconds": self.restore.quiet_seconds,
             }
+        if self.window is not None and self.window.configured:
+            body["evictionWindow"] = self.window.to_dict()
+        if self.budget is not None:
+            body["churnBudget"] = self.budget.to_dict()
         if self.object_problems:
             body["objectProblems"] = dict(sorted(self.object_problems.items()))
         if self.aborted:
