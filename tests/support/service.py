@@ -657,9 +657,15 @@ class Descheduler:
 
 @contextlib.contextmanager
 def run_descheduler(
-    config: Path, kubeconfig: Path, ports: Ports, workdir: Path, name: str = "descheduler"
+    config: Path,
+    kubeconfig: Path,
+    ports: Ports,
+    workdir: Path,
+    name: str = "descheduler",
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[Descheduler]:
-    """Start ``descheduler run`` (JSON logs); the process is killed at the end of the block if still alive."""
+    """Start ``descheduler run`` (JSON logs); the process is killed at the end of the block if still alive.
+    ``env`` adds to the environment (e.g. ``PYTHONTZPATH`` for a made-up time zone)."""
     workdir.mkdir(parents=True, exist_ok=True)
     stderr_path = workdir / f"{name}.stderr"
     stdout_path = workdir / f"{name}.stdout"
@@ -670,7 +676,7 @@ def run_descheduler(
             "run", "--config", str(config), "--kubeconfig", str(kubeconfig), "--log-format", "json"
         ),
         cwd=REPO,
-        env=subprocess_env(),
+        env={**subprocess_env(), **(env or {})},
         stdout=out,
         stderr=err,
         stdin=subprocess.DEVNULL,
