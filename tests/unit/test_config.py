@@ -419,3 +419,39 @@ def test_a_warning_names_the_fields_when_a_hotspot_is_confirmed_faster_than_the_
     assert len(warnings) == len(warned), case
     for warning, expected in zip(warnings, warned, strict=True):
         assert expected in warning, case
+
+
+def uncomment_controls(text: str) -> str:
+    """The commented ``evictionWindows`` and ``churnBudget`` blocks of a shipped file, uncommented."""
+    out: list[str] = []
+    prefix = ""
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        indent = line[: len(line) - len(stripped)]
+        if stripped.startswith(("# evictionWindows:", "# churnBudget:")):
+            prefix = indent + "# "
+            out.append(indent + stripped[2:])
+        elif prefix and line.startswith(prefix + "  "):
+            out.append(indent + line[len(prefix) :].removeprefix(indent))
+        else:
+            prefix = ""
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("path", "key"),
+    [
+        (REPO / "manifests" / "base" / "config.yaml", None),
+        (REPO / "charts" / "load-aware-descheduler" / "values.yaml", "config"),
+    ],
+    ids=["kustomize-base", "helm-values"],
+)
+def test_the_shipped_controls_examples_validate_once_uncommented(path: Path, key: str | None) -> None:
+    text = path.read_text()
+    assert "# evictionWindows:" in text and "# churnBudget:" in text
+    doc = yaml.safe_load(uncomment_controls(text))
+    doc = doc[key] if key else doc
+    args = load_config_document(doc).migration
+    assert args.eviction_windows is not None and len(args.eviction_windows) == 2
+    assert args.churn_budget is not None and args.churn_budget.max_evictions == 100
