@@ -197,6 +197,59 @@ def panels() -> list[GrafanaPanel]:
         )
     )
     y += 4
+    out += [
+        Stat(
+            title="Eviction window",
+            description="Whether live evictions may happen now: open inside an evictionWindows window (or "
+            "without windows), closed outside them (evictions are planned and reported outside-window).",
+            dataSource=DATASOURCE,
+            targets=[
+                _target(f"min by (instance) (descheduler_eviction_window_open{{{JOB}}})", "{{instance}}")
+            ],
+            mappings=_value_map({0: ("closed", "orange"), 1: ("open", "green")}),
+            reduceCalc="lastNotNull",
+            graphMode="none",
+            gridPos=pos(6, 6, 0),
+        ),
+        Stat(
+            title="Next window opens",
+            description="When the next evictionWindows window opens (absent without windows).",
+            dataSource=DATASOURCE,
+            targets=[
+                _target(
+                    "1000 * (max by (instance) "
+                    f"(descheduler_eviction_window_next_open_timestamp_seconds{{{JOB}}}) > 0)",
+                    "{{instance}}",
+                )
+            ],
+            format="dateTimeAsIso",
+            reduceCalc="lastNotNull",
+            graphMode="none",
+            gridPos=pos(6, 6, 6),
+        ),
+        TimeSeries(
+            title="Churn budget left",
+            description="Evictions churnBudget still allows in its rolling period: cluster-wide "
+            "(maxEvictions) and per namespace that spent some (maxEvictionsPerNamespace). At 0 pods "
+            "are skipped budget-spent until the oldest counted eviction leaves the period.",
+            dataSource=DATASOURCE,
+            targets=[
+                _target(
+                    f'min by (namespace) (descheduler_churn_budget_remaining{{{JOB},namespace=""}})',
+                    "cluster-wide",
+                    "A",
+                ),
+                _target(
+                    f'min by (namespace) (descheduler_churn_budget_remaining{{{JOB},namespace!=""}})',
+                    "{{namespace}}",
+                    "B",
+                ),
+            ],
+            lineInterpolation="stepAfter",
+            gridPos=pos(12, 6, 12),
+        ),
+    ]
+    y += 6
     out.append(RowPanel(title="Nodes", gridPos=pos(24, 1)))
     y += 1
     out += [

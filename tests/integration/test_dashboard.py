@@ -94,6 +94,17 @@ class Target:
     result: list[dict[str, Any]]
 
 
+EVERY_DAY = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+CONTROLS = {
+    "evictionWindows": [
+        {"days": EVERY_DAY, "start": "00:00", "end": "12:00"},
+        {"days": EVERY_DAY, "start": "12:00", "end": "00:00"},
+    ],
+    "churnBudget": {"maxEvictions": 10, "maxEvictionsPerNamespace": 5, "period": "1h"},
+}
+"""Windows that together are always open, and a budget: so the control panels have series to show."""
+
+
 @dataclass
 class Scraped:
     targets: list[Target]
@@ -109,6 +120,7 @@ def scraped(usage_backend: UsageBackend, tmp_path_factory: pytest.TempPathFactor
         server = cluster.server
         ports = Ports.free()
         doc = service_config(prometheus_url=usage_backend.url, ports=ports, consecutive_abnormalities=3)
+        doc["profiles"][0]["pluginConfig"][1]["args"].update(CONTROLS)
         config = write_config(workdir / "config.yaml", doc)
         with run_descheduler(config, kubeconfig_of(server), ports, workdir) as proc:
             proc.wait_ready()
@@ -248,3 +260,16 @@ def test_the_panels_render_without_grafana_in_a_real_browser(
     if os.environ.get("UPDATE_DOCS") == "1":
         (REPO / "docs").mkdir(exist_ok=True)
         (REPO / "docs" / "dashboard.png").write_bytes(shot.read_bytes())
+
+
+def test_the_control_panels_show_the_window_open_and_the_budget_the_eviction_spent(scraped: Scraped) -> None:
+    (window,) = _by_title(scraped, "Eviction window")
+    assert set(_values(window)) == {1.0}
+    (opens,) = _by_title(scraped, "Next window opens")
+    start, end = scraped.window
+    assert all(start * 1000 < v <= (end + 12 * 3600) * 1000 for v in _values(opens))
+    cluster, namespaces = _by_title(scraped, "Churn budget left")
+    assert _values(cluster)[0] == 10.0 and _values(cluster)[-1] == 9.0
+    assert [(s["metric"]["namespace"], float(s["values"][-1][1])) for s in namespaces.result] == [
+        ("default", 4.0)
+    ]
