@@ -1,8 +1,9 @@
 """The migration journal: the part of the planner state the limits need, as records that outlive a process.
 
 The live service keeps one record per migration that still matters (in flight or inside its
-``objectLimiters`` window) in a ConfigMap it owns, and rebuilds the state from it at start-up and when
-it takes over the Lease. The rules that make that safe, all decided here over plain data:
+``objectLimiters`` window or ``churnBudget`` period) in a ConfigMap it owns, and rebuilds the state from
+it at start-up and when it takes over the Lease. The rules that make that safe, all decided here over
+plain data:
 
 - **Write ahead.** A record with status ``intent`` is written *before* the eviction request is sent
   (``intent``). If the process dies at any point after that, the next one finds the record; if the
