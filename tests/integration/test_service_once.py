@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,13 +44,19 @@ def cluster(usage_backend: UsageBackend, tmp_path_factory: pytest.TempPathFactor
 
 
 def _once(
-    cluster: Cluster, backend: UsageBackend, workdir: Path, *extra: str, abnormalities: int = 1
+    cluster: Cluster,
+    backend: UsageBackend,
+    workdir: Path,
+    *extra: str,
+    abnormalities: int = 1,
+    migration: dict[str, Any] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """One ``once`` process; consecutiveAbnormalities 1 by default, as a single cycle can only act on a
-    node over its threshold at its first look."""
+    node over its threshold at its first look. ``migration`` goes into the evictor's args."""
     doc = service_config(
         prometheus_url=backend.url, ports=Ports.free(), consecutive_abnormalities=abnormalities
     )
+    doc["profiles"][0]["pluginConfig"][1]["args"].update(migration or {})
     config = write_config(workdir / "once.yaml", doc)
     kubeconfig = str(kubeconfig_of(cluster.server))
     return subprocess.run(
@@ -86,6 +93,28 @@ def test_once_does_nothing_while_another_replica_holds_the_lease(
     assert "the Lease is held by replica-elsewhere" in result.stderr
     assert "Traceback" not in result.stderr
     assert len(evictions(cluster.server)) == before
+
+
+def test_once_outside_every_eviction_window_plans_reports_and_evicts_nothing(
+    cluster: Cluster, usage_backend: UsageBackend, tmp_path: Path
+) -> None:
+    """A window that opened an hour ago and closed a minute later (UTC): the cycle is planned in full,
+    the planned eviction is reported outside-window with the next opening, and nothing is sent."""
+    opened = datetime.now(UTC) - timedelta(hours=1)
+    window = {
+        "days": [opened.strftime("%a")],
+        "start": opened.strftime("%H:%M"),
+        "end": (opened + timedelta(minutes=1)).strftime("%H:%M"),
+    }
+    next_open = (opened.replace(second=0, microsecond=0) + timedelta(days=7)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    result = _once(cluster, usage_backend, tmp_path, migration={"evictionWindows": [window]})
+    assert result.returncode == 0, result.stderr
+    assert (
+        f"default/batch-hot on once-hot: outside-window (outside evictionWindows: the next window "
+        f"({window['days'][0]} {window['start']}-{window['end']} UTC) opens at {next_open})"
+    ) in result.stdout
+    assert evictions(cluster.server) == []
+    assert cluster.server.list("events", "default") == []
 
 
 def test_once_takes_the_lease_evicts_writes_the_event_and_gives_the_lease_back(
