@@ -203,6 +203,18 @@ class BudgetState:
     namespaces: Mapping[str, tuple[int, float | None]] = field(default_factory=dict)
     """Per namespace with evictions inside the period (with a per-namespace limit): left, returns."""
 
+    def describe(self) -> str:
+        """One line for the text record: ``Churn budget over 24h0m0s: 3 left cluster-wide; namespace web:
+        0 left (returns at ...)``."""
+        parts = []
+        if self.left is not None:
+            parts.append(f"{self.left} left cluster-wide" + _back(self.returns))
+        parts += [
+            f"namespace {ns}: {left} left{_back(back)}"
+            for ns, (left, back) in sorted(self.namespaces.items())
+        ]
+        return f"Churn budget over {_period(self.period)}: " + ("; ".join(parts) or "nothing spent")
+
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"period": _period(self.period)}
         if self.left is not None:
@@ -226,6 +238,10 @@ def budget_state(budget: Budget, migrations: Iterable[Migration], now: float) ->
             ns_left, back = spending.left_in(ns)
             namespaces[ns] = (ns_left or 0, back)
     return BudgetState(budget.period, left, returns, namespaces)
+
+
+def _back(returns: float | None) -> str:
+    return f" (returns at {iso(returns)})" if returns is not None else ""
 
 
 def _period(seconds: float) -> str:

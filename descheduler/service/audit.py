@@ -159,7 +159,7 @@ def render_record_text(record: CycleRecord) -> str:
     if record.window is not None and not record.window.open:
         lines.append(record.window.message())
     if record.budget is not None:
-        lines.append(f"Churn budget: {record.budget.to_dict()}")
+        lines.append(record.budget.describe())
     if record.aborted:
         lines.append(f"Cycle stopped early: {record.aborted}")
     if record.skipped:

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from descheduler.config.load import EffectiveConfig, load_config_document
 from descheduler.planner import reasons
-from descheduler.service.audit import observe_record
+from descheduler.service.audit import observe_record, render_record_text
 from descheduler.service.evictions import OUTSIDE_WINDOW
 from descheduler.service.observability import Metrics
 from tests.unit.fakes import SEED, FakeEvictor, seed_runner
@@ -68,6 +68,7 @@ def test_the_record_and_the_gauges_say_when_the_next_window_opens() -> None:
         "nextOpen": "2027-01-15T21:00:00Z",
         "window": "Fri 22:00-06:00 Europe/Berlin",
     }
+    assert record.evictions[0].message in render_record_text(record).splitlines()
     metrics = Metrics(CollectorRegistry())
     observe_record(metrics, record, config(evictionWindows=[FRIDAY_NIGHT]))
     assert metrics.registry.get_sample_value("descheduler_eviction_window_open") == 0
@@ -111,6 +112,9 @@ def test_the_budget_rebuilt_from_the_journal_holds_across_a_restart() -> None:
         "descheduler_churn_budget_returns_timestamp_seconds", {"namespace": ""}
     )
     assert (remaining, returns) == (0, NOW + 3600)
+    assert "Churn budget over 1h0m0s: 0 left cluster-wide (returns at 2027-01-15T09:00:00Z)" in (
+        render_record_text(record)
+    )
 
 
 def test_a_budget_without_the_journal_would_be_reset_by_a_restart() -> None:
