@@ -70,6 +70,37 @@ class HotspotTaint(StrictModel):
     """Consecutive cycles without a reason for the taint (normal or low) after which it is removed."""
 
 
+class PingPongGuard(StrictModel):
+    """**Ours**: back off a workload whose replacements keep landing on nodes over their high threshold.
+
+    The stock kube-scheduler places a replacement by requests, so the pod evicted from a hot node often
+    comes back to it (or makes another node hot): moving it again only churns. After a workload's second
+    such replacement it is left alone for ``baseCooldown``, twice as long at each further one, at most
+    ``maxCooldown`` (``planner/pingpong.py``). ``hotspotTaint`` or a load-aware scheduler is the fix.
+    """
+
+    enabled: bool = True
+    base_cooldown: Duration | None = Field(default=None, alias="baseCooldown")
+    """The first back-off; unset: the larger of the ``objectLimiters`` window and 10 deschedulingIntervals."""
+    max_cooldown: Duration = Field(default=3600.0, alias="maxCooldown")
+    """No back-off is longer; a workload with no bounce for this long after its last is forgiven."""
+
+    @field_validator("base_cooldown", "max_cooldown")
+    @classmethod
+    def _positive(cls, value: float | None) -> float | None:
+        if value is not None and value <= 0:
+            raise ValueError("must be a positive duration such as 10m")
+        return value
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PingPongGuard:
+        if self.base_cooldown is not None and self.base_cooldown > self.max_cooldown:
+            raise ValueError(
+                f"baseCooldown ({self.base_cooldown:g}s) is longer than maxCooldown ({self.max_cooldown:g}s)"
+            )
+        return self
+
+
 class LowNodeLoadArgs(StrictModel):
     """Arguments of the LowNodeLoad balance plugin: which nodes are hot and which are targets."""
 
@@ -99,6 +130,7 @@ class LowNodeLoadArgs(StrictModel):
     detector_cache_timeout: Duration = Field(default=300.0, alias="detectorCacheTimeout")
     node_pools: list[NodePool] = Field(default_factory=list, alias="nodePools")
     hotspot_taint: HotspotTaint = Field(default_factory=HotspotTaint, alias="hotspotTaint")
+    ping_pong_guard: PingPongGuard = Field(default_factory=PingPongGuard, alias="pingPongGuard")
 
     @field_validator("detector_cache_timeout")
     @classmethod

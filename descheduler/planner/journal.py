@@ -73,6 +73,11 @@ class Entry:
     usage: tuple[tuple[str, int], ...] = ()
     """The pod's creation time and usage sample when it left: its load stays in its old node's sample
     for one metrics window, so a successor's usage estimate must still subtract it (a ``Departure``)."""
+    replacement: str = ""
+    landed: str = ""
+    bounced: float = 0.0
+    """The ping-pong guard's evidence (``Migration``): the replacement, its node, and when that node was
+    seen over its high threshold. A journal written before these existed simply has none."""
 
     @property
     def namespace(self) -> str:
@@ -192,6 +197,9 @@ def project(
                 destination=open_.destination if open_ is not None else "",
                 created=gone.created if gone is not None else 0.0,
                 usage=_usage(gone.usage) if gone is not None else (),
+                replacement=m.replacement,
+                landed=m.landed,
+                bounced=m.bounced,
             )
         )
     return tuple(sorted(out, key=lambda e: (e.at, e.pod)))
@@ -217,9 +225,14 @@ def merge(*journals: Iterable[Entry]) -> tuple[Entry, ...]:
     for entries in journals:
         for e in entries:
             previous = out.get((e.pod, e.uid))
-            if previous is None or (e.at, e.status != EVICTED) >= (previous.at, previous.status != EVICTED):
+            if previous is None or _rank(e) >= _rank(previous):
                 out[(e.pod, e.uid)] = e
     return tuple(sorted(out.values(), key=lambda e: (e.at, e.pod)))
+
+
+def _rank(e: Entry) -> tuple[float, bool, bool, bool]:
+    """Which of two records of one pod is newer: the later, an unsettled one, one that knows more."""
+    return (e.at, e.status != EVICTED, bool(e.landed), e.bounced > 0)
 
 
 def rebuild(entries: Iterable[Entry], detectors: Detectors | None = None) -> Rebuilt:
@@ -239,6 +252,9 @@ def rebuild(entries: Iterable[Entry], detectors: Detectors | None = None) -> Reb
             workload_kind=e.workload_kind,
             workload_name=e.workload_name,
             unresolved=e.status in UNSETTLED,
+            replacement=e.replacement,
+            landed=e.landed,
+            bounced=e.bounced,
         )
         for e in merged
     )
@@ -288,6 +304,10 @@ def encode(entries: Sequence[Entry], *, writer: str, detectors: Detectors | None
         if e.usage:
             record["created"] = round(e.created, 3)
             record["usage"] = dict(e.usage)
+        if e.landed:
+            record["replacement"] = {"pod": e.replacement, "node": e.landed}
+        if e.bounced:
+            record["bounced"] = round(e.bounced, 3)
         records.append(json.dumps(record, separators=(",", ":"), sort_keys=False))
     top: dict[str, Any] = {"version": VERSION, "writer": writer}
     if detectors:
@@ -351,6 +371,13 @@ def decode(text: str, source: str) -> tuple[Entry, ...]:
         created = item.get("created", 0.0)
         if isinstance(created, bool) or not isinstance(created, int | float) or not math.isfinite(created):
             raise bad(f"{where}.created", f"must be seconds since the epoch, got {created!r}")
+        landing = item.get("replacement", {})
+        if not isinstance(landing, dict):
+            raise bad(f"{where}.replacement", f"must be an object, got {landing!r}")
+        bounced = item.get("bounced", 0.0)
+        if isinstance(bounced, bool) or not isinstance(bounced, int | float) or not math.isfinite(bounced):
+            raise bad(f"{where}.bounced", f"must be seconds since the epoch, got {bounced!r}")
+        moved = f"{where}.replacement"
         out.append(
             Entry(
                 pod=pod,
@@ -365,6 +392,9 @@ def decode(text: str, source: str) -> tuple[Entry, ...]:
                 destination=text_field("destination", item.get("destination", ""), required=False),
                 created=float(created),
                 usage=tuple(sorted(usage.items())),
+                replacement=text_field("pod", landing.get("pod", ""), required=False, at=moved),
+                landed=text_field("node", landing.get("node", ""), required=False, at=moved),
+                bounced=float(bounced),
             )
         )
     return tuple(out)

@@ -8,6 +8,7 @@ from typing import Any
 
 from descheduler.cluster.types import Pod
 from descheduler.planner import reasons
+from descheduler.planner.pingpong import Backoff
 from descheduler.planner.state import PlannerState
 
 # Node classes, from coolest to hottest.
@@ -208,6 +209,8 @@ class Plan:
     """Per resource, the most one pod in motion uses: this cycle's evictions and this descheduler's
     recent evictions whose replacement has not started yet. Empty when nothing is moving. Steering
     (``steer.py``) keeps replacements off nodes with less room than that."""
+    backoffs: tuple[Backoff, ...] = ()
+    """Workloads the ping-pong guard leaves alone this cycle (``pingpong.py``), by description."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: used by ``simulate --output json`` and by the dry-run audit record."""
@@ -219,7 +222,13 @@ class Plan:
         }
         if self.moving:
             out["moving"] = dict(self.moving)
+        if self.backoffs:
+            out["backoffs"] = [b.to_dict() for b in self.backoffs]
         return out
+
+    def new_backoffs(self) -> tuple[Backoff, ...]:
+        """The back-offs that began this cycle: each episode is announced once (log, Event, metric)."""
+        return tuple(b for b in self.backoffs if b.started == self.now)
 
     def skip_counts(self) -> dict[str, int]:
         """Skipped pods by reason code (for a one-line cycle summary or a metric)."""

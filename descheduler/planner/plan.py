@@ -35,8 +35,9 @@ from descheduler.planner.limits import GLOBAL, NODE, LimitHit, LimitTracker
 from descheduler.planner.model import SKIPPED, NodeReport, Plan, PlannedEviction, PodSkip
 from descheduler.planner.order import Candidate, RankKey, is_prod, rank_key
 from descheduler.planner.parts import FAST, Parts
+from descheduler.planner.pingpong import Backoff, backoffs, mark_bounces, match_replacements
 from descheduler.planner.settings import PoolSettings, Settings, compile_settings
-from descheduler.planner.state import AnomalyCount, PlannerState
+from descheduler.planner.state import AnomalyCount, Migration, PlannerState
 
 
 def plan(
@@ -188,6 +189,8 @@ class _Cycle:
         self.detectors: Mapping[str, AnomalyCount] = state.anomalies
         self.prod_detectors: Mapping[str, AnomalyCount] = state.prod_anomalies
         """The detectors as this cycle left them (``_count_anomalies``), for the node reports."""
+        self.cooling: dict[str, Backoff] = {}
+        """Workloads the ping-pong guard leaves alone this cycle, by identity."""
         # An evicted pod's load is in its old node's sample for one metrics window after it left; samples
         # up to nodeMetricExpirationSeconds old are still used.
         remembered = settings.usage_window + settings.metric_expiration
@@ -215,6 +218,8 @@ class _Cycle:
                 now=self.now,
             )
         self.classify_nodes()
+        if s.ping_pong is not None:
+            migrations = self._guard(self.state.migrations, window)
         anomalies, prod_anomalies = self._count_anomalies()
         refusals = {k: until for k, until in self.state.pdb_refusals.items() if until > self.now}
         new_state = PlannerState(
@@ -253,6 +258,37 @@ class _Cycle:
             notes=tuple(self.notes),
             now=self.now,
             moving=self._moving(),
+            backoffs=tuple(sorted(self.cooling.values(), key=lambda b: (b.describe(), b.workload))),
+        )
+
+    def _guard(self, recorded: Sequence[Migration], window: float) -> tuple[Migration, ...]:
+        """The ping-pong guard (``pingpong.py``): match replacements, mark those on hot nodes, derive the
+        back-offs; returns the migrations to keep, bounced ones included while their workload is not
+        forgiven."""
+        guard = self.settings.ping_pong
+        assert guard is not None
+        wanted = {m.workload for m in recorded if m.workload and not m.replacement and not m.unresolved}
+        pods: dict[str, list[Pod]] = {}
+        if wanted:
+            for pod in self.snapshot.pods:
+                ref = self.index.workload_of(pod)
+                if ref is not None and ref.identity in wanted:
+                    pods.setdefault(ref.identity, []).append(pod)
+        hot = {
+            view.name
+            for views in self.views.values()
+            for view in views
+            if view.over or any(view.measured.get(r, 0) > high for r, high in view.levels.high.items())
+        }
+        marked = mark_bounces(match_replacements(recorded, pods), hot, self.now)
+        chains = backoffs(marked, self.now, guard.base, guard.cap)
+        self.cooling = {w: b for w, b in chains.items() if b.active(self.now)}
+        return tuple(
+            m
+            for m in marked
+            if self.index.pod_exists(m.uid, m.pod)
+            or m.in_window(window, self.now)
+            or (m.bounced and m.workload in chains)
         )
 
     def _moving(self) -> dict[str, int]:
@@ -504,6 +540,10 @@ class _Cycle:
                 self._skip(pod, source.name, reasons.ATTEMPTED, self.attempted[pod.key], prod)
                 continue
             workload = self.index.workload_of(pod)
+            backoff = self.cooling.get(workload.identity) if workload is not None and self.cooling else None
+            if backoff is not None:
+                self._skip(pod, source.name, reasons.PING_PONG_BACKOFF, backoff.message(), prod)
+                continue
             hit = self.limits.check(pod, source.name, workload) or self.pdbs.check(pod)
             if hit is not None:
                 self._skip(pod, source.name, hit.code, hit.message, prod)

@@ -68,6 +68,29 @@ class ObjectLimit:
 
 
 @dataclass(frozen=True, slots=True)
+class PingPong:
+    """The ping-pong guard's cooldowns (``LowNodeLoadArgs.pingPongGuard``), in seconds."""
+
+    base: float
+    cap: float
+
+
+def ping_pong_settings(config: EffectiveConfig) -> PingPong | None:
+    """None when the guard is off; an unset base is the larger of the objectLimiters window and 10
+    deschedulingIntervals (never above the cap): long enough that the replacements have landed and run."""
+    args = config.low_node_load
+    if args is None or not args.ping_pong_guard.enabled:
+        return None
+    guard = args.ping_pong_guard
+    base = guard.base_cooldown
+    if base is None:
+        limiter = config.migration.object_limiters.get("workload")
+        window = limiter.duration if limiter is not None else 0.0
+        base = min(guard.max_cooldown, max(window, 10 * config.config.descheduling_interval))
+    return PingPong(base=float(base), cap=float(guard.max_cooldown))
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Everything ``plan`` needs from the configuration."""
 
@@ -119,6 +142,8 @@ class Settings:
         limiter's window and the churn budget's period (``plan`` keeps migrations that long)."""
         window = self.object_limit.duration if self.object_limit is not None else 0.0
         return max(window, self.budget.period if self.budget is not None else 0.0)
+    ping_pong: PingPong | None = None
+    """The ping-pong guard (``pingpong.py``); None: off."""
 
 
 def convert_selector(config: LabelSelectorConfig) -> LabelSelector:
@@ -307,6 +332,7 @@ def compile_settings(config: EffectiveConfig) -> Settings:
         object_limit=object_limit,
         usage_window=usage_window(cfg.metrics_providers),
         budget=compile_budget(mc),
+        ping_pong=ping_pong_settings(config),
     )
 
 

@@ -55,6 +55,14 @@ class Migration:
     unresolved: bool = False
     """The eviction's outcome is unknown: the server may still apply it at any moment, so every time
     window counts it as if it happened now, until it is resolved (``settle_migrations``)."""
+    replacement: str = ""
+    """``namespace/name`` of the workload's pod created after the eviction and matched to it (the
+    replacement), once it is bound to a node (``pingpong.match_replacements``)."""
+    landed: str = ""
+    """The node the replacement was bound to."""
+    bounced: float = 0.0
+    """When ``landed`` was first seen over its high threshold (0: not so far): the ping-pong guard's
+    evidence, kept in the journal so a restart does not forget a back-off."""
 
     def in_window(self, duration: float, now: float) -> bool:
         """Whether a window of ``duration`` seconds ending at ``now`` holds this migration."""
@@ -109,6 +117,8 @@ class PlannerState:
                     "node": m.node,
                     "workload": m.workload,
                     "started": m.started,
+                    **({"replacement": m.replacement, "landed": m.landed} if m.landed else {}),
+                    **({"bounced": m.bounced} if m.bounced else {}),
                 }
                 for m in self.migrations
             ],
