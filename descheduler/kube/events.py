@@ -48,6 +48,7 @@ class _Pending:
     message: str
     at: float
     kind: str = "Pod"
+    api_version: str = "v1"
 
 
 NODE_EVENT_NAMESPACE = "default"
@@ -98,6 +99,25 @@ class EventRecorder:
             raise ValueError(f"event type must be Normal or Warning, got {type_!r}")
         at = self._wall_clock()
         self._enqueue(_Pending(NODE_EVENT_NAMESPACE, node, uid, type_, reason, action, message, at, "Node"))
+
+    def record_workload(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        uid: str,
+        type_: str,
+        reason: str,
+        message: str,
+        *,
+        action: str,
+    ) -> None:
+        """Queue an event on a workload (a Deployment, StatefulSet...). Never blocks, never raises."""
+        if type_ not in ("Normal", "Warning"):
+            raise ValueError(f"event type must be Normal or Warning, got {type_!r}")
+        version = "v1" if kind == "ReplicationController" else "apps/v1"
+        at = self._wall_clock()
+        self._enqueue(_Pending(namespace, name, uid, type_, reason, action, message, at, kind, version))
 
     def _enqueue(self, item: _Pending) -> None:
         with self._cond:
@@ -189,8 +209,8 @@ class EventRecorder:
 
     @staticmethod
     def _regarding(item: _Pending) -> dict[str, Any]:
-        ref = {"apiVersion": "v1", "kind": item.kind, "name": item.name}
-        if item.kind == "Pod":
+        ref = {"apiVersion": item.api_version, "kind": item.kind, "name": item.name}
+        if item.kind != "Node":
             ref["namespace"] = item.namespace
         if item.uid and "/" not in item.uid:
             ref["uid"] = item.uid

@@ -209,6 +209,7 @@ class Service:
                 tainter=self.tainter,
                 journal=self.journal,
                 verifier=ServerReader(self.api, resync=self.cache.resync),
+                events=self.events,
             ),
             signals=Signals(
                 is_leader=self._leading.is_set,

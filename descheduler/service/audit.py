@@ -90,6 +90,9 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
         metrics.journal_write_failures.labels(reason).inc()
     for skip in record.plan.pod_skips:
         metrics.pods_skipped.labels(skip.code).inc()
+    for backoff in record.plan.new_backoffs():
+        metrics.ping_pong_backoffs.labels(backoff.kind, backoff.name).inc()
+    metrics.ping_pong_backing_off.set(len(record.plan.backoffs))
     fallbacks = sum(1 for why in record.object_problems.values() if why.startswith("kept"))
     metrics.cluster_objects.labels("fallback").set(fallbacks)
     metrics.cluster_objects.labels("left-out").set(len(record.object_problems) - fallbacks)

@@ -162,6 +162,7 @@ class CycleRunner:
             resolved = self._settle_unknown(snapshot, now)
             usage = self._usage(snapshot, now)
             decided = plan(snapshot, usage, self.config, self.state, now, cache=self.indexes)
+            self._announce(decided)
             acting = self.signals.is_leader() and not self.stopping.is_set()
             steering = self.steering.decide(snapshot, decided, acting)
             added = self.steering.add(steering)  # before the evictions, so replacements are steered away
@@ -202,6 +203,35 @@ class CycleRunner:
         if self.churn is None:
             return None
         return budget_state(self.churn, self.state.migrations, now)
+
+    def _announce(self, decided: Plan) -> None:
+        """Say once per episode that the ping-pong guard backs a workload off: a log line and a Warning
+        Event on the workload (the metric and the audit's skips come from the cycle record)."""
+        for backoff in decided.new_backoffs():
+            log.warning(
+                "ping_pong_backoff",
+                workload=backoff.describe(),
+                level=backoff.level,
+                until=backoff.until,
+                cooldown_seconds=backoff.cooldown,
+                bounces=backoff.bounces,
+                destinations=dict(backoff.destinations),
+                attractor=backoff.attractor or None,
+                message=backoff.message(),
+            )
+            events = self.edges.events
+            if events is not None and backoff.kind and not self.config.dry_run:
+                uid = backoff.workload if "/" not in backoff.workload else ""
+                events.record_workload(
+                    backoff.kind,
+                    backoff.namespace,
+                    backoff.name,
+                    uid,
+                    "Warning",
+                    "PingPongBackoff",
+                    backoff.message(),
+                    action="Descheduling",
+                )
 
     def _restore(self) -> Restore:
         restore, held = self.ledger.restore()

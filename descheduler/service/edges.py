@@ -73,6 +73,23 @@ class Evictor(Protocol):
         ...
 
 
+class WorkloadEvents(Protocol):
+    """Events on workloads (``kube/events.py``): the ping-pong guard's Warning when it backs one off."""
+
+    def record_workload(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        uid: str,
+        type_: str,
+        reason: str,
+        message: str,
+        *,
+        action: str,
+    ) -> None: ...
+
+
 class Verifier(Protocol):
     """Reads from the API server what an eviction rests on (``kube/verify.py``), and re-lists the cache
     resources the server disagreed with."""
@@ -113,6 +130,7 @@ class Edges:
     tainter: Tainter | None = None
     journal: Journal | None = None
     verifier: Verifier | None = None
+    events: WorkloadEvents | None = None
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ class Metrics:
         self.registry = registry or CollectorRegistry()
         self._declare_evictions(self.registry)
         self._declare_migration_state(self.registry)
+        self._declare_ping_pong(self.registry)
         self._declare_cycles(self.registry)
         self._declare_nodes(self.registry)
         self._declare_inputs(self.registry)
@@ -98,6 +99,21 @@ class Metrics:
             "descheduler_eviction_verify_requests",
             "API requests made right before evictions to verify the cache's view of the pod and its "
             "workload (a disagreement skips the pod with a verify-* reason).",
+            registry=r,
+        )
+
+    def _declare_ping_pong(self, r: CollectorRegistry) -> None:
+        """The ping-pong guard: workloads backed off because their replacements landed on hot nodes."""
+        self.ping_pong_backoffs = Counter(
+            "descheduler_ping_pong_backoffs",
+            "Back-offs started because a workload's replacements kept landing on nodes over their high "
+            "threshold, by workload kind and name (each episode once).",
+            ["workload_kind", "workload"],
+            registry=r,
+        )
+        self.ping_pong_backing_off = Gauge(
+            "descheduler_ping_pong_backing_off_workloads",
+            "Workloads left alone by the ping-pong guard in the last cycle.",
             registry=r,
         )
 

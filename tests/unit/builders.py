@@ -372,7 +372,7 @@ def report(result: Plan, node: str) -> Any:
 
 # --- the cycle runner ------------------------------------------------------------------------------------
 
-_EDGE_OPTIONS = ("tainter", "journal", "verifier")
+_EDGE_OPTIONS = ("tainter", "journal", "verifier", "events")
 _CLOCK_OPTIONS = {"wall_clock": "wall", "monotonic": "monotonic"}
 _SIGNAL_OPTIONS = ("is_leader", "cache_ages", "untrusted_nodes", "on_record")
 _TIMING_OPTIONS = (
