@@ -53,12 +53,15 @@ BENCH_NAMESPACE = "peers-bench"
 OURS = "load-aware"
 OURS_TAINT = "load-aware+taint"
 """Ours with ``hotspotTaint`` on: a PreferNoSchedule taint keeps the stock scheduler off hotspots."""
+OURS_NOGUARD = "load-aware-noguard"
+"""Ours with the ping-pong guard off (``pingPongGuard.enabled: false``): the product before issue 30."""
 OURS_RAW = "load-aware-raw"
 """Ours deciding on the raw usage samples, as before the migration-aware estimate (``raw_sample.py``)."""
 PEER = "k8s-descheduler"
 ACCOUNTS = {
     OURS: "load-aware-descheduler",
     OURS_TAINT: "load-aware-descheduler",
+    OURS_NOGUARD: "load-aware-descheduler",
     OURS_RAW: "load-aware-descheduler",
     PEER: "k8s-descheduler",
 }
@@ -192,6 +195,23 @@ def app_of(pod: str) -> str:
     return pod.rsplit("-", 2)[0]
 
 
+def backoff_figures(log_text: str) -> tuple[int, int]:
+    """From our JSON log: ping-pong back-offs announced, and pods skipped with ``ping-pong-backoff``."""
+    announced = skipped = 0
+    for line in log_text.splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("event") == "ping_pong_backoff":
+            announced += 1
+        elif record.get("event") == "cycle_summary":
+            skipped += int((record.get("skips") or {}).get("ping-pong-backoff", 0))
+    return announced, skipped
+
+
 def is_eviction(event: AuditEvent) -> bool:
     return event.verb == "create" and event.resource == "pods/eviction"
 
@@ -232,6 +252,10 @@ class Row:
     first_eviction_s: float | None = None
     hot_nodes: int = 0
     needed: int = 0
+    backoffs: int = 0
+    """Ping-pong back-offs our descheduler announced (``ping_pong_backoff`` log lines)."""
+    backoff_skips: int = 0
+    """Pods skipped with ``ping-pong-backoff``, summed over the cycles."""
 
 
 def _fmt(value: float | int | None, spec: str = "") -> str:
@@ -312,6 +336,7 @@ class Settings:
     consecutive: int
     object_window_s: float
     taint: bool = False
+    guard: bool = True
 
 
 def ours_config(group: str, prometheus_url: str, ports: Ports, settings: Settings) -> dict[str, Any]:
@@ -357,6 +382,7 @@ def ours_config(group: str, prometheus_url: str, ports: Ports, settings: Setting
                             "highThresholds": {"cpu": HIGH_CPU},
                             "anomalyCondition": {"consecutiveAbnormalities": settings.consecutive},
                             "hotspotTaint": {"enabled": settings.taint},
+                            "pingPongGuard": {"enabled": settings.guard},
                             "nodeMetricExpirationSeconds": 30,
                         },
                     },
@@ -449,6 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds a descheduler gets to cure")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, audit log)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows to this JSON file")
     args = parser.parse_args(argv)
     runs = [(spec.split(":")[0], float(spec.split(":")[1])) for spec in args.runs.split(",")]
     for tool, _ in runs:
@@ -467,6 +494,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for r in rows:
         mix = ", ".join(f"{k} {v:.2f}" for k, v in sorted(r.request_mix.items(), key=lambda kv: -kv[1]))
         print(f"{r.name}: {r.hot_nodes} hot nodes needing {r.needed} evictions; requests per cycle: {mix}")
+        print(f"{r.name}: ping-pong back-offs {r.backoffs}, pods skipped ping-pong-backoff {r.backoff_skips}")
+    if args.json is not None:
+        args.json.write_text(json.dumps([{**r.__dict__} for r in rows], indent=1, default=str) + "\n")
     return 0
 
 
@@ -501,7 +531,8 @@ def run_all(args: argparse.Namespace, runs: Sequence[tuple[str, float]], workdir
         backend.start(workdir / "prometheus")
         kubeconfigs = setup_accounts(plane, workdir)
         for index, (tool, interval) in enumerate(runs):
-            settings = Settings(interval, args.consecutive, args.object_window, taint=tool == OURS_TAINT)
+            taint, guard = tool == OURS_TAINT, tool != OURS_NOGUARD
+            settings = Settings(interval, args.consecutive, args.object_window, taint=taint, guard=guard)
             name = f"{tool} ({interval:g}s)"
             group = f"run{index}-{tool.replace('+', '-')}"
             print(f"\n== {name}: building the cluster {group}", flush=True)
@@ -733,7 +764,7 @@ def run_one(
         backend.install(usage.inner.model, full_window=True, timeout=60)
         start_percent = {n: usage.percent(n) for n in cluster.nodes}
         row.hot_nodes = sum(v > HIGH_CPU for v in start_percent.values())
-        if tool in (OURS, OURS_TAINT, OURS_RAW):
+        if tool in (OURS, OURS_TAINT, OURS_NOGUARD, OURS_RAW):
             ports = Ports.free()
             config = workdir / "config.yaml"
             config.write_text(yaml.safe_dump(ours_config(cluster.group, backend.url, ports, settings)))
@@ -845,6 +876,8 @@ def run_one(
         row.request_mix = {k: v / cycles_after for k, v in mix.items()}
     if done:
         row.first_eviction_s = min(e.received for e in done) - t0
+    if tool != PEER:
+        row.backoffs, row.backoff_skips = backoff_figures(log_path.read_text(errors="replace"))
     (workdir / "audit.jsonl").write_text("\n".join(json.dumps(e.__dict__) for e in events))
     return row
 
