@@ -211,7 +211,7 @@ class CycleRunner:
             log.warning(
                 "ping_pong_backoff",
                 workload=backoff.describe(),
-                level=backoff.level,
+                backoff_number=backoff.level,
                 until=backoff.until,
                 cooldown_seconds=backoff.cooldown,
                 bounces=backoff.bounces,

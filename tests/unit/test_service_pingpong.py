@@ -71,6 +71,7 @@ def test_a_back_off_is_announced_once_per_episode() -> None:
     assert len(announced) == 1
     assert announced[0]["workload"] == "Deployment default/web"
     assert announced[0]["attractor"] == "hot"
+    assert announced[0]["backoff_number"] == 1
     assert "hotspotTaint" in announced[0]["message"]
     ((kind, workload, uid, type_, reason, message),) = events.written
     assert (kind, workload, type_, reason) == ("Deployment", "default/web", "Warning", "PingPongBackoff")
