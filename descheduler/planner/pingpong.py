@@ -113,6 +113,11 @@ def iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def replacements_since(m: Migration) -> float:
+    """The earliest ``creationTimestamp`` a replacement of ``m`` may carry."""
+    return math.floor(m.started) - CREATION_SLACK
+
+
 def match_replacements(
     migrations: Sequence[Migration], pods_by_workload: Mapping[str, Sequence[Pod]]
 ) -> tuple[Migration, ...]:
@@ -130,7 +135,7 @@ def match_replacements(
     )
     for i in order:
         m = migrations[i]
-        earliest = math.floor(m.started) - CREATION_SLACK
+        earliest = replacements_since(m)
         found = min(
             (
                 p

@@ -35,7 +35,13 @@ from descheduler.planner.limits import GLOBAL, NODE, LimitHit, LimitTracker
 from descheduler.planner.model import SKIPPED, NodeReport, Plan, PlannedEviction, PodSkip
 from descheduler.planner.order import Candidate, RankKey, is_prod, rank_key
 from descheduler.planner.parts import FAST, Parts
-from descheduler.planner.pingpong import Backoff, backoffs, mark_bounces, match_replacements
+from descheduler.planner.pingpong import (
+    Backoff,
+    backoffs,
+    mark_bounces,
+    match_replacements,
+    replacements_since,
+)
 from descheduler.planner.settings import PoolSettings, Settings, compile_settings
 from descheduler.planner.state import AnomalyCount, Migration, PlannerState
 
@@ -267,10 +273,16 @@ class _Cycle:
         forgiven."""
         guard = self.settings.ping_pong
         assert guard is not None
-        wanted = {m.workload for m in recorded if m.workload and not m.replacement and not m.unresolved}
+        unmatched = [m for m in recorded if m.workload and not m.replacement and not m.unresolved]
+        wanted = {m.workload for m in unmatched}
         pods: dict[str, list[Pod]] = {}
         if wanted:
+            # Only pods created after the earliest unmatched eviction can be replacements: one attribute
+            # read skips the rest of a large cluster before any workload lookup.
+            earliest = min(replacements_since(m) for m in unmatched)
             for pod in self.snapshot.pods:
+                if pod.created < earliest:
+                    continue
                 ref = self.index.workload_of(pod)
                 if ref is not None and ref.identity in wanted:
                     pods.setdefault(ref.identity, []).append(pod)

@@ -285,3 +285,15 @@ def test_journal_keeps_the_guard_fields() -> None:
 def test_guard_settings_are_checked(guard: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         settings(args={"pingPongGuard": guard})
+
+
+def test_a_node_that_becomes_hot_later_counts_as_a_bounce_then() -> None:
+    _, state = first_cycle()
+    world = world_after(("cool", "cool-2"))
+    config = guarded()
+    calm = world.plan(config, state, NOW + 60)
+    assert [m.landed for m in calm.state.migrations if m.landed] == ["cool-2", "cool"]
+    assert not any(m.bounced for m in calm.state.migrations)
+    world.set_node_usage("cool-2", cpu("6"))  # the replacement grew, or others joined it
+    later = world.plan(config, calm.state, NOW + 90)
+    assert {m.landed: m.bounced for m in later.state.migrations} == {"cool-2": NOW + 90, "cool": 0.0}
