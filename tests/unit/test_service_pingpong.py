@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from prometheus_client import generate_latest
 from structlog.testing import capture_logs
 
+from descheduler.cluster.types import UsageSample, UsageSnapshot
+from descheduler.planner import journal as records
 from descheduler.service.audit import observe_record
+from descheduler.service.cycle import CycleRunner
 from descheduler.service.observability import Metrics
 from descheduler.service.records import CycleRecord
-from tests.unit.builders import NOW, cycle_runner
+from tests.unit.builders import NOW, World, cycle_runner
 from tests.unit.fakes import Cluster, FakeEvictor, Usage
 from tests.unit.test_planner_pingpong import first_cycle, guarded, world_after
+from tests.unit.test_service_restart import FakeJournal
 
 
 @dataclass
@@ -32,6 +37,20 @@ class FakeEvents:
         action: str,
     ) -> None:
         self.written.append((kind, f"{namespace}/{name}", uid, type_, reason, message))
+
+
+@dataclass
+class FreshUsage:
+    """Usage read from a ``World``, sampled at the test's wall clock."""
+
+    world: World
+    clock: list[float]
+
+    def fetch_nodes(self, nodes: object) -> UsageSnapshot:
+        return self.world.usage(self.clock[0])
+
+    def fetch_pods(self, wanted: object, nodes: object, pods: object) -> Mapping[str, UsageSample]:
+        return self.world.usage(self.clock[0]).pods
 
 
 def metric(metrics: Metrics, line_start: str) -> list[str]:
@@ -89,3 +108,35 @@ def test_a_back_off_is_announced_once_per_episode() -> None:
         assert skips["default/web-1"]["code"] == "ping-pong-backoff"
         assert record.to_dict()["backoffs"][0]["until"] == "2026-01-01T12:11:00Z"
     assert not evictor.sent
+
+
+def test_a_restart_keeps_the_back_off_and_does_not_announce_it_again() -> None:
+    _, state = first_cycle()
+    journal = FakeJournal(entries=records.project(state.migrations, {}, state.departures))
+    world = world_after(("hot", "hot"))
+    config = guarded()
+    clock = [NOW + 60]
+
+    def replica(events: FakeEvents) -> CycleRunner:
+        runner = cycle_runner(
+            config,
+            Cluster(world.snapshot()),
+            FreshUsage(world, clock),
+            FakeEvictor(),
+            events=events,
+            journal=journal,
+            wall_clock=lambda: clock[0],
+        )
+        runner.request_restore()
+        return runner
+
+    first, second = FakeEvents(), FakeEvents()
+    replica(first).run_cycle()
+    assert [e[4] for e in first.written] == ["PingPongBackoff"]
+    assert sum(1 for e in journal.entries if e.bounced) == 2
+    clock[0] = NOW + 400  # a new process, after the objectLimiters window: only the guard keeps the records
+    record = replica(second).run_cycle()
+    assert record is not None
+    assert second.written == []
+    assert {s.pod: s.code for s in record.plan.pod_skips}["default/web-1"] == "ping-pong-backoff"
+    assert [b.until for b in record.plan.backoffs] == [NOW + 60 + 600]
