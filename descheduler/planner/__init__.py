@@ -4,7 +4,17 @@
 the two share the work). The live service, ``once --dry-run`` and ``simulate`` all call exactly these.
 """
 
-from descheduler.planner.model import NodeReport, Plan, PlannedEviction, PodSkip, ResourceReport
+from descheduler.planner.model import (
+    DETAILED,
+    SUMMARISED,
+    NodeReport,
+    Plan,
+    PlannedEviction,
+    PodSkip,
+    ResourceReport,
+    SkipForm,
+    SkipSummary,
+)
 from descheduler.planner.plan import after_evictions, plan, pod_usage_nodes
 from descheduler.planner.record import add_departures, add_migrations, commit, evicted_from
 from descheduler.planner.settings import loop_warnings
@@ -20,6 +30,8 @@ from descheduler.planner.state import (
 )
 
 __all__ = [
+    "DETAILED",
+    "SUMMARISED",
     "AnomalyCount",
     "Departure",
     "Migration",
@@ -29,6 +41,8 @@ __all__ = [
     "PlannerState",
     "PodSkip",
     "ResourceReport",
+    "SkipForm",
+    "SkipSummary",
     "add_departures",
     "add_migrations",
     "after_evictions",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from descheduler.cluster.types import Pod
 from descheduler.planner import reasons
@@ -17,6 +17,12 @@ NORMAL = "normal"
 OVER = "over"
 HOTSPOT = "hotspot"
 SKIPPED = "skipped"
+
+SkipForm = Literal["detailed", "summarised"]
+"""How a plan reports the pods a hotspot never needed: one ``PodSkip`` each (``detailed``), or one
+``SkipSummary`` per hotspot and reason (``summarised``, what the service audits)."""
+DETAILED: SkipForm = "detailed"
+SUMMARISED: SkipForm = "summarised"
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +200,36 @@ class PodSkip:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class SkipSummary:
+    """The pods of one hotspot refused by one filter (or without a usage sample) that the hotspot never
+    needed: it stopped (cured, a limit, no room left) for its own reason, so they are counted, not listed.
+
+    ``count`` is exactly the number of ``PodSkip`` the detailed form holds for (``node``, ``code``); the
+    counts by reason (metrics, dashboards) add it. ``examples`` names the first few, in the node's order."""
+
+    node: str
+    code: str
+    count: int
+    examples: tuple[str, ...]
+    message: str
+    """The first pod's message (the others' may name other values)."""
+    stop: str
+    """The hotspot's stop code: why the rest of its pods were not needed."""
+    prod: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "code": self.code,
+            "count": self.count,
+            "examples": list(self.examples),
+            "message": self.message,
+            "stop": self.stop,
+            "pass": "prod" if self.prod else "load",
+        }
+
+
 @dataclass(frozen=True)
 class Plan:
     """Everything one cycle decided, with its reasons, and the state to carry to ``commit``."""
@@ -211,6 +247,9 @@ class Plan:
     (``steer.py``) keeps replacements off nodes with less room than that."""
     backoffs: tuple[Backoff, ...] = ()
     """Workloads the ping-pong guard leaves alone this cycle (``pingpong.py``), by description."""
+    skip_summaries: tuple[SkipSummary, ...] = ()
+    """In the summarised form: the pods of each hotspot it never needed, per reason (``SkipSummary``)."""
+    skip_form: SkipForm = DETAILED
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: used by ``simulate --output json`` and by the dry-run audit record."""
@@ -218,8 +257,11 @@ class Plan:
             "evictions": [e.to_dict() for e in self.evictions],
             "nodes": [n.to_dict() for n in self.node_reports],
             "skips": [s.to_dict() for s in self.pod_skips],
+            "skipForm": self.skip_form,
             "notes": list(self.notes),
         }
+        if self.skip_summaries:
+            out["skipSummaries"] = [s.to_dict() for s in self.skip_summaries]
         if self.moving:
             out["moving"] = dict(self.moving)
         if self.backoffs:
@@ -231,8 +273,11 @@ class Plan:
         return tuple(b for b in self.backoffs if b.started == self.now)
 
     def skip_counts(self) -> dict[str, int]:
-        """Skipped pods by reason code (for a one-line cycle summary or a metric)."""
+        """Skipped pods by reason code (for a one-line cycle summary or a metric): the same in either form,
+        a summary counting for the pods it stands for."""
         counts: dict[str, int] = {}
         for skip in self.pod_skips:
             counts[skip.code] = counts.get(skip.code, 0) + 1
+        for summary in self.skip_summaries:
+            counts[summary.code] = counts.get(summary.code, 0) + summary.count
         return dict(sorted(counts.items()))

@@ -32,7 +32,16 @@ from descheduler.planner.classify import (
 from descheduler.planner.fit import DestinationSet
 from descheduler.planner.index import ClusterIndex, IndexCache, WorkloadRef
 from descheduler.planner.limits import GLOBAL, NODE, LimitHit, LimitTracker
-from descheduler.planner.model import SKIPPED, NodeReport, Plan, PlannedEviction, PodSkip
+from descheduler.planner.model import (
+    DETAILED,
+    SKIPPED,
+    NodeReport,
+    Plan,
+    PlannedEviction,
+    PodSkip,
+    SkipForm,
+    SkipSummary,
+)
 from descheduler.planner.order import Candidate, RankKey, is_prod, rank_key
 from descheduler.planner.parts import FAST, Parts
 from descheduler.planner.pingpong import (
@@ -57,6 +66,7 @@ def plan(
     attempted: Mapping[str, str] | None = None,
     cache: IndexCache | None = None,
     parts: Parts = FAST,
+    skip_form: SkipForm = DETAILED,
 ) -> Plan:
     """Decide this cycle's evictions. Pure: no I/O, no clock (``now`` is seconds since the epoch).
 
@@ -72,10 +82,16 @@ def plan(
     the plan is the same either way. ``parts`` chooses the implementation of the optimised steps
     (``parts.py``; tests pass ``reference.REFERENCE``).
 
+    ``skip_form``: ``summarised`` reports the filtered pods of a hotspot that stopped for its own reason
+    (cured, a limit, no room left) as one ``SkipSummary`` per (hotspot, code) instead of one ``PodSkip``
+    each; every pod the hotspot's loop examined, and every pod of a hotspot still over with its
+    candidates exhausted, keeps its own ``PodSkip``. The decisions are the same in both forms.
+
     Never refuses a configuration: ``load_config`` has checked it (``compile_settings``).
     """
     index = _index(snapshot, cache)
     cycle = _Cycle(index, after_evictions(usage, already), compile_settings(config), state, now, parts)
+    cycle.skip_form = skip_form
     return cycle.run(already=already, attempted=attempted or {})
 
 
@@ -144,6 +160,8 @@ def pod_usage_nodes(
 
 
 _UNSEEN = Rejection("", "")
+_EXAMPLES = 3
+"""Pods a ``SkipSummary`` names."""
 _NO_SAMPLE = "no usage sample for this pod: what moving it would free is unknown"
 
 
@@ -189,6 +207,8 @@ class _Cycle:
         self.notes: list[str] = []
         self.evictions: list[PlannedEviction] = []
         self.skips: list[PodSkip] = []
+        self.skip_form: SkipForm = DETAILED
+        self.summaries: list[SkipSummary] = []
         self.skipped_nodes: list[NodeReport] = []
         self.views: dict[str, list[NodeView]] = {pool.name: [] for pool in settings.pools}
         self.global_stop = ""
@@ -265,6 +285,8 @@ class _Cycle:
             now=self.now,
             moving=self._moving(),
             backoffs=tuple(sorted(self.cooling.values(), key=lambda b: (b.describe(), b.workload))),
+            skip_summaries=tuple(self.summaries),
+            skip_form=self.skip_form,
         )
 
     def _guard(self, recorded: Sequence[Migration], window: float) -> tuple[Migration, ...]:
@@ -520,13 +542,52 @@ class _Cycle:
         prod: bool,
     ) -> None:
         """Evict from one hotspot, best candidate first, while it is over and the low nodes have room; every
-        candidate passed over gets its reason, and the node its stop reason."""
+        pod passed over gets its reason (the filtered ones possibly summarised), and the node its stop
+        reason."""
         levels = source.prod if prod and source.prod is not None else source.levels
         drain = _Drain(pool, source, levels, destinations, headroom, prod)
-        resources = pool.prod_resources if prod else pool.resources
-        ranking = self.parts.ranking(
-            self._candidates(drain), resources, pool.weights, levels.excess, self._rank_key
+        start = len(self.skips)
+        candidates, refused = self._candidates(drain)
+        self._evict_from(drain, candidates)
+        self._report_refused(drain, start, refused)
+
+    def _report_refused(self, drain: _Drain, start: int, refused: list[PodSkip]) -> None:
+        """The hotspot's filtered pods, in the node's order before the loop's own skips: one ``PodSkip``
+        each, or, in the summarised form on a hotspot that stopped for its own reason (not still over
+        with its candidates exhausted), one ``SkipSummary`` per code."""
+        if not refused:
+            return
+        source = drain.source
+        if self.skip_form == DETAILED or source.stop_code == reasons.STOP_CANDIDATES_EXHAUSTED:
+            self.skips[start:start] = refused
+            return
+        by_code: dict[str, list[PodSkip]] = {}
+        for skip in refused:
+            by_code.setdefault(skip.code, []).append(skip)
+        for code, skips in by_code.items():
+            self.summaries.append(
+                SkipSummary(
+                    node=source.name,
+                    code=code,
+                    count=len(skips),
+                    examples=tuple(s.pod for s in skips[:_EXAMPLES]),
+                    message=skips[0].message,
+                    stop=source.stop_code,
+                    prod=drain.prod,
+                )
+            )
+
+    def _evict_from(self, drain: _Drain, candidates: list[Candidate]) -> None:
+        """The loop over one hotspot's ranked candidates, which ends with the hotspot's stop reason."""
+        pool, source, levels, destinations, prod = (
+            drain.pool,
+            drain.source,
+            drain.levels,
+            drain.destinations,
+            drain.prod,
         )
+        resources = pool.prod_resources if prod else pool.resources
+        ranking = self.parts.ranking(candidates, resources, pool.weights, levels.excess, self._rank_key)
         high = levels.high
         for pod, vector in ranking:
             # ``levels.over_resources()`` inlined: it also answers ``is_over``, once per candidate.
@@ -581,15 +642,17 @@ class _Cycle:
                 f"no longer over after {source.evicted} eviction(s)",
             )
 
-    def _candidates(self, drain: _Drain) -> list[Candidate]:
+    def _candidates(self, drain: _Drain) -> tuple[list[Candidate], list[PodSkip]]:
         """The hotspot's pods that pass the filters and have a fresh usage sample, with their usage over
-        the pool's resources; each other pod is skipped with its reason."""
+        the pool's resources; and a skip with its reason for each other pod (``_report_refused`` reports
+        them once the hotspot's outcome is known)."""
         prod, node = drain.prod, drain.source.name
         candidates: list[Candidate] = []
         # ``_pod_usage`` inlined: this runs for every pod of every hotspot.
         # A pod's verdict is the first one of its uid this cycle; with every uid unique, simply its own.
         verdict = self.filter.check if self.index.unique_uids else self._verdict_by_uid
-        samples, resources, skips = self.usage.pods, drain.pool.resources, self.skips
+        samples, resources = self.usage.pods, drain.pool.resources
+        skips: list[PodSkip] = []
         now, expiration = self.now, self.settings.metric_expiration
         for pod in drain.source.pods:
             if prod and not is_prod(pod):
@@ -607,7 +670,7 @@ class _Cycle:
             candidates.append(
                 (pod, {name: 1 if name == "pods" else int(measured.get(name, 0)) for name in resources})
             )
-        return candidates
+        return candidates, skips
 
     def _out_of_room(self, drain: _Drain) -> bool:
         """Whether the low nodes are full (below their high thresholds, or of pod slots): then the hotspot

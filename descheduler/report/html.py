@@ -89,6 +89,14 @@ class CycleView:
     classes: dict[str, int] = field(default_factory=dict)
     rescheduled: list[tuple[str, str, str]] = field(default_factory=list)
     """``simulate --reschedule``: where the stand-in scheduler re-created each evicted pod."""
+    summaries: list[Mapping[str, Any]] = field(default_factory=list)
+    """The record's ``skipSummaries``: per hotspot and reason, the filtered pods it never needed."""
+
+    @property
+    def left_alone(self) -> int:
+        """Pods left alone: each listed skip, and every pod a summary counts."""
+        listed = sum(len(v) for v in self.skips.values())
+        return listed + sum(int(s.get("count", 0)) for s in self.summaries)
 
 
 def _moves(record: Mapping[str, Any]) -> list[Move]:
@@ -193,6 +201,7 @@ def cycle_view(record: Mapping[str, Any], title: str) -> CycleView:
         ],
         hidden_nodes=hidden,
         classes=classes,
+        summaries=list(record.get("skipSummaries", [])),
     )
 
 
@@ -324,7 +333,7 @@ def _section(view: CycleView, number: int) -> str:
         f"<h2>{_e(view.title)}</h2>",
         f'<p class="summary">{_e(counts)}; {len(view.moves)} eviction(s) planned'
         f"{f', {applied} applied in the after bars' if applied != len(view.moves) else ''}"
-        f"; {sum(len(v) for v in view.skips.values())} pod(s) left alone</p>",
+        f"; {view.left_alone} pod(s) left alone</p>",
     ]
     parts += [f'<p class="note">{_e(n)}</p>' for n in view.notes]
     if view.hidden_nodes:
@@ -363,8 +372,36 @@ def _section(view: CycleView, number: int) -> str:
                 f'<details class="skip" data-code="{_e(code)}" open><summary><code>{_e(code)}</code> '
                 f"({len(items)})</summary>{_table(['pod', 'node', 'message'], rows)}</details>"
             )
+    if view.summaries:
+        rows = [
+            [
+                str(s.get("node", "")),
+                str(s.get("stop", "")),
+                str(s.get("code", "")),
+                str(s.get("count", "")),
+                _examples(s),
+                str(s.get("message", "")),
+            ]
+            for s in view.summaries
+        ]
+        parts.append(
+            "<h3>Pods a filter left alone on hotspots that stopped first, per reason</h3>"
+            + _table(
+                ["node", "stopped", "code", "pods", "for example", "first pod's message"], rows, "summaries"
+            )
+        )
     parts.append("</section>")
     return "".join(parts)
+
+
+def _examples(summary: Mapping[str, Any]) -> str:
+    return summary_examples([str(e) for e in summary.get("examples", [])], int(summary.get("count", 0)))
+
+
+def summary_examples(examples: Sequence[str], count: int) -> str:
+    """The pods a skip summary names, and how many more it stands for (text and HTML say it alike)."""
+    more = count - len(examples)
+    return ", ".join(examples) + (f" and {more} more" if more > 0 else "")
 
 
 STYLE = """

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from descheduler.planner import NodeReport, Plan
 from descheduler.report.html import render_html as html_page
+from descheduler.report.html import summary_examples
 
 
 class Moved(Protocol):
@@ -71,6 +72,9 @@ def cycle_dict(result: CycleResult) -> dict[str, Any]:
     out: dict[str, Any] = {"cycle": result.cycle, "time": _time(result.now), "evictions": body["evictions"]}
     out["nodes"] = body["nodes"]
     out["skips"] = body["skips"]
+    out["skipForm"] = body["skipForm"]
+    if "skipSummaries" in body:
+        out["skipSummaries"] = body["skipSummaries"]
     out["notes"] = body["notes"]
     if result.rescheduled:
         out["rescheduled"] = [
@@ -192,6 +196,17 @@ def render_plan_text(plan: Plan, title: str) -> list[str]:
             [[s.pod, s.node, s.code, s.message] for s in plan.pod_skips],
             "    ",
         )
+    if plan.skip_summaries:
+        lines.append("")
+        lines.append(
+            "  Pods a filter left alone on hotspots that stopped first, by reason (--explain all lists each):"
+        )
+        lines += _table(
+            ["NODE", "STOPPED", "CODE", "PODS", "FOR EXAMPLE", "FIRST POD'S MESSAGE"],
+            [[s.node, s.stop, s.code, str(s.count), summary_examples(s.examples, s.count), s.message]
+             for s in plan.skip_summaries],
+            "    ",
+        )  # fmt: skip
     return lines
 
 

@@ -88,8 +88,8 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
     metrics.quiet_seconds.set(record.quiet_seconds_left)
     for reason in record.journal_failures:
         metrics.journal_write_failures.labels(reason).inc()
-    for skip in record.plan.pod_skips:
-        metrics.pods_skipped.labels(skip.code).inc()
+    for code, count in record.plan.skip_counts().items():  # a summary counts every pod it stands for
+        metrics.pods_skipped.labels(code).inc(count)
     for backoff in record.plan.new_backoffs():
         metrics.ping_pong_backoffs.labels(backoff.kind, backoff.name).inc()
     metrics.ping_pong_backing_off.set(len(record.plan.backoffs))
@@ -118,7 +118,8 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
 
 def audit_lines(record: CycleRecord) -> list[tuple[str, dict[str, Any]]]:
     """The cycle's audit as small log records: one ``audit_cycle`` header, then one ``audit_node`` per node,
-    ``audit_eviction`` per eviction and ``audit_skip`` per pod left alone, each carrying the cycle id.
+    ``audit_eviction`` per eviction, ``audit_skip`` per pod left alone and listed, and ``audit_skip_summary``
+    per hotspot and reason of the summarised form (the header's ``skipForm``), each carrying the cycle id.
 
     One record for the whole cycle would be ~500 bytes per node; container runtimes split lines over
     16 KiB, which breaks log shippers. Joined on ``cycle``, these lines are the whole record."""
@@ -126,18 +127,21 @@ def audit_lines(record: CycleRecord) -> list[tuple[str, dict[str, Any]]]:
     nodes = body.pop("nodes", [])
     evictions = body.pop("evictions", [])
     skips = body.pop("skips", [])
+    summaries = body.pop("skipSummaries", [])
     cycle = record.cycle
     header = {
         "cycle": cycle,
         **{k: v for k, v in body.items() if k != "cycle"},
         "nodeCount": len(nodes),
         "evictionCount": len(evictions),
-        "skipCount": len(skips),
+        "skipCount": len(skips) + sum(int(s["count"]) for s in summaries),
+        "skipSummaryCount": len(summaries),
     }
     lines: list[tuple[str, dict[str, Any]]] = [("audit_cycle", header)]
     lines += [("audit_node", {"cycle": cycle, **node}) for node in nodes]
     lines += [("audit_eviction", {"cycle": cycle, **eviction}) for eviction in evictions]
     lines += [("audit_skip", {"cycle": cycle, **skip}) for skip in skips]
+    lines += [("audit_skip_summary", {"cycle": cycle, **summary}) for summary in summaries]
     return lines
 
 

@@ -19,7 +19,7 @@ import structlog
 
 from descheduler.cluster.types import ClusterSnapshot, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
-from descheduler.planner import Plan, PlannerState, commit, plan, pod_usage_nodes
+from descheduler.planner import SUMMARISED, Plan, PlannerState, commit, plan, pod_usage_nodes
 from descheduler.planner.controls import (
     Budget,
     BudgetState,
@@ -161,7 +161,10 @@ class CycleRunner:
             snapshot = self.edges.cluster.snapshot()
             resolved = self._settle_unknown(snapshot, now)
             usage = self._usage(snapshot, now)
-            decided = plan(snapshot, usage, self.config, self.state, now, cache=self.indexes)
+            # Summarised: a hotspot's filtered pods it never needed are counted, not audited one by one.
+            decided = plan(
+                snapshot, usage, self.config, self.state, now, cache=self.indexes, skip_form=SUMMARISED
+            )
             self._announce(decided)
             acting = self.signals.is_leader() and not self.stopping.is_set()
             steering = self.steering.decide(snapshot, decided, acting)
@@ -359,7 +362,7 @@ class CycleRunner:
             nodes=dict(classes),
             hotspots=classes.get("hotspot", 0),
             evictions=dict(Counter(e.result for e in record.evictions)),
-            skips=dict(Counter(str(s.code) for s in record.plan.pod_skips)),
+            skips=record.plan.skip_counts(),
             usage_errors=len(record.usage_errors),
             duration_seconds=round(record.duration, 3),
             aborted=record.aborted or None,

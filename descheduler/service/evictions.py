@@ -152,6 +152,7 @@ class EvictionPass:
                     already=result.done,
                     attempted=attempted,
                     cache=self.indexes,
+                    skip_form=first.skip_form,
                 )
                 queue = list(result.decided.evictions)
         decided = result.decided

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from descheduler.config.load import ConfigError, load_config
+from descheduler.planner import DETAILED, SUMMARISED
 from descheduler.report.text import render_html, render_json, render_text
 from descheduler.simulate.inputs import InputError, load_cluster, load_usage
 from descheduler.simulate.runner import run
@@ -18,6 +19,8 @@ DESCRIPTION = """\
 Run the LowNodeLoad planner offline over a cluster snapshot and measured usage, cycle after cycle,
 and print what it would evict and why: node classes, anomaly counts, evictions with Koordinator's
 reason text, and every pod left alone with its reason code. Nothing talks to a cluster.
+A hotspot that stopped for its own reason (cured, a limit, no room left) reports its filtered pods as one
+line per reason with a count and a few names; --explain all lists each of them.
 
 CONFIG   the configuration the service reads (DeschedulerConfiguration or a ConfigMap holding it)
 CLUSTER  Kubernetes objects as `kubectl get nodes,pods,pdb,rs,deploy,sts -A -o json` (or -o yaml) prints
@@ -76,7 +79,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             "notice: LowNodeLoad is not enabled in any profile's balance plugins: nothing will move",
             file=sys.stderr,
         )
-    results = run(effective, snapshot, series, args.cycles, reschedule=args.reschedule)
+    form = DETAILED if args.explain == "all" else SUMMARISED
+    results = run(effective, snapshot, series, args.cycles, reschedule=args.reschedule, skip_form=form)
     renderers = {"json": render_json, "html": render_html, "text": render_text}
     output = renderers[args.output](results)
     sys.stdout.write(output)
@@ -121,6 +125,13 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--reschedule",
         action="store_true",
         help="re-create each evicted pod on the least-loaded node that fits, carrying its usage",
+    )
+    parser.add_argument(
+        "--explain",
+        choices=("summary", "all"),
+        default="summary",
+        help="summary (default): the filtered pods of a hotspot that stopped for its own reason as one "
+        "line per reason with a count; all: one line per pod (JSON says which: skipForm)",
     )
     parser.set_defaults(func=cmd_simulate)
     return parser

@@ -23,7 +23,7 @@ from descheduler.cluster.selectors import pod_node_affinity_matches, untolerated
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
 from descheduler.config.providers import usage_window
-from descheduler.planner import Plan, PlannerState, commit, plan
+from descheduler.planner import SUMMARISED, Plan, PlannerState, SkipForm, commit, plan
 from descheduler.planner.estimate import window_share
 from descheduler.planner.index import IndexCache
 from descheduler.planner.parts import FAST, Parts
@@ -241,9 +241,11 @@ def run(
     reschedule: bool = False,
     *,
     parts: Parts = FAST,
+    skip_form: SkipForm = SUMMARISED,
 ) -> list[CycleResult]:
     """Run ``cycles`` planner cycles; every planned eviction is assumed to succeed. ``parts``: the
-    planner's implementation (tests replay with ``reference.REFERENCE``)."""
+    planner's implementation (tests replay with ``reference.REFERENCE``); ``skip_form``: how the pods a
+    hotspot never needed are reported (``--explain all`` asks for ``detailed``)."""
     interval = config.config.descheduling_interval
     window = usage_window(config.config.metrics_providers)
     start = start_time(snapshot, interval, window)
@@ -257,7 +259,9 @@ def run(
     for cycle in range(1, cycles + 1):
         now = start + (cycle - 1) * interval
         usage = usage_for_cycle(series, world, cycle, now)
-        result = plan(world.snapshot, usage, config, state, now, cache=indexes, parts=parts)
+        result = plan(
+            world.snapshot, usage, config, state, now, cache=indexes, parts=parts, skip_form=skip_form
+        )
         state = commit(result.state, result.evictions, now)
         moves: list[Rescheduled] = []
         placed: list[Pod] = []

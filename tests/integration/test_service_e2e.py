@@ -365,7 +365,9 @@ def test_every_dry_run_cycle_writes_small_audit_records_per_node_eviction_and_sk
     last_cycle = audits[-1]["cycle"]
     nodes = {n["node"]: n for n in dry.proc.events("audit_node") if n["cycle"] == last_cycle}
     skips = [s for s in dry.proc.events("audit_skip") if s["cycle"] == last_cycle]
-    assert len(skips) == audits[-1]["skipCount"]
+    counted = [s for s in dry.proc.events("audit_skip_summary") if s["cycle"] == last_cycle]
+    assert audits[-1]["skipForm"] == "summarised" and audits[-1]["skipSummaryCount"] == len(counted)
+    assert len(skips) + sum(s["count"] for s in counted) == audits[-1]["skipCount"]
     assert max(len(line.encode()) for line in dry.proc.log_lines()) < 16 * 1024
     assert set(nodes) == {"dry-hot", "dry-cool-1", "dry-cool-2"}
     hot = nodes["dry-hot"]
@@ -373,7 +375,7 @@ def test_every_dry_run_cycle_writes_small_audit_records_per_node_eviction_and_sk
     cpu = next(r for r in hot["resources"] if r["resource"] == "cpu")
     assert (cpu["lowPercent"], cpu["highPercent"], cpu["over"]) == (40.0, 70.0, True)
     assert {n["class"] for name, n in nodes.items() if name != "dry-hot"} == {"low"}
-    skipped = {s["pod"]: s["code"] for s in skips}
+    skipped = {s["pod"]: s["code"] for s in skips} | {p: s["code"] for s in counted for p in s["examples"]}
     assert skipped["kube-system/agent-dry"] in ("filtered-daemonset", "filtered-namespace")
 
 

@@ -197,3 +197,19 @@ def test_simulate_html_shows_exactly_the_evictions_and_nodes_of_simulate_json(
         codes = re.findall(r'<details class="skip" data-code="([^"]+)"', section)
         assert sorted(codes) == sorted({s["code"] for s in cycle["skips"]})
     assert sum(len(c["evictions"]) for c in document["cycles"]) == 4
+
+
+def test_summarised_pods_are_counted_and_shown_per_hotspot_and_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = json.loads(_simulate(tmp_path, "json", capsys))
+    cycle = next(c for c in document["cycles"] if c.get("skipSummaries"))
+    view = cycle_view(cycle, "t")
+    counted = sum(s["count"] for s in cycle["skipSummaries"])
+    assert counted > 0
+    assert view.left_alone == len(cycle["skips"]) + counted
+    page = render_html([cycle], ["t"], "title")
+    assert f"; {view.left_alone} pod(s) left alone</p>" in page
+    table = page.split('<table class="summaries">')[1].split("</table>")[0]
+    rows = re.findall(r"<tr><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td><td>(\d+)</td>", table)
+    assert rows == [(s["node"], s["stop"], s["code"], str(s["count"])) for s in cycle["skipSummaries"]]

@@ -74,22 +74,49 @@ def test_the_bundled_example_is_a_few_hundred_pods_on_a_realistic_cluster() -> N
     assert {"Deployment", "StatefulSet", "DaemonSet", "PodDisruptionBudget", "ReplicaSet"} <= set(kinds)
 
 
-def test_json_output_carries_node_classes_usage_and_skips_beside_the_contract() -> None:
-    done = simulate(*scenario_args(SEED, 5, "json"))
+DAEMONSET_SKIP = {
+    "pod": "monitoring/node-exporter-0",
+    "node": "cn-beijing.10.0.0.53",
+    "code": "filtered-daemonset",
+    "message": "owned by DaemonSet node-exporter: it runs on every node",
+    "pass": "load",
+}
+
+
+@pytest.mark.parametrize(
+    ("explain", "form", "skips", "summaries"),
+    [
+        # The hotspot is cured by its one eviction: its DaemonSet pod is counted, not listed...
+        (
+            [],
+            "summarised",
+            [],
+            [
+                {
+                    **{k: v for k, v in DAEMONSET_SKIP.items() if k != "pod"},
+                    "count": 1,
+                    "examples": ["monitoring/node-exporter-0"],
+                    "stop": "no-longer-over",
+                }
+            ],
+        ),
+        # ...unless every pod is asked for.
+        (["--explain", "all"], "detailed", [DAEMONSET_SKIP], None),
+    ],
+    ids=["summary", "all"],
+)
+def test_json_output_carries_node_classes_usage_and_skips_beside_the_contract(
+    explain: list[str], form: str, skips: list[dict[str, Any]], summaries: list[dict[str, Any]] | None
+) -> None:
+    done = simulate(*scenario_args(SEED, 5, "json"), *explain)
     cycle = json.loads(done.stdout)["cycles"][4]
     assert cycle["time"] == "2026-01-01T00:09:00Z"  # one 5m metrics window after the pods, then 4 intervals
     hot = next(n for n in cycle["nodes"] if n["node"] == "cn-beijing.10.0.0.53")
     assert (hot["class"], hot["anomalyCount"]) == ("hotspot", 5)
     assert cycle["evictions"][0]["destination"] == "cn-beijing.10.0.0.215"
-    assert cycle["skips"] == [
-        {
-            "pod": "monitoring/node-exporter-0",
-            "node": "cn-beijing.10.0.0.53",
-            "code": "filtered-daemonset",
-            "message": "owned by DaemonSet node-exporter: it runs on every node",
-            "pass": "load",
-        }
-    ]
+    assert cycle["skipForm"] == form
+    assert cycle["skips"] == skips
+    assert cycle.get("skipSummaries") == summaries
 
 
 def test_text_output_has_a_node_table_evictions_and_skips_per_cycle() -> None:
