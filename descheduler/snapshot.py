@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 from msgspec import Struct
 
-from descheduler.cluster.fastparse import FAST_KINDS
+from descheduler.cluster.fastparse import FAST_KINDS, exact_item
 from descheduler.cluster.parse import ObjectError, parse_node, parse_pod
 from descheduler.cluster.types import Node, Pod, UsageSample
 from descheduler.kube.api import KubeApi
@@ -145,12 +145,7 @@ def write_cluster(api: KubeApi, path: Path, page_size: int = PAGE_SIZE, *, colle
 def _keep(written: Written, kind: str, raw: bytes, struct: Any, interner: Interner) -> None:
     """Add a node or pod to ``written`` as the live cache would parse it: the fast converter, else (an
     object it does not reproduce exactly) ``parse.py``, whose refusal becomes one of ``problems``."""
-    value: Node | Pod | None = None
-    if struct is not None:
-        try:
-            value = FAST_KINDS[kind].convert(struct, interner)
-        except Exception:  # Unhandled, or a value parse.py rejects with its own message
-            value = None
+    value: Node | Pod | None = FAST_KINDS[kind].try_convert(struct, interner) if struct is not None else None
     if value is None:
         try:
             obj = json.loads(raw)
@@ -160,7 +155,7 @@ def _keep(written: Written, kind: str, raw: bytes, struct: Any, interner: Intern
         if not isinstance(obj, dict):
             written.problems.append(f"{kind}: an item that is not a JSON object")
             return
-        obj.setdefault("kind", kind)
+        obj = exact_item(obj, kind)
         try:
             value = parse_node(obj) if kind == "Node" else parse_pod(obj)
         except ObjectError as exc:

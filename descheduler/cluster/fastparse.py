@@ -499,6 +499,15 @@ class FastKind:
             return None
         return event.type, event.object
 
+    def try_convert(self, struct: Any, sharer: Sharer) -> Any | None:
+        """The converted object, or None: the exact path (``parse.py`` on the item's JSON) must see it, for
+        a shape the converter does not reproduce (``Unhandled``) or a value ``parse.py`` rejects with its
+        own message. The live cache and ``descheduler snapshot`` fall back alike."""
+        try:
+            return self.convert(struct, sharer)
+        except Exception:  # Unhandled, or a quantity or time parse.py rejects with its own message
+            return None
+
 
 FAST_KINDS: dict[str, FastKind] = {
     "Pod": FastKind("Pod", _Pod, convert_pod),
@@ -509,6 +518,13 @@ FAST_KINDS: dict[str, FastKind] = {
     },
 }
 """Kinds decoded by the fast path; the others (PDBs, namespaces: few and small) use ``parse.py`` alone."""
+
+
+def exact_item(item: Any, kind: str) -> Any:
+    """A list's item as the exact parser reads it: list items may lack ``kind``, the list names it."""
+    if isinstance(item, dict):
+        item.setdefault("kind", kind)
+    return item
 
 
 def key_of(obj: Any, namespaced: bool) -> str | None:

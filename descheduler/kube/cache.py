@@ -39,7 +39,7 @@ from typing import Any, TypeVar, cast
 
 import structlog
 
-from descheduler.cluster.fastparse import FAST_KINDS, FastKind, key_of, resource_version_of
+from descheduler.cluster.fastparse import FAST_KINDS, FastKind, exact_item, key_of, resource_version_of
 from descheduler.cluster.parse import (
     ObjectError,
     parse_namespace,
@@ -421,9 +421,7 @@ class _Reflector:
         if not isinstance(page, Mapping) or not isinstance(page.get("items"), list):
             raise KubeError(f"list {self.spec.path}: answer has no items list")
         for obj in page["items"]:
-            if isinstance(obj, dict):
-                obj.setdefault("kind", self.spec.kind)
-            self._store(obj, items, errors, bad_nodes)
+            self._store(exact_item(obj, self.spec.kind), items, errors, bad_nodes)
         meta = page.get("metadata") or {}
         return meta.get("continue") or None, str(meta.get("resourceVersion") or "")
 
@@ -444,10 +442,7 @@ class _Reflector:
             if value is None:
                 if raw is None:
                     raw = decode_json("GET", self.spec.path, body)["items"]
-                item = raw[i]
-                if isinstance(item, dict):
-                    item.setdefault("kind", self.spec.kind)
-                self._store(item, items, errors, bad_nodes)
+                self._store(exact_item(raw[i], self.spec.kind), items, errors, bad_nodes)
                 continue
             key, parsed = value
             items[key] = parsed
@@ -463,11 +458,11 @@ class _Reflector:
         key = key_of(obj, self.spec.namespaced)
         if key is None:
             return None
-        try:
-            return key, self.fast.convert(obj, self.interner)
-        except Exception:  # Unhandled, or a quantity or time parse.py rejects with its own message
+        value = self.fast.try_convert(obj, self.interner)
+        if value is None:
             self.stats["fallbacks"] += 1
             return None
+        return key, value
 
     # -- watch ------------------------------------------------------------------------------------------
     def _watch(self) -> int:

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from descheduler.cluster.fastparse import FAST_KINDS
+from descheduler.cluster.fastparse import FAST_KINDS, exact_item
 from descheduler.cluster.parse import ObjectError, parse_node, parse_pod, parse_workload
 from descheduler.kube.cache import RESOURCES, Backoff, Interner, _Reflector
 
@@ -45,9 +45,7 @@ class Rejected:
 
 def exact(kind: str, obj: Any) -> Any:
     """``parse.py`` on the object as ``json.loads`` gives it, with the kind a LIST item gets."""
-    decoded = json.loads(json.dumps(obj))
-    if isinstance(decoded, dict):
-        decoded.setdefault("kind", kind)
+    decoded = exact_item(json.loads(json.dumps(obj)), kind)
     try:
         return PARSERS[kind](decoded)
     except (ObjectError, ValueError, TypeError, AttributeError) as exc:
@@ -62,10 +60,8 @@ def fast_from_page(kind: str, obj: Any) -> Any:
         return DECLINED
     items, token, version = decoded
     assert (len(items), token, version) == (1, "", "7")
-    try:
-        return fast.convert(items[0], Interner())
-    except Exception:
-        return DECLINED
+    value = fast.try_convert(items[0], Interner())
+    return DECLINED if value is None else value
 
 
 def fast_from_event(kind: str, obj: Any) -> Any:
@@ -74,10 +70,8 @@ def fast_from_event(kind: str, obj: Any) -> Any:
     if decoded is None:
         return DECLINED
     assert decoded[0] == "MODIFIED"
-    try:
-        return fast.convert(decoded[1], Interner())
-    except Exception:
-        return DECLINED
+    value = fast.try_convert(decoded[1], Interner())
+    return DECLINED if value is None else value
 
 
 def agree(kind: str, obj: Any) -> bool:
