@@ -160,6 +160,8 @@ def pod_usage_nodes(
 
 
 _UNSEEN = Rejection("", "")
+_Refused = tuple[Pod, str, str]
+"""A pod the filters (or a missing usage sample) keep from being a candidate: the pod, the code, why."""
 _EXAMPLES = 3
 """Pods a ``SkipSummary`` names."""
 _NO_SAMPLE = "no usage sample for this pod: what moving it would free is unknown"
@@ -551,31 +553,25 @@ class _Cycle:
         self._evict_from(drain, candidates)
         self._report_refused(drain, start, refused)
 
-    def _report_refused(self, drain: _Drain, start: int, refused: list[PodSkip]) -> None:
+    def _report_refused(self, drain: _Drain, start: int, refused: list[_Refused]) -> None:
         """The hotspot's filtered pods, in the node's order before the loop's own skips: one ``PodSkip``
         each, or, in the summarised form on a hotspot that stopped for its own reason (not still over
         with its candidates exhausted), one ``SkipSummary`` per code."""
         if not refused:
             return
-        source = drain.source
-        if self.skip_form == DETAILED or source.stop_code == reasons.STOP_CANDIDATES_EXHAUSTED:
-            self.skips[start:start] = refused
+        source, prod = drain.source, drain.prod
+        node, stop = source.name, source.stop_code
+        if self.skip_form == DETAILED or stop == reasons.STOP_CANDIDATES_EXHAUSTED:
+            # Positional (in field order), as the reports: thousands a cycle in the stress shapes.
+            self.skips[start:start] = [PodSkip(pod.key, node, code, why, prod) for pod, code, why in refused]
             return
-        by_code: dict[str, list[PodSkip]] = {}
-        for skip in refused:
-            by_code.setdefault(skip.code, []).append(skip)
-        for code, skips in by_code.items():
-            self.summaries.append(
-                SkipSummary(
-                    node=source.name,
-                    code=code,
-                    count=len(skips),
-                    examples=tuple(s.pod for s in skips[:_EXAMPLES]),
-                    message=skips[0].message,
-                    stop=source.stop_code,
-                    prod=drain.prod,
-                )
-            )
+        by_code: dict[str, list[_Refused]] = {}
+        for item in refused:
+            by_code.setdefault(item[1], []).append(item)
+        for code, group in by_code.items():
+            examples = tuple(pod.key for pod, _, _ in group[:_EXAMPLES])
+            # node, code, count, examples, message, stop, prod
+            self.summaries.append(SkipSummary(node, code, len(group), examples, group[0][2], stop, prod))
 
     def _evict_from(self, drain: _Drain, candidates: list[Candidate]) -> None:
         """The loop over one hotspot's ranked candidates, which ends with the hotspot's stop reason."""
@@ -642,29 +638,29 @@ class _Cycle:
                 f"no longer over after {source.evicted} eviction(s)",
             )
 
-    def _candidates(self, drain: _Drain) -> tuple[list[Candidate], list[PodSkip]]:
+    def _candidates(self, drain: _Drain) -> tuple[list[Candidate], list[_Refused]]:
         """The hotspot's pods that pass the filters and have a fresh usage sample, with their usage over
-        the pool's resources; and a skip with its reason for each other pod (``_report_refused`` reports
-        them once the hotspot's outcome is known)."""
-        prod, node = drain.prod, drain.source.name
+        the pool's resources; and each other pod with its reason (``_report_refused`` reports them once the
+        hotspot's outcome is known)."""
+        prod = drain.prod
         candidates: list[Candidate] = []
         # ``_pod_usage`` inlined: this runs for every pod of every hotspot.
         # A pod's verdict is the first one of its uid this cycle; with every uid unique, simply its own.
         verdict = self.filter.check if self.index.unique_uids else self._verdict_by_uid
         samples, resources = self.usage.pods, drain.pool.resources
-        skips: list[PodSkip] = []
+        skips: list[_Refused] = []
         now, expiration = self.now, self.settings.metric_expiration
         for pod in drain.source.pods:
             if prod and not is_prod(pod):
                 continue
             rejected = verdict(pod)
             if rejected is not None:
-                skips.append(PodSkip(pod.key, node, rejected.code, rejected.message, prod))
+                skips.append((pod, rejected.code, rejected.message))
                 continue
             sample = samples.get(f"{pod.namespace}/{pod.name}")  # pod.key, without the property call
             if sample is None or now - sample.timestamp > expiration:
                 _, problem = self._pod_usage(pod, resources)
-                skips.append(PodSkip(pod.key, node, reasons.NO_POD_USAGE, problem, prod))
+                skips.append((pod, reasons.NO_POD_USAGE, problem))
                 continue
             measured = sample.resources
             candidates.append(
