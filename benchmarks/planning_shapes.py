@@ -16,6 +16,11 @@ usually takes each one. The hard cases have many candidates and many low nodes t
   ``kube-system`` takes what the node's own pods leave), so no pod fits anywhere by requests although the
   low nodes have usage room: every candidate is rejected by every low node unless the search is bounded.
 
+Plans are made in the form the service makes them (``summarised``: a hotspot that stopped for its own reason
+counts its filtered pods per reason; ``--explain all`` lists each). Besides the time, each row gives the
+plan's skip entries (``PodSkip`` plus ``SkipSummary``) and the bytes of the audit a dry-run cycle would log
+for it (its ``audit_lines`` as JSON lines, every planned eviction passing the server-side dry-run).
+
 The cluster is parsed in this process (no API server: planning is pure). Each size and shape is planned
 ``--runs`` times on the same snapshot and usage (median; ``first`` is the first run alone, which also
 builds the ``ClusterIndex`` the others reuse, as a cycle reuses it after the usage fetch). A separate,
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import math
 import os
 import pickle
@@ -41,9 +47,11 @@ from benchmarks import synth
 from benchmarks.common import median, quiet_logs, summary_line, verdict
 from descheduler.cluster.parse import build_snapshot
 from descheduler.cluster.types import ClusterSnapshot, Pod, UsageSnapshot
-from descheduler.planner import PlannerState, plan, pod_usage_nodes
+from descheduler.planner import DETAILED, SUMMARISED, Plan, PlannerState, SkipForm, plan, pod_usage_nodes
 from descheduler.planner.fit import DestinationSet
 from descheduler.planner.index import IndexCache
+from descheduler.service.audit import audit_lines
+from descheduler.service.records import CycleRecord, EvictionRecord
 
 PLAN_TARGETS_S = {5000: 0.5, 10000: 1.2}
 """Targets in every shape (issue 15): under 0.5 s at 5,000 nodes, under 1.2 s at 10,000."""
@@ -158,6 +166,16 @@ def fetched_usage(
     return UsageSnapshot(nodes=usage.nodes, pods=pods, node_errors=usage.node_errors)
 
 
+def audit_bytes(result: Plan) -> int:
+    """The bytes of a dry-run cycle's audit of ``result`` (one JSON line per record, as the service logs
+    them without its timestamp and level), every planned eviction passing the server-side dry-run."""
+    passed = tuple(EvictionRecord.of(e, "would-evict", "dry-run eviction passed") for e in result.evictions)
+    record = CycleRecord(
+        cycle=1, started=synth.NOW, duration=0.5, dry_run=True, plan=result, evictions=passed
+    )
+    return sum(len(json.dumps({"event": event, **fields})) + 1 for event, fields in audit_lines(record))
+
+
 def measure(
     nodes: int,
     pods_per_node: int,
@@ -166,6 +184,7 @@ def measure(
     runs: int,
     cache: Path | None = None,
     fetched: bool = False,
+    skip_form: SkipForm = SUMMARISED,
 ) -> dict[str, Any]:
     snapshot, usage = built(nodes, pods_per_node, shape, seed, cache)
     config = synth.effective_config()
@@ -177,7 +196,7 @@ def measure(
     for _ in range(runs):
         gc.collect()
         started = time.process_time()
-        result = plan(snapshot, usage, config, PlannerState(), synth.NOW, cache=indexes)
+        result = plan(snapshot, usage, config, PlannerState(), synth.NOW, cache=indexes, skip_form=skip_form)
         times.append(time.process_time() - started)
     assert result is not None
     with counting_checks() as checks:
@@ -185,7 +204,7 @@ def measure(
     classes: dict[str, int] = {}
     for report in result.node_reports:
         classes[report.node_class] = classes.get(report.node_class, 0) + 1
-    no_destination = sum(1 for s in result.pod_skips if s.code == "no-destination")
+    no_destination = result.skip_counts().get("no-destination", 0)
     return {
         "nodes": nodes,
         "pods": len(snapshot.pods),
@@ -195,6 +214,8 @@ def measure(
         "plan_max": max(times),
         "evictions": len(result.evictions),
         "no_destination": no_destination,
+        "skip_entries": len(result.pod_skips) + len(result.skip_summaries),
+        "audit_bytes": audit_bytes(result),
         "checks": checks[0],
         "classes": classes,
     }
@@ -209,6 +230,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--cache", type=Path, help="directory of built clusters (pickles) to reuse")
     parser.add_argument("--build-only", action="store_true", help="fill --cache, measure nothing")
+    parser.add_argument(
+        "--explain",
+        choices=("summary", "all"),
+        default="summary",
+        help="the plans' skip form: summary (the service's, default) or all (one skip per pod)",
+    )
     parser.add_argument(
         "--fetched",
         action="store_true",
@@ -225,13 +252,15 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"planning_shapes: sizes {sizes}, shapes {shapes}, {args.pods_per_node} pods/node, "
         f"usage: {'as a cycle fetches it' if args.fetched else 'every pod'}, "
-        f"{args.runs} runs each (process CPU, median); load average {os.getloadavg()[0]:.2f}"
+        f"{args.runs} runs each (process CPU, median), skips: {args.explain}; "
+        f"load average {os.getloadavg()[0]:.2f}"
     )
     if args.build_only:
         for shape in shapes:
             for nodes in sizes:
                 built(nodes, args.pods_per_node, shape, args.seed, args.cache)
         return
+    form = DETAILED if args.explain == "all" else SUMMARISED
     figures: dict[str, str] = {}
     targets = {nodes: limit for nodes, limit in PLAN_TARGETS_S.items() if nodes in sizes}
     met = True
@@ -240,14 +269,17 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\n== {shape} ==")
         print(
             f"  {'nodes':>6} {'pods':>7} {'plan s':>8} {'first s':>8} {'evictions':>9} {'no-dest':>8} "
-            f"{'checks':>10}  classes"
+            f"{'skips':>7} {'audit kB':>9} {'checks':>10}  classes"
         )
         for nodes in sizes:
-            row = measure(nodes, args.pods_per_node, shape, args.seed, args.runs, args.cache, args.fetched)
+            row = measure(
+                nodes, args.pods_per_node, shape, args.seed, args.runs, args.cache, args.fetched, form
+            )
             rows.append(row)
             print(
                 f"  {nodes:>6} {row['pods']:>7} {row['plan']:>8.3f} {row['plan_first']:>8.3f} "
-                f"{row['evictions']:>9} {row['no_destination']:>8} {row['checks']:>10}  {row['classes']}",
+                f"{row['evictions']:>9} {row['no_destination']:>8} {row['skip_entries']:>7} "
+                f"{row['audit_bytes'] / 1000:>9.0f} {row['checks']:>10}  {row['classes']}",
                 flush=True,
             )
             figures[f"{shape.replace('-', '_')}_{nodes}"] = f"{row['plan']:.3f}s"
