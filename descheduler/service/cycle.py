@@ -19,7 +19,7 @@ import structlog
 
 from descheduler.cluster.types import ClusterSnapshot, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
-from descheduler.planner import SUMMARISED, Plan, PlannerState, commit, plan, pod_usage_nodes
+from descheduler.planner import SUMMARISED, Plan, PlannerState, SkipForm, commit, plan, pod_usage_nodes
 from descheduler.planner.controls import (
     Budget,
     BudgetState,
@@ -56,6 +56,9 @@ class CycleRunner:
     ) -> None:
         self.config = config
         self.edges = edges
+        self.skip_form: SkipForm = SUMMARISED
+        """How plans report the filtered pods of hotspots that stopped first: counted per reason (what the
+        audit logs every cycle), or listed one by one (``once --explain all``)."""
         self.clocks = clocks or Clocks()
         self.signals = signals or Signals()
         timing = timing or Timing()
@@ -161,9 +164,8 @@ class CycleRunner:
             snapshot = self.edges.cluster.snapshot()
             resolved = self._settle_unknown(snapshot, now)
             usage = self._usage(snapshot, now)
-            # Summarised: a hotspot's filtered pods it never needed are counted, not audited one by one.
             decided = plan(
-                snapshot, usage, self.config, self.state, now, cache=self.indexes, skip_form=SUMMARISED
+                snapshot, usage, self.config, self.state, now, cache=self.indexes, skip_form=self.skip_form
             )
             self._announce(decided)
             acting = self.signals.is_leader() and not self.stopping.is_set()

@@ -6,7 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from descheduler.cluster.types import Pod
+from descheduler.planner import DETAILED, SUMMARISED, SkipForm
 from descheduler.service.cycle import CycleRunner
 from tests.unit.builders import NOW, World, cpu, cycle_runner, settings
 from tests.unit.fakes import Cluster, Outcome, Usage
@@ -128,3 +131,37 @@ def test_a_replan_after_a_refusal_still_counts_the_cycles_earlier_evictions_agai
     evicted = [e.pod for e in record.evictions if e.result == "evicted"]
     assert len(evictor.calls) == 3, "the refused pod is replaced by one other"
     assert len(evicted) == 2, "maxNoOfPodsToEvictPerNode is 2 for the whole cycle"
+
+
+@pytest.mark.parametrize("form", [SUMMARISED, DETAILED])
+def test_a_re_plan_after_a_refusal_reports_skips_in_the_runners_form(form: SkipForm) -> None:
+    """The cycle's plan and its re-plan after the refusal both use the runner's form; the DaemonSet pod of
+    the hotspot, cured by ``api-1`` in the re-plan (6.5 - 3 = 3.5 cores, under 50 %; a ``web`` pod covers the
+    1.5-core excess best, so one is tried first), is counted in a summary or listed, never both, never lost."""
+    world = World()
+    world.node("hot", cpu="10", usage=cpu("6500m"))
+    world.node("cool", cpu="10", usage=cpu("1"))
+    world.node("cool-2", cpu="10", usage=cpu("1"))
+    world.deployment("web", replicas=6).deployment("api", replicas=6)
+    world.pdb("web-pdb", app="web", allowed=1)
+    world.pod("web-1", on="hot", owner="web", usage=cpu("1500m"))
+    world.pod("web-2", on="hot", owner="web", usage=cpu("1500m"))
+    world.pod("api-1", on="hot", owner="api", usage=cpu("3"))
+    world.pod("agent", on="hot", owner="agent", owner_kind="DaemonSet", usage=cpu("100m"))
+    clock = [NOW]
+    run = runner(world, RefusingEvictor("web"), clock)
+    run.skip_form = form
+    record = cycle_at(run, clock, 0)
+    assert [(e.pod, e.result) for e in record.evictions] == [
+        ("default/web-2", "refused-by-pdb"),
+        ("default/api-1", "evicted"),
+    ]
+    assert record.plan.skip_form == form
+    assert {r.node: r.stop_code for r in record.plan.node_reports}["hot"] == "no-longer-over"
+    listed = [s.code for s in record.plan.pod_skips if s.pod == "default/agent"]
+    counted = [(s.code, s.count) for s in record.plan.skip_summaries if "default/agent" in s.examples]
+    if form == SUMMARISED:
+        assert (listed, counted) == ([], [("filtered-daemonset", 1)])
+    else:
+        assert (listed, counted) == (["filtered-daemonset"], [])
+    assert record.plan.skip_counts()["filtered-daemonset"] == 1
