@@ -137,7 +137,8 @@ def test_a_replan_after_a_refusal_still_counts_the_cycles_earlier_evictions_agai
 def test_a_re_plan_after_a_refusal_reports_skips_in_the_runners_form(form: SkipForm) -> None:
     """The cycle's plan and its re-plan after the refusal both use the runner's form; the DaemonSet pod of
     the hotspot, cured by ``api-1`` in the re-plan (6.5 - 3 = 3.5 cores, under 50 %; a ``web`` pod covers the
-    1.5-core excess best, so one is tried first), is counted in a summary or listed, never both, never lost."""
+    1.5-core excess best, so one is tried first), is counted in a summary or listed: never both, never
+    lost."""
     world = World()
     world.node("hot", cpu="10", usage=cpu("6500m"))
     world.node("cool", cpu="10", usage=cpu("1"))
