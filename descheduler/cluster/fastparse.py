@@ -34,6 +34,7 @@ from descheduler.cluster.parse import (
     RAW_ALLOCATABLE_ANNOTATION,
     pause_value,
     resource_value,
+    rollout_of,
     timestamp_seconds,
 )
 from descheduler.cluster.requests import pod_requests
@@ -98,6 +99,7 @@ class _Meta(_S):
     namespace: str | None = None
     uid: str | None = None
     resource_version: str | None = None
+    generation: Any = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
     owner_references: list[_OwnerReference] | None = None
@@ -221,12 +223,25 @@ class _Node(_S):
 # -- workloads ------------------------------------------------------------------------------------------
 class _WorkloadSpec(_S):
     replicas: int = 1
+    strategy: Any = None
+    paused: Any = None
+
+
+class _WorkloadStatus(_S):
+    """The rollout status of a Deployment (``parse.rollout_of`` reads it; other kinds ignore it)."""
+
+    observed_generation: Any = None
+    replicas: Any = None
+    updated_replicas: Any = None
+    ready_replicas: Any = None
+    available_replicas: Any = None
 
 
 class _Workload(_S):
     kind: Any = UNSET
     metadata: _Meta | None = None
     spec: _WorkloadSpec | None = None
+    status: _WorkloadStatus | None = None
 
 
 # -- lists and events -----------------------------------------------------------------------------------
@@ -455,6 +470,17 @@ def workload_converter(default_kind: str) -> Callable[[_Workload, Sharer], Workl
         if not 0 <= replicas <= INT32_MAX:
             raise Unhandled("spec.replicas")
         raw_namespace = meta.namespace or ""
+        rollout = None
+        if kind == "Deployment":
+            spec = obj.spec
+            status = obj.status
+            rollout = rollout_of(
+                spec.strategy if spec is not None else None,
+                spec.paused if spec is not None else None,
+                meta.generation,
+                _status_dict(status) if status is not None else None,
+                meta.resource_version,
+            )
         return Workload(
             kind=kind,
             namespace=raw_namespace or "default",
@@ -463,9 +489,21 @@ def workload_converter(default_kind: str) -> Callable[[_Workload, Sharer], Workl
             replicas=replicas,
             owner=_owner(meta, sharer),
             pause=pause_value(meta.annotations),
+            rollout=rollout,
         )
 
     return convert
+
+
+def _status_dict(status: _WorkloadStatus) -> dict[str, Any]:
+    """The status fields ``rollout_of`` reads, as the dict ``parse.py`` would hand it (absent: None)."""
+    return {
+        "observedGeneration": status.observed_generation,
+        "replicas": status.replicas,
+        "updatedReplicas": status.updated_replicas,
+        "readyReplicas": status.ready_replicas,
+        "availableReplicas": status.available_replicas,
+    }
 
 
 class FastKind:

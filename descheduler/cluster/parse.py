@@ -43,6 +43,7 @@ from descheduler.cluster.types import (
     OwnerRef,
     Pod,
     PodDisruptionBudget,
+    Rollout,
     Taint,
     Toleration,
     Workload,
@@ -511,14 +512,107 @@ def parse_workload(obj: Obj) -> Workload:
         raise ObjectError(
             f"{_describe(obj)}: spec.replicas must be a non-negative integer (int32), got {show(replicas)}"
         )
+    kind = str(obj.get("kind"))
+    rollout = None
+    if kind == "Deployment":
+        rollout = rollout_of(
+            spec.get("strategy"),
+            spec.get("paused"),
+            meta.get("generation"),
+            obj.get("status"),
+            meta.get("resourceVersion"),
+        )
     return Workload(
-        kind=str(obj.get("kind")),
+        kind=kind,
         namespace=namespace or "default",
         name=name,
         uid=str(meta.get("uid") or f"{obj.get('kind')}/{namespace}/{name}"),
         replicas=replicas,
         owner=_owner(obj, meta),
         pause=pause_value(_str_map(obj, meta.get("annotations"), "metadata.annotations")),
+        rollout=rollout,
+    )
+
+
+_PERCENT = re.compile(r"^[0-9]{1,10}%$")
+DEFAULT_ROLLING = "25%"
+"""Kubernetes' default maxSurge and maxUnavailable."""
+
+
+def _int_or_percent(value: Any, field: str) -> tuple[int | str, str]:
+    """An IntOrString as Kubernetes accepts it (a non-negative int32, or digits and ``%``), else a problem."""
+    if value is None:
+        return DEFAULT_ROLLING, ""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT32_MAX:
+        return value, ""
+    if isinstance(value, str) and _PERCENT.match(value):
+        return value, ""
+    return DEFAULT_ROLLING, f"{field} must be a non-negative integer or a percent, got {show(value)}"
+
+
+def _count(value: Any, field: str, limit: int = INT32_MAX) -> tuple[int, str]:
+    if value is None:
+        return 0, ""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= limit:
+        return value, ""
+    return 0, f"{field} must be a non-negative integer, got {show(value)}"
+
+
+def rollout_of(strategy: Any, paused: Any, generation: Any, status: Any, resource_version: Any) -> Rollout:
+    """A Deployment's ``Rollout`` from its raw fields (both parsers call this, so they agree). Never
+    raises: a field it cannot read is named in ``problem`` and the Deployment is never restarted."""
+    problems: list[str] = []
+    kind = "RollingUpdate"
+    surge: int | str = DEFAULT_ROLLING
+    unavailable: int | str = DEFAULT_ROLLING
+    if strategy is not None and not isinstance(strategy, Mapping):
+        problems.append(f"spec.strategy must be an object, got {show(strategy)}")
+    elif strategy is not None:
+        given = strategy.get("type")
+        if given is not None and given not in ("RollingUpdate", "Recreate"):
+            problems.append(f"spec.strategy.type must be RollingUpdate or Recreate, got {show(given)}")
+        elif given is not None:
+            kind = given
+        rolling = strategy.get("rollingUpdate")
+        if rolling is not None and not isinstance(rolling, Mapping):
+            problems.append(f"spec.strategy.rollingUpdate must be an object, got {show(rolling)}")
+        elif rolling is not None:
+            surge, problem = _int_or_percent(rolling.get("maxSurge"), "spec.strategy.rollingUpdate.maxSurge")
+            problems.append(problem)
+            unavailable, problem = _int_or_percent(
+                rolling.get("maxUnavailable"), "spec.strategy.rollingUpdate.maxUnavailable"
+            )
+            problems.append(problem)
+    if paused is not None and not isinstance(paused, bool):
+        problems.append(f"spec.paused must be a boolean, got {show(paused)}")
+    generation_value, problem = _count(generation, "metadata.generation", 2**63 - 1)
+    problems.append(problem)
+    counts: dict[str, int] = {}
+    if status is not None and not isinstance(status, Mapping):
+        problems.append(f"status must be an object, got {show(status)}")
+    elif status is not None:
+        for key, limit in (
+            ("observedGeneration", 2**63 - 1),
+            ("replicas", INT32_MAX),
+            ("updatedReplicas", INT32_MAX),
+            ("readyReplicas", INT32_MAX),
+            ("availableReplicas", INT32_MAX),
+        ):
+            counts[key], problem = _count(status.get(key), f"status.{key}", limit)
+            problems.append(problem)
+    return Rollout(
+        strategy=kind,
+        max_surge=surge,
+        max_unavailable=unavailable,
+        paused=paused is True,
+        generation=generation_value,
+        observed_generation=counts.get("observedGeneration", 0),
+        replicas=counts.get("replicas", 0),
+        updated_replicas=counts.get("updatedReplicas", 0),
+        ready_replicas=counts.get("readyReplicas", 0),
+        available_replicas=counts.get("availableReplicas", 0),
+        resource_version=resource_version if isinstance(resource_version, str) else "",
+        problem="; ".join(p for p in problems if p),
     )
 
 

@@ -137,6 +137,29 @@ class PodDisruptionBudget:
 
 
 @dataclass(frozen=True, slots=True)
+class Rollout:
+    """A Deployment's update strategy and rollout status, as given (``spec.strategy``, ``spec.paused``,
+    ``metadata.generation``, ``status``): whether a rollout restart would surge a new pod before it
+    removes the old one (``planner/surge.py`` decides). ``problem`` names a field that could not be read
+    (the Deployment is then never restarted, its other uses are unaffected)."""
+
+    strategy: str = "RollingUpdate"
+    max_surge: int | str = "25%"
+    max_unavailable: int | str = "25%"
+    paused: bool = False
+    generation: int = 0
+    observed_generation: int = 0
+    replicas: int = 0
+    """``status.replicas``: pods of every ReplicaSet of the Deployment."""
+    updated_replicas: int = 0
+    ready_replicas: int = 0
+    available_replicas: int = 0
+    resource_version: str = field(default="", compare=False)
+    """Not compared: a status heartbeat alone does not make it another rollout."""
+    problem: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Workload:
     """A controller that owns pods; ``replicas`` is its expected replica count."""
 
@@ -148,6 +171,8 @@ class Workload:
     owner: OwnerRef | None = None
     pause: str = ""
     """The pause annotation's value when it pauses evictions of this workload's pods, else ""."""
+    rollout: Rollout | None = None
+    """Deployments only: what a rollout restart would do (``surgeSingleReplica``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -144,6 +144,9 @@ class MigrationControllerArgs(StrictModel):
         default=None, alias="maxUnavailablePerWorkload"
     )
     skip_check_expected_replicas: bool = Field(default=False, alias="skipCheckExpectedReplicas")
+    surge_single_replica: bool = Field(default=False, alias="surgeSingleReplica")
+    """Ours: a single-replica Deployment's pod on a hotspot is moved by a rollout restart, only when the
+    rollout creates the new pod before it stops the old one (``planner/surge.py``); off: never moved."""
     object_limiters: dict[str, ObjectLimiter] = Field(
         default_factory=lambda: {"workload": ObjectLimiter()}, alias="objectLimiters"
     )
@@ -199,6 +202,15 @@ class MigrationControllerArgs(StrictModel):
         problem = window_overlap(self.eviction_windows or [])
         if problem is not None:
             raise problem
+        return self
+
+    @model_validator(mode="after")
+    def _surge_needs_protection(self) -> MigrationControllerArgs:
+        if self.surge_single_replica and self.skip_check_expected_replicas:
+            raise ValueError(
+                "surgeSingleReplica cannot be combined with skipCheckExpectedReplicas: true (that evicts "
+                "single-replica pods outright, so no restart would ever be chosen)"
+            )
         return self
 
     @field_validator("default_delete_options")

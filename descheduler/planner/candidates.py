@@ -21,6 +21,7 @@ from descheduler.planner.index import ClusterIndex, WorkloadRef
 from descheduler.planner.limits import workload_max
 from descheduler.planner.order import EVICTION_COST, INT32_MAX, annotation_int32
 from descheduler.planner.settings import Settings
+from descheduler.planner.surge import surge_refusal
 
 EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
@@ -144,8 +145,10 @@ class PodFilter:
         if pod.is_static:
             return Rejection(reasons.FILTERED_STATIC, "static pod (managed by the kubelet)")
         if pod.owner is not None and pod.owner.kind == "DaemonSet":
+            surge = "; surgeSingleReplica restarts Deployments only" if s.surge_single_replica else ""
             return Rejection(
-                reasons.FILTERED_DAEMONSET, f"owned by DaemonSet {pod.owner.name}: it runs on every node"
+                reasons.FILTERED_DAEMONSET,
+                f"owned by DaemonSet {pod.owner.name}: it runs on every node{surge}",
             )
         annotations = pod.annotations
         for key, value in s.opt_outs.items():
@@ -182,8 +185,10 @@ class PodFilter:
         if pod.owner is None:
             failed_ok = s.evict_failed_bare_pods and pod.phase == "Failed"
             if not (s.evict_all_bare_pods or failed_ok):
+                surge = "; surgeSingleReplica restarts Deployments only" if s.surge_single_replica else ""
                 return Rejection(
-                    reasons.FILTERED_BARE, "bare pod (no controller would recreate it); see evictAllBarePods"
+                    reasons.FILTERED_BARE,
+                    f"bare pod (no controller would recreate it); see evictAllBarePods{surge}",
                 )
         if not s.evict_system_critical_pods:
             if pod.priority is not None and pod.priority >= SYSTEM_CRITICAL_PRIORITY:
@@ -227,6 +232,18 @@ class PodFilter:
             )
         return None
 
+    def restarts(self, pod: Pod, workload: WorkloadRef | None) -> bool:
+        """Whether a candidate moves by a rollout restart (``surge.py``) rather than an eviction: the
+        single-replica Deployment case that ``surgeSingleReplica`` lets through (not the evict
+        annotation's consent, which evicts)."""
+        return (
+            self.settings.surge_single_replica
+            and workload is not None
+            and workload.kind == "Deployment"
+            and workload.replicas == 1
+            and pod.annotations.get(EVICT_ANNOTATION) is None
+        )
+
     def _check_workload(self, workload: WorkloadRef) -> Rejection | None:
         s = self.settings
         if workload.pause:
@@ -246,6 +263,8 @@ class PodFilter:
             return None
         replicas = workload.replicas or 0
         if replicas == 1:
+            if s.surge_single_replica:
+                return _surge_rejection(workload)
             return Rejection(
                 reasons.REPLICAS_ONE,
                 f"{workload.describe()} expects 1 replica: evicting it is an outage; "
@@ -267,3 +286,21 @@ class PodFilter:
                 "to go at once; see skipCheckExpectedReplicas",
             )
         return None
+
+
+def _surge_rejection(workload: WorkloadRef) -> Rejection | None:
+    """A single-replica workload under ``surgeSingleReplica``: None when a rollout restart surges first,
+    else why it stays (the other kinds stay protected, with a reason that says why)."""
+    if workload.kind != "Deployment":
+        why = (
+            "a StatefulSet's rolling update deletes its pod before it creates the new one"
+            if workload.kind == "StatefulSet"
+            else "only a Deployment's rollout can create the new pod first"
+        )
+        return Rejection(
+            reasons.REPLICAS_ONE,
+            f"{workload.describe()} expects 1 replica: evicting it is an outage, and surgeSingleReplica "
+            f"restarts Deployments only ({why})",
+        )
+    refused = surge_refusal(f"{workload.namespace}/{workload.name}", workload.rollout, 1)
+    return None if refused is None else Rejection(*refused)

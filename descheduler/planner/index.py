@@ -12,7 +12,7 @@ from itertools import compress, count, islice
 from operator import attrgetter, is_not
 from typing import Any
 
-from descheduler.cluster.types import ClusterSnapshot, Node, Pod, Workload
+from descheduler.cluster.types import ClusterSnapshot, Node, Pod, Rollout, Workload
 
 _CREATED = attrgetter("created")
 
@@ -38,6 +38,8 @@ class WorkloadRef:
     """Expected replicas; None when the controller is not in the snapshot (or of a kind we cannot read)."""
     pause: str = ""
     """Why the workload is paused (its pause annotation, or its ReplicaSet's), "" when it is not."""
+    rollout: Rollout | None = None
+    """A Deployment's strategy and rollout status (None: not a Deployment, or not in the snapshot)."""
 
     @property
     def known(self) -> bool:
@@ -368,8 +370,14 @@ class ClusterIndex:
             # A ReplicaSet's spec.replicas follows its Deployment's; use it when the Deployment is absent.
             replicas = deployment.replicas if deployment is not None else workload.replicas
             pause = (deployment.pause if deployment is not None else "") or workload.pause
-            return WorkloadRef("Deployment", namespace, parent.name, parent_identity, replicas, pause)
-        return WorkloadRef(kind, namespace, name, workload.uid or identity, workload.replicas, workload.pause)
+            rollout = deployment.rollout if deployment is not None else None
+            return WorkloadRef(
+                "Deployment", namespace, parent.name, parent_identity, replicas, pause=pause, rollout=rollout
+            )
+        uid = workload.uid or identity
+        return WorkloadRef(
+            kind, namespace, name, uid, workload.replicas, pause=workload.pause, rollout=workload.rollout
+        )
 
     def unavailable_pods(self, identity: str) -> set[str]:
         """Keys of the workload's pods that are not running and ready (terminating ones included).

@@ -11,6 +11,11 @@ from descheduler.planner import reasons
 from descheduler.planner.pingpong import Backoff
 from descheduler.planner.state import PlannerState
 
+# How a planned move is made: an eviction, or a rollout restart of a single-replica Deployment that surges
+# first (``surgeSingleReplica``, ``surge.py``).
+EVICT = "evict"
+RESTART = "restart"
+
 # Node classes, from coolest to hottest.
 LOW = "low"
 NORMAL = "normal"
@@ -164,9 +169,13 @@ class PlannedEviction:
     pool: str = ""
     prod: bool = False
     """True when decided by the prod pass (``prodHighThresholds``)."""
+    action: str = EVICT
+    """``evict``, or ``restart``: a rollout restart of the pod's Deployment (``workload_name``), whose new
+    pod is created before this one stops; counted against every limit exactly as an eviction."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "action": self.action,
             "pod": self.pod.key,
             "node": self.node,
             "reason": self.reason,

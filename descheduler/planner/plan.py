@@ -34,6 +34,8 @@ from descheduler.planner.index import ClusterIndex, IndexCache, WorkloadRef
 from descheduler.planner.limits import GLOBAL, NODE, LimitHit, LimitTracker
 from descheduler.planner.model import (
     DETAILED,
+    EVICT,
+    RESTART,
     SKIPPED,
     NodeReport,
     Plan,
@@ -53,6 +55,7 @@ from descheduler.planner.pingpong import (
 )
 from descheduler.planner.settings import PoolSettings, Settings, compile_settings
 from descheduler.planner.state import AnomalyCount, Migration, PlannerState
+from descheduler.planner.surge import recent_restart
 
 
 def plan(
@@ -613,6 +616,12 @@ class _Cycle:
             if backoff is not None:
                 self._skip(pod, source.name, reasons.PING_PONG_BACKOFF, backoff.message(), prod)
                 continue
+            restart = self.filter.restarts(pod, workload)
+            if restart and workload is not None:
+                recent = self._restarting(workload)
+                if recent:
+                    self._skip(pod, source.name, reasons.SURGE_RESTARTING, recent, prod)
+                    continue
             hit = self.limits.check(pod, source.name, workload) or self.pdbs.check(pod)
             if hit is not None:
                 self._skip(pod, source.name, hit.code, hit.message, prod)
@@ -623,7 +632,7 @@ class _Cycle:
             if destination is None:
                 self._skip(pod, source.name, reasons.NO_DESTINATION, why, prod)
                 continue
-            self._evict(drain, pod, vector, prod_vector, workload, destination)
+            self._evict(drain, pod, vector, prod_vector, workload, destination, RESTART if restart else EVICT)
             # The excess shrank: the pod that now best covers what is left may be another one.
             ranking.rerank()
         if levels.is_over():
@@ -696,6 +705,7 @@ class _Cycle:
         prod_vector: dict[str, int] | None,
         workload: WorkloadRef | None,
         destination: NodeView,
+        action: str = EVICT,
     ) -> None:
         """Plan the pod's eviction and account for it: limits, budgets, the destination's room, the
         hotspot's usage and the pool's headroom."""
@@ -715,6 +725,7 @@ class _Cycle:
                 workload_name=workload.name if workload is not None else "",
                 pool=drain.pool.name,
                 prod=prod,
+                action=action,
             )
         )
         self.limits.record(pod, source.name, workload)
@@ -744,6 +755,27 @@ class _Cycle:
             else:
                 out[name] = int(sample.resources.get(name, 0)) if sample is not None else 0
         return out
+
+    def _restarting(self, workload: WorkloadRef) -> str:
+        """Why a restart of ``workload`` would overlap one of ours (``surge.recent_restart``), or ``""``:
+        one this cycle, or a recorded one in flight or inside the objectLimiters window."""
+        if any(e.workload == workload.identity for e in self.evictions):
+            return f"{workload.describe()} is being restarted by this cycle already"
+        limit = self.settings.object_limit
+        window = limit.duration if limit is not None else 0.0
+        found = recent_restart(
+            self.state.migrations,
+            workload.identity,
+            window,
+            self.now,
+            lambda m: self.index.pod_exists(m.uid, m.pod),
+        )
+        if found is None:
+            return ""
+        return (
+            f"{workload.describe()} was moved by us at {found.started:.0f} (pod {found.pod}) and that move "
+            f"is in flight or inside the objectLimiters window ({window:g}s): restarts never overlap"
+        )
 
     def _limit_stops(self, source: NodeView, hit: LimitHit) -> bool:
         if hit.scope == NODE:

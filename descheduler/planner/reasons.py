@@ -44,6 +44,19 @@ OPTED_OUT = "opted-out"
 PAUSED = "paused"
 """Its namespace, node, workload or the pod itself carries our pause annotation; the message says which."""
 
+# --- why a single-replica Deployment's pod is not restarted (``surgeSingleReplica``, ``surge.py``) ------
+SURGE_UNKNOWN = "surge-unknown"
+"""The Deployment is not in the snapshot, or a field of its strategy or status cannot be read."""
+SURGE_RECREATE = "surge-recreate"
+SURGE_NO_SURGE = "surge-no-surge"
+"""Its effective maxSurge is 0: the new pod would not be created first."""
+SURGE_UNAVAILABLE = "surge-max-unavailable"
+"""Its effective maxUnavailable is at least 1: the old pod may stop before the new one is ready."""
+SURGE_PAUSED = "surge-paused"
+SURGE_ROLLING_OUT = "surge-rollout-in-progress"
+SURGE_RESTARTING = "surge-restarting"
+"""We restarted it recently: in flight or within the objectLimiters window."""
+
 # --- why a pod that could move stays: limits, budgets, destinations ----------------------------------
 FREES_NOTHING = "frees-nothing"
 """Its usage is 0 on every resource the node is over on: moving it would not cool the node at all."""

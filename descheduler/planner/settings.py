@@ -144,6 +144,9 @@ class Settings:
         return max(window, self.budget.period if self.budget is not None else 0.0)
     ping_pong: PingPong | None = None
     """The ping-pong guard (``pingpong.py``); None: off."""
+    surge_single_replica: bool = False
+    """``surgeSingleReplica``: a single-replica Deployment's pod moves by a rollout restart that surges
+    first (``surge.py``) instead of being left alone."""
 
 
 def convert_selector(config: LabelSelectorConfig) -> LabelSelector:
@@ -333,7 +336,21 @@ def compile_settings(config: EffectiveConfig) -> Settings:
         usage_window=usage_window(cfg.metrics_providers),
         budget=compile_budget(mc),
         ping_pong=ping_pong_settings(config),
+        surge_single_replica=mc.surge_single_replica,
     )
+
+
+def surge_warnings(config: EffectiveConfig) -> list[str]:
+    """A restarted pod is placed by the scheduler like any new pod: without the hotspot taint nothing
+    steers it off the node it left, so the restart may cure nothing."""
+    args = config.low_node_load
+    if not config.migration.surge_single_replica or args is None or args.hotspot_taint.enabled:
+        return []
+    return [
+        "MigrationControllerArgs.surgeSingleReplica is on and LowNodeLoadArgs.hotspotTaint is off: the "
+        "scheduler places a restarted pod by its requests alone, so it may land back on the hotspot it "
+        "left (turn hotspotTaint on to steer it away)"
+    ]
 
 
 def loop_warnings(config: EffectiveConfig) -> list[str]:
@@ -344,10 +361,11 @@ def loop_warnings(config: EffectiveConfig) -> list[str]:
     window ago. The planner corrects for its own evictions (``estimate.py``); anything else that moved
     pods (a rollout, another descheduler, a restart that lost the record) is still in the sample.
 
-    Also credentials sent over plain ``http://`` (``credential_warnings``): ``validate`` prints these
-    warnings, ``run`` and ``once`` log them at start.
+    Also credentials sent over plain ``http://`` (``credential_warnings``) and ``surgeSingleReplica``
+    without ``hotspotTaint`` (``surge_warnings``): ``validate`` prints these warnings, ``run`` and ``once``
+    log them at start.
     """
-    credentials = credential_warnings(config.config.metrics_providers)
+    credentials = credential_warnings(config.config.metrics_providers) + surge_warnings(config)
     args = config.low_node_load
     if args is None:
         return credentials

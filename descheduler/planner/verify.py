@@ -13,7 +13,9 @@ the eviction still holds:
 - every rule that reads those objects passes again on the server's copies (``verify-refused``): the pod's
   own filters, the single-replica and scaling-to-zero protections, ``maxMigratingPerWorkload``,
   ``maxUnavailablePerWorkload`` and the per-workload window, counting this cycle's earlier evictions;
-- a read that failed or timed out never lets an eviction through (``verify-unreadable``).
+- a read that failed or timed out never lets an eviction through (``verify-unreadable``);
+- a restart (``surgeSingleReplica``) is checked the same way, its Deployment's strategy and rollout status
+  read fresh from the server (the pod filter's surge rules), and never overlaps one of ours.
 
 Pure: the shell (``kube/verify.py``) does the reads; the same rules run in dry-run, so an audit shows what
 a live run would do.
@@ -29,9 +31,10 @@ from descheduler.planner import reasons
 from descheduler.planner.candidates import PodFilter
 from descheduler.planner.index import ClusterIndex, WorkloadRef
 from descheduler.planner.limits import LimitTracker
-from descheduler.planner.model import PlannedEviction
+from descheduler.planner.model import RESTART, PlannedEviction
 from descheduler.planner.settings import Settings
 from descheduler.planner.state import PlannerState
+from descheduler.planner.surge import recent_restart
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +111,17 @@ def recheck(
             f"{verdict.message})",
             ("pods",),
         )
+    if planned.action == RESTART and fresh is not None:
+        window = settings.object_limit.duration if settings.object_limit is not None else 0.0
+        exists = {p.uid for p in view.pods}
+        earlier_same = any(e.workload == fresh.identity for e in earlier)
+        found = recent_restart(state.migrations, fresh.identity, window, now, lambda m: m.uid in exists)
+        if earlier_same or found is not None:
+            return Disagreement(
+                reasons.VERIFY_REFUSED,
+                f"not sent: {fresh.describe()} was moved by us recently ({reasons.SURGE_RESTARTING}): "
+                "restarts never overlap",
+            )
     tracker = LimitTracker(settings, index, state.migrations, now)
     for done in earlier:
         tracker.record(

@@ -167,13 +167,47 @@ class World:
 
     # --- workloads --------------------------------------------------------------------------------
 
-    def deployment(self, name: str, replicas: int, namespace: str = "default") -> World:
-        """A Deployment and its ReplicaSet (named ``<name>-rs``); pods use ``owner=name``."""
-        dep_meta = {"name": name, "namespace": namespace, "uid": _uid("Deployment", namespace, name)}
-        spec = {"replicas": replicas, "selector": {"matchLabels": {"app": name}}}
-        self.objects.append(
-            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": dep_meta, "spec": spec}
-        )
+    def deployment(
+        self,
+        name: str,
+        replicas: int,
+        namespace: str = "default",
+        *,
+        strategy: Mapping[str, Any] | None = None,
+        paused: bool | None = None,
+        rolled_out: bool = False,
+        status: Mapping[str, Any] | None = None,
+    ) -> World:
+        """A Deployment and its ReplicaSet (named ``<name>-rs``); pods use ``owner=name``.
+
+        ``strategy`` is its ``spec.strategy`` (unset: Kubernetes' default, RollingUpdate 25%/25%);
+        ``rolled_out`` gives it the status of a complete rollout (generation 1 observed, every replica
+        updated and ready), ``status`` a status of its own; without either it has no status."""
+        dep_meta: Obj = {"name": name, "namespace": namespace, "uid": _uid("Deployment", namespace, name)}
+        spec: Obj = {"replicas": replicas, "selector": {"matchLabels": {"app": name}}}
+        deployment_spec = dict(spec)
+        if strategy is not None:
+            deployment_spec["strategy"] = dict(strategy)
+        if paused is not None:
+            deployment_spec["paused"] = paused
+        obj: Obj = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": dep_meta,
+            "spec": deployment_spec,
+        }
+        if rolled_out:
+            dep_meta["generation"] = 1
+            obj["status"] = {
+                "observedGeneration": 1,
+                "replicas": replicas,
+                "updatedReplicas": replicas,
+                "readyReplicas": replicas,
+                "availableReplicas": replicas,
+            }
+        if status is not None:
+            obj["status"] = dict(status)
+        self.objects.append(obj)
         rs_meta = {
             "name": f"{name}-rs",
             "namespace": namespace,

@@ -392,6 +392,35 @@ def replica_set() -> Obj:
     }
 
 
+def deployment() -> Obj:
+    """A single-replica Deployment mid-life, with every field a surge-first restart reads."""
+    return {
+        "metadata": {
+            "name": "web",
+            "namespace": "shop",
+            "uid": "d-uid",
+            "generation": 4,
+            "resourceVersion": "9071",
+            "managedFields": copy.deepcopy(MANAGED_FIELDS),
+        },
+        "spec": {
+            "replicas": 1,
+            "paused": False,
+            "selector": {"matchLabels": {"app": "web"}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": "0%"}},
+            "template": real_pod(),
+        },
+        "status": {
+            "observedGeneration": 4,
+            "replicas": 1,
+            "updatedReplicas": 1,
+            "readyReplicas": 1,
+            "availableReplicas": 1,
+            "conditions": [{"type": "Available", "status": "True"}],
+        },
+    }
+
+
 REALISTIC: list[tuple[str, str, Callable[[], Obj], bool]] = [
     ("a running pod with a sidecar, overhead and affinity", "Pod", real_pod, True),
     ("a pod being resized in place", "Pod", resized_pod, True),
@@ -403,6 +432,7 @@ REALISTIC: list[tuple[str, str, Callable[[], Obj], bool]] = [
     ("a cordoned, tainted node", "Node", real_node, True),
     ("a node with Koordinator's raw-allocatable (left to parse.py)", "Node", raw_allocatable_node, False),
     ("a ReplicaSet owned by a Deployment", "ReplicaSet", replica_set, True),
+    ("a single-replica Deployment that surges", "Deployment", deployment, True),
 ]
 
 
@@ -570,6 +600,37 @@ ODD: list[tuple[str, str, Callable[[], Obj], Callable[[Obj], None]]] = [
         put(("metadata", "annotations"), {"karpenter.sh/do-not-disrupt": "true", "other": "x"}),
     ),
     ("a ReplicaSet that says it is a Deployment", "ReplicaSet", replica_set, put(("kind",), "Deployment")),
+    ("a Recreate Deployment", "Deployment", deployment, put(("spec", "strategy"), {"type": "Recreate"})),
+    ("a Deployment without a strategy", "Deployment", deployment, drop(("spec", "strategy"))),
+    ("a Deployment without a status", "Deployment", deployment, drop(("status",))),
+    ("a Deployment whose status is a string", "Deployment", deployment, put(("status",), "up")),
+    ("a Deployment whose strategy is a list", "Deployment", deployment, put(("spec", "strategy"), [])),
+    (
+        "a Deployment with maxSurge '1' (not a percent)",
+        "Deployment",
+        deployment,
+        put(("spec", "strategy", "rollingUpdate", "maxSurge"), "1"),
+    ),
+    (
+        "a Deployment with a negative maxUnavailable",
+        "Deployment",
+        deployment,
+        put(("spec", "strategy", "rollingUpdate", "maxUnavailable"), -1),
+    ),
+    ("a Deployment paused as a string", "Deployment", deployment, put(("spec", "paused"), "true")),
+    ("a Deployment with a float generation", "Deployment", deployment, put(("metadata", "generation"), 4.0)),
+    (
+        "a Deployment with null updatedReplicas",
+        "Deployment",
+        deployment,
+        put(("status", "updatedReplicas"), None),
+    ),
+    (
+        "a Deployment with an unknown strategy",
+        "Deployment",
+        deployment,
+        put(("spec", "strategy", "type"), "X"),
+    ),
 ]
 
 
@@ -646,6 +707,14 @@ KEYS = st.sampled_from(
         "allocatedResources",
         "matchExpressions",
         "matchFields",
+        "strategy",
+        "rollingUpdate",
+        "maxSurge",
+        "maxUnavailable",
+        "paused",
+        "generation",
+        "observedGeneration",
+        "updatedReplicas",
         "x",
     ]
 )

@@ -1,0 +1,251 @@
+"""Surge-first moves (``surgeSingleReplica``): a single-replica Deployment's pod on a hotspot is moved by a
+rollout restart only when the rollout creates the new pod before it stops the old one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from descheduler.cluster.parse import rollout_of
+from descheduler.cluster.types import Rollout
+from descheduler.config.load import ConfigError
+from descheduler.planner import commit, reasons
+from descheduler.planner.model import EVICT, RESTART, Plan
+from descheduler.planner.settings import loop_warnings
+from descheduler.planner.surge import fenceposts, scaled
+from tests.unit.builders import NOW, World, cpu, settings, skip_codes
+
+SURGE = {"surgeSingleReplica": True}
+ROLLING = "RollingUpdate"
+
+
+def rolling(surge: int | str, unavailable: int | str) -> dict[str, Any]:
+    return {"type": ROLLING, "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable}}
+
+
+def hotspot(**deployment: Any) -> World:
+    """A hot node whose load is one single-replica Deployment's pod, a cool node to take it."""
+    world = World().node("hot", usage=cpu("9")).node("cool", usage=cpu("1"))
+    world.deployment("web", 1, **deployment)
+    return world.pod("web-1", on="hot", owner="web", usage=cpu("3"))
+
+
+def fate(result: Plan) -> str:
+    """``restart``/``evict`` for the planned move of default/web-1, else its skip code."""
+    for planned in result.evictions:
+        if planned.pod.key == "default/web-1":
+            return planned.action
+    return skip_codes(result).get("default/web-1", "untouched")
+
+
+# -- Kubernetes' rounding -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("surge", "unavailable", "replicas", "expected"),
+    [
+        ("25%", "25%", 1, (1, 0)),  # the default: surge rounds up, unavailable down
+        ("1%", "99%", 1, (1, 0)),
+        ("0%", "0%", 1, (0, 1)),  # both 0: the controller makes maxUnavailable 1
+        (0, "25%", 1, (0, 1)),
+        (1, 0, 1, (1, 0)),
+        (2, 0, 1, (2, 0)),
+        ("100%", "100%", 1, (1, 1)),
+        ("50%", "50%", 3, (2, 1)),
+        ("34%", "33%", 3, (2, 0)),
+    ],
+)
+def test_fenceposts_round_as_the_deployment_controller_does(
+    surge: int | str, unavailable: int | str, replicas: int, expected: tuple[int, int]
+) -> None:
+    rollout = Rollout(max_surge=surge, max_unavailable=unavailable)
+    assert fenceposts(rollout, replicas) == expected
+
+
+def test_a_percent_is_scaled_in_integers_without_float_error() -> None:
+    # 7% of 100 is 7 exactly in both directions; float arithmetic would ceil 7.000000000000001 to 8.
+    assert scaled("7%", 100, round_up=True) == 7
+    assert scaled("7%", 100, round_up=False) == 7
+    assert scaled("29%", 100, round_up=True) == 29
+
+
+# -- the rule -------------------------------------------------------------------------------------------
+
+COMPLETE = {"rolled_out": True}
+
+
+@pytest.mark.parametrize(
+    ("deployment", "expected"),
+    [
+        ({**COMPLETE}, RESTART),  # Kubernetes' default strategy surges one pod for one replica
+        ({**COMPLETE, "strategy": rolling(1, 0)}, RESTART),
+        ({**COMPLETE, "strategy": rolling("100%", "0%")}, RESTART),
+        ({**COMPLETE, "strategy": {"type": "Recreate"}}, reasons.SURGE_RECREATE),
+        ({**COMPLETE, "strategy": rolling(0, 1)}, reasons.SURGE_NO_SURGE),
+        ({**COMPLETE, "strategy": rolling("0%", "0%")}, reasons.SURGE_NO_SURGE),
+        ({**COMPLETE, "strategy": rolling(1, 1)}, reasons.SURGE_UNAVAILABLE),
+        ({**COMPLETE, "strategy": rolling(1, "100%")}, reasons.SURGE_UNAVAILABLE),
+        ({**COMPLETE, "strategy": rolling("1", 0)}, reasons.SURGE_UNKNOWN),  # not a percent: unreadable
+        ({**COMPLETE, "paused": True}, reasons.SURGE_PAUSED),
+        ({}, reasons.SURGE_ROLLING_OUT),  # no status: never observed
+        (
+            {"status": {"observedGeneration": 1, "replicas": 2, "updatedReplicas": 1, "readyReplicas": 2}},
+            reasons.SURGE_ROLLING_OUT,
+        ),
+        (
+            {
+                **COMPLETE,
+                "status": {"observedGeneration": 0, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1},
+            },
+            reasons.SURGE_ROLLING_OUT,
+        ),
+        (
+            {"status": {"observedGeneration": 0, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 0}},
+            reasons.SURGE_ROLLING_OUT,
+        ),
+    ],
+)
+def test_a_single_replica_deployment_is_restarted_only_when_it_surges_first(
+    deployment: dict[str, Any], expected: str
+) -> None:
+    world = hotspot(**deployment)
+    assert fate(world.plan(settings(migration=SURGE))) == expected
+    # Off (the default), the pod stays protected whatever its strategy.
+    assert fate(world.plan(settings())) == reasons.REPLICAS_ONE
+
+
+def test_each_skip_message_names_the_condition_and_the_numbers() -> None:
+    messages = {
+        code: next(s.message for s in hotspot(**spec).plan(settings(migration=SURGE)).pod_skips)
+        for code, spec in (
+            ("surge", {**COMPLETE, "strategy": rolling(0, 1)}),
+            ("unavailable", {**COMPLETE, "strategy": rolling(1, "100%")}),
+        )
+    }
+    assert "maxSurge 0 resolves to 0" in messages["surge"]
+    assert "maxUnavailable 100% resolves to 1" in messages["unavailable"]
+    assert "Deployment default/web expects 1 replica" in messages["surge"]
+
+
+def test_restart_moves_and_reserves_like_an_eviction() -> None:
+    result = hotspot(**COMPLETE).plan(settings(migration=SURGE))
+    (planned,) = result.evictions
+    assert (planned.action, planned.destination, planned.workload_kind, planned.workload_name) == (
+        RESTART,
+        "cool",
+        "Deployment",
+        "web",
+    )
+    assert planned.reason.startswith("node is overutilized, node cpu usage(")
+    assert planned.to_dict()["action"] == RESTART
+
+
+@pytest.mark.parametrize(
+    ("owner", "owner_kind", "code", "said"),
+    [
+        ("db", "StatefulSet", reasons.REPLICAS_ONE, "rolling update deletes its pod before"),
+        (None, "ReplicaSet", reasons.FILTERED_BARE, "restarts Deployments only"),
+        ("agent", "DaemonSet", reasons.FILTERED_DAEMONSET, "restarts Deployments only"),
+    ],
+)
+def test_statefulsets_bare_pods_and_daemonsets_stay_protected_and_say_so(
+    owner: str | None, owner_kind: str, code: str, said: str
+) -> None:
+    world = World().node("hot", usage=cpu("9")).node("cool", usage=cpu("1")).statefulset("db", 1)
+    world.pod("web-1", on="hot", owner=owner, owner_kind=owner_kind, usage=cpu("3"))
+    result = world.plan(settings(migration=SURGE))
+    assert fate(result) == code
+    assert said in result.pod_skips[0].message
+
+
+def test_a_multi_replica_deployment_is_still_evicted() -> None:
+    world = World().node("hot", usage=cpu("9")).node("cool", usage=cpu("1"))
+    world.deployment("web", 4, rolled_out=True)
+    world.pod("web-1", on="hot", owner="web", usage=cpu("3"))
+    assert fate(world.plan(settings(migration=SURGE))) == EVICT
+
+
+def test_the_evict_annotation_still_means_evict() -> None:
+    world = (
+        World().node("hot", usage=cpu("9")).node("cool", usage=cpu("1")).deployment("web", 1, rolled_out=True)
+    )
+    world.pod(
+        "web-1",
+        on="hot",
+        owner="web",
+        usage=cpu("3"),
+        annotations={"descheduler.alpha.kubernetes.io/evict": "1"},
+    )
+    assert fate(world.plan(settings(migration=SURGE))) == EVICT
+
+
+# -- restarts never overlap ------------------------------------------------------------------------------
+
+
+def test_a_second_restart_waits_for_the_first_to_leave_the_window() -> None:
+    """After a restart the old pod is gone and a new one of the same Deployment runs on the hotspot again
+    (it landed back): within the objectLimiters window it is not restarted again."""
+    world = hotspot(**COMPLETE)
+    config = settings(migration={**SURGE, "objectLimiters": {"workload": {"duration": "5m"}}})
+    first = world.plan(config)
+    assert fate(first) == RESTART
+    state = commit(first.state, first.evictions, NOW)
+    world.remove_pod("web-1").pod("web-2", on="hot", owner="web", usage=cpu("3"))
+    again = world.plan(config, state, NOW + 60)
+    assert skip_codes(again)["default/web-2"] == reasons.SURGE_RESTARTING
+    later = world.plan(config, state, NOW + 301)
+    assert [e.pod.key for e in later.evictions] == ["default/web-2"]
+
+
+def test_a_restart_in_flight_blocks_another_even_without_an_object_limiter() -> None:
+    world = hotspot(**COMPLETE)
+    config = settings(migration={**SURGE, "objectLimiters": {}, "maxMigratingPerWorkload": 0})
+    first = world.plan(config)
+    state = commit(first.state, first.evictions, NOW)
+    # The old pod is still there (the new one is starting): in flight.
+    assert fate(world.plan(config, state, NOW + 600)) == reasons.SURGE_RESTARTING
+
+
+def test_two_pods_of_one_deployment_are_never_restarted_in_one_cycle() -> None:
+    world = World().node("hot", usage=cpu("9.9")).node("cool", usage=cpu("0"))
+    world.deployment("web", 1, rolled_out=True)
+    world.pod("web-1", on="hot", owner="web", usage=cpu("3"))
+    world.pod("web-2", on="hot", owner="web", usage=cpu("3"))
+    config = settings(migration={**SURGE, "objectLimiters": {}, "maxMigratingPerWorkload": 0})
+    result = world.plan(config)
+    assert [e.action for e in result.evictions] == [RESTART]
+    assert reasons.SURGE_RESTARTING in skip_codes(result).values()
+
+
+# -- configuration ---------------------------------------------------------------------------------------
+
+
+def test_surge_with_skip_check_expected_replicas_is_refused() -> None:
+    with pytest.raises(ConfigError, match="surgeSingleReplica cannot be combined"):
+        settings(migration={**SURGE, "skipCheckExpectedReplicas": True})
+
+
+def test_surge_must_be_a_boolean() -> None:
+    with pytest.raises(ConfigError, match="surgeSingleReplica"):
+        settings(migration={"surgeSingleReplica": "yes please"})
+
+
+@pytest.mark.parametrize(("taint", "warned"), [(False, True), (True, False)])
+def test_surge_without_the_hotspot_taint_warns_that_a_pod_may_land_back(taint: bool, warned: bool) -> None:
+    config = settings(migration=SURGE, args={"hotspotTaint": {"enabled": taint}})
+    assert any("may land back" in w for w in loop_warnings(config)) is warned
+    assert not any("may land back" in w for w in loop_warnings(settings()))
+
+
+# -- parsing ----------------------------------------------------------------------------------------------
+
+
+def test_rollout_fields_are_read_with_kubernetes_defaults_and_problems_named() -> None:
+    assert rollout_of(None, None, None, None, None) == Rollout()
+    given = rollout_of(rolling(1, "0%"), True, 3, {"observedGeneration": 2, "replicas": 1}, "77")
+    assert (given.max_surge, given.max_unavailable, given.paused, given.generation) == (1, "0%", True, 3)
+    assert (given.observed_generation, given.replicas, given.resource_version) == (2, 1, "77")
+    bad = rollout_of({"type": "Blue"}, "no", -1, [], None)
+    assert "spec.strategy.type" in bad.problem and "spec.paused" in bad.problem
+    assert "metadata.generation" in bad.problem and "status must be an object" in bad.problem
