@@ -100,6 +100,25 @@ class EventRecorder:
         at = self._wall_clock()
         self._enqueue(_Pending(NODE_EVENT_NAMESPACE, node, uid, type_, reason, action, message, at, "Node"))
 
+    def record_object(
+        self,
+        kind: str,
+        api_version: str,
+        namespace: str,
+        name: str,
+        type_: str,
+        reason: str,
+        message: str,
+        *,
+        action: str,
+        uid: str = "",
+    ) -> None:
+        """Queue an event on a namespaced object (a Deployment). Never blocks, never raises."""
+        if type_ not in ("Normal", "Warning"):
+            raise ValueError(f"event type must be Normal or Warning, got {type_!r}")
+        at = self._wall_clock()
+        self._enqueue(_Pending(namespace, name, uid, type_, reason, action, message, at, kind, api_version))
+
     def record_workload(
         self,
         kind: str,
@@ -113,11 +132,8 @@ class EventRecorder:
         action: str,
     ) -> None:
         """Queue an event on a workload (a Deployment, StatefulSet...). Never blocks, never raises."""
-        if type_ not in ("Normal", "Warning"):
-            raise ValueError(f"event type must be Normal or Warning, got {type_!r}")
         version = "v1" if kind == "ReplicationController" else "apps/v1"
-        at = self._wall_clock()
-        self._enqueue(_Pending(namespace, name, uid, type_, reason, action, message, at, kind, version))
+        self.record_object(kind, version, namespace, name, type_, reason, message, action=action, uid=uid)
 
     def _enqueue(self, item: _Pending) -> None:
         with self._cond:

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypedDict, Unpack
 
 import structlog
@@ -36,6 +37,22 @@ from descheduler.kube.ratelimit import TokenBucket
 
 log = structlog.get_logger("descheduler.kube.evict")
 
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+"""The pod-template annotation ``kubectl rollout restart`` sets (``planner.surge.RESTARTED_AT``)."""
+
+
+def restart_patch(now: float, resource_version: str) -> dict[str, Any]:
+    """What ``kubectl rollout restart`` patches (a new ``restartedAt`` on the pod template, RFC 3339 as
+    kubectl writes it), plus the verified ``resourceVersion`` when known: the server then applies it only
+    to that version of the Deployment (409 Conflict otherwise)."""
+    stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body: dict[str, Any] = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}}}
+    if resource_version:
+        body["metadata"] = {"resourceVersion": resource_version}
+    return body
+
+
 RESULTS = frozenset(
     {
         "evicted",
@@ -47,9 +64,11 @@ RESULTS = frozenset(
         "dry-run-refused",
         "unknown",
         "not-verified",
+        "restarted",
+        "would-restart",
     }
 )
-POSSIBLY_EVICTED = frozenset({"evicted", "unknown"})
+POSSIBLY_EVICTED = frozenset({"evicted", "restarted", "unknown"})
 """Results the caller must count as evictions (limits, windows, anomaly counts): safety first."""
 POLICIES = ("Eviction", "Delete")
 
@@ -63,6 +82,21 @@ class EvictHooks(TypedDict, total=False):
     before_send: Callable[[], str | None]
     """Right before each request leaves (live only, so the time it records is the send time): a message it
     returns means not sent, result ``failed``."""
+    resource_version: Callable[[], str]
+    """Restarts only: the Deployment's ``resourceVersion`` as verified from the server right before (after
+    ``verify``); the patch carries it, so it applies to exactly that version (409 otherwise)."""
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One eviction or restart request as ``Evictor._attempt`` sends it."""
+
+    pod: Pod
+    deadline: float
+    method: str
+    path: str
+    send: Callable[[], Response]
+    answer: Callable[[Response], tuple[EvictionOutcome, bool] | None]
 
 
 @dataclass(frozen=True)
@@ -115,6 +149,7 @@ class Evictor:
         dry_run: bool,
         events: EventRecorder | None,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         request_timeout: float = 10.0,
         guard: Callable[[], bool] | None = None,
@@ -138,6 +173,7 @@ class Evictor:
         self._stop = stop
         self.limiter = TokenBucket(evict_qps, max(1, int(evict_burst)), clock=clock, sleep=sleep)
         self._clock = clock
+        self._wall = wall
         self._sleep = sleep
         self._timeout = request_timeout
         self._guard = guard
@@ -162,6 +198,70 @@ class Evictor:
         log.debug("eviction_outcome", pod=pod.key, node=node, result=outcome.result, message=outcome.message)
         return outcome
 
+    def restart(
+        self,
+        pod: Pod,
+        node: str,
+        reason: str,
+        deadline: float,
+        deployment: str,
+        **hooks: Unpack[EvictHooks],
+    ) -> EvictionOutcome:
+        """Move ``pod`` off ``node`` by a rollout restart of its Deployment ``deployment`` (same namespace):
+        the pod-template annotation ``kubectl rollout restart`` sets, as a strategic-merge patch; the
+        Deployment's controller creates the new pod before it stops this one (the planner checked it
+        surges first, ``planner/surge.py``). Dry run sends the patch with ``dryRun=All``. Same guards,
+        rate limit, hooks and unknown-outcome rule as ``evict``; results ``restarted``/``would-restart``."""
+        path = (
+            f"/apis/apps/v1/namespaces/{path_segment(pod.namespace)}/deployments/{path_segment(deployment)}"
+        )
+        version = hooks.get("resource_version")
+
+        def send() -> Response:
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                raise ClientThrottledError("the cycle's deadline passed before the restart could be sent")
+            body = restart_patch(self._wall(), version() if version is not None else "")
+            return self.api.request_raw(
+                "PATCH",
+                path,
+                query={"dryRun": "All"} if self.dry_run else None,
+                body=body,
+                timeout=min(self._timeout, remaining),
+                deadline=deadline,
+                content_type=STRATEGIC_MERGE_PATCH,
+            )
+
+        def answer(response: Response) -> tuple[EvictionOutcome, bool] | None:
+            if 200 <= response.status < 300:
+                if self.dry_run:
+                    return EvictionOutcome(
+                        "would-restart", "server-side dry run accepts the restart patch"
+                    ), True
+                return EvictionOutcome(
+                    "restarted",
+                    f"Deployment {deployment} restarted: its new pod comes up before {pod.name} stops",
+                ), True
+            error = status_error("PATCH", path, response)
+            if error.status == 404:
+                return EvictionOutcome("not-found", f"Deployment {deployment} no longer exists"), False
+            if error.status == 409:
+                message = (
+                    f"Deployment {deployment} changed since it was verified, not restarted: {error.message}"
+                )
+                return EvictionOutcome("failed", message), False
+            return None
+
+        outcome, noteworthy = self._attempt(
+            _Request(pod, deadline, "PATCH", path, send, answer),
+            hooks.get("before_send"),
+            hooks.get("verify"),
+        )
+        if noteworthy:
+            self._emit_restart(pod, node, reason, deployment, outcome)
+        log.debug("restart_outcome", pod=pod.key, node=node, result=outcome.result, message=outcome.message)
+        return outcome
+
     # -- request ----------------------------------------------------------------------------------------
     def _evict(
         self,
@@ -172,6 +272,42 @@ class Evictor:
         verify: Callable[[], str | None] | None = None,
     ) -> tuple[EvictionOutcome, bool]:
         """The outcome, and whether it is worth an event on the pod (not when nothing was asked)."""
+
+        def answer(response: Response) -> tuple[EvictionOutcome, bool] | None:
+            if 200 <= response.status < 300:
+                if self.dry_run:
+                    return EvictionOutcome(
+                        "would-evict", f"server-side dry run ({self.policy}) allows it"
+                    ), True
+                verb = "evicted" if self.policy == "Eviction" else "deleted"
+                return EvictionOutcome("evicted", f"{verb} from node {node}"), True
+            error = status_error(self._method, self._path(pod), response)
+            if error.status == 404:
+                return EvictionOutcome("not-found", "pod no longer exists"), False
+            if error.status == 409:
+                message = f"pod was replaced or changed since it was chosen: {error.message}"
+                return EvictionOutcome("not-found", message), False
+            if self.policy == "Eviction" and error.status in (403, 429) and _is_pdb_refusal(error):
+                result = "dry-run-refused" if self.dry_run else "refused-by-pdb"
+                return EvictionOutcome(result, _describe_refusal(error), error.retry_after), True
+            return None
+
+        request = _Request(
+            pod, deadline, self._method, self._path(pod), lambda: self._send(pod, deadline), answer
+        )
+        return self._attempt(request, before_send, verify)
+
+    def _attempt(
+        self,
+        request: _Request,
+        before_send: Callable[[], str | None] | None,
+        verify: Callable[[], str | None] | None,
+    ) -> tuple[EvictionOutcome, bool]:
+        """What evictions and restarts share: the guards, the rate limiter, the hooks in order, the
+        server's flow control (429 with Retry-After, retried within the deadline) and the rule that a
+        request which may have reached the server without a clear answer is ``unknown``. ``request.answer``
+        reads what is particular to the call (success, 404, 409, a budget's refusal); None: the rules here."""
+        pod, deadline = request.pod, request.deadline
         if self._stopping():
             return EvictionOutcome("failed", "shutdown requested: eviction not attempted"), False
         if self._guard is not None and not self._guard():
@@ -200,7 +336,7 @@ class Evictor:
                 if self._guard is not None and not self._guard():  # the write took time: ask again
                     return EvictionOutcome("failed", "lost leadership: eviction not attempted"), False
             try:
-                response = self._send(pod, deadline)
+                response = request.send()
             except ClientThrottledError as exc:
                 return EvictionOutcome("throttled", str(exc)), False
             except (ApiTimeoutError, ApiConnectionError) as exc:
@@ -210,22 +346,10 @@ class Evictor:
                         "failed", f"no connection to the API server, request not sent: {exc}"
                     ), True
                 return self._unknown(f"the request {what} after it was sent: {exc}"), True
-            if 200 <= response.status < 300:
-                if self.dry_run:
-                    return EvictionOutcome(
-                        "would-evict", f"server-side dry run ({self.policy}) allows it"
-                    ), True
-                verb = "evicted" if self.policy == "Eviction" else "deleted"
-                return EvictionOutcome("evicted", f"{verb} from node {node}"), True
-            error = status_error(self._method, self._path(pod), response)
-            if error.status == 404:
-                return EvictionOutcome("not-found", "pod no longer exists"), False
-            if error.status == 409:
-                message = f"pod was replaced or changed since it was chosen: {error.message}"
-                return EvictionOutcome("not-found", message), False
-            if self.policy == "Eviction" and error.status in (403, 429) and _is_pdb_refusal(error):
-                result = "dry-run-refused" if self.dry_run else "refused-by-pdb"
-                return EvictionOutcome(result, _describe_refusal(error), error.retry_after), True
+            particular = request.answer(response)
+            if particular is not None:
+                return particular
+            error = status_error(request.method, request.path, response)
             if error.status == 429:
                 wait = error.retry_after if error.retry_after is not None else self._default_retry_after
                 if self._clock() + wait >= deadline:
@@ -303,6 +427,61 @@ class Evictor:
             self._warned = {k: t for k, t in self._warned.items() if now - t < self._warning_window}
         self._warned[key] = now
         return True
+
+    def _emit_restart(
+        self, pod: Pod, node: str, reason: str, deployment: str, outcome: EvictionOutcome
+    ) -> None:
+        """Events on the pod and on its Deployment: why it was restarted, or why not."""
+        if self.events is None or (self.dry_run and not self.events.write_in_dry_run):
+            return
+        result = outcome.result
+        if result in ("failed", "throttled") and not self._first_warning(pod, result):
+            return
+        prefix = "[dry-run] " if self.dry_run else ""
+        if result in ("restarted", "would-restart"):
+            verb = "would be moved" if self.dry_run else "is moved"
+            type_, why = "Normal", "Descheduled"
+            pod_text = (
+                f'{prefix}Pod {verb} off node "{node}" by a surge-first rollout restart of Deployment '
+                f'{deployment} by the reason "{reason}"'
+            )
+            workload_text = (
+                f'{prefix}Rollout restart to move pod {pod.name} off node {node} (reason "{reason}"): the '
+                "new pod is created before the old one stops"
+            )
+            reason_code = "RolloutRestarted"
+        elif result == "unknown":
+            type_, why, reason_code = "Warning", "RestartOutcomeUnknown", "RestartOutcomeUnknown"
+            pod_text = workload_text = (
+                f"Rollout restart of Deployment {deployment} to move pod {pod.name} off node "
+                f'"{node}" may have happened: {outcome.message}'
+            )
+        else:
+            type_, why, reason_code = "Warning", "RestartFailed", "RestartFailed"
+            pod_text = workload_text = (
+                f"{prefix}Rollout restart of Deployment {deployment} to move pod {pod.name} off node "
+                f'"{node}" failed: {outcome.message}'
+            )
+        self.events.record(pod, type_, why, pod_text, action="Restart")
+        self.events.record_object(
+            "Deployment",
+            "apps/v1",
+            pod.namespace,
+            deployment,
+            type_,
+            reason_code,
+            workload_text,
+            action="Restart",
+        )
+
+    def report_restart(self, pod: Pod, deployment: str, type_: str, reason: str, message: str) -> None:
+        """How a restart we made turned out (``service/restarts.py``), on the Deployment and the pod."""
+        if self.events is None or (self.dry_run and not self.events.write_in_dry_run):
+            return
+        self.events.record(pod, type_, reason, message, action="Restart")
+        self.events.record_object(
+            "Deployment", "apps/v1", pod.namespace, deployment, type_, reason, message, action="Restart"
+        )
 
     def report_resolved(self, pod: Pod, node: str, reason: str, result: str, message: str) -> None:
         """The final word on an ``unknown`` eviction (``evicted`` or ``failed``), once the cache showed it."""

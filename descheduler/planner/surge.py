@@ -28,9 +28,6 @@ from descheduler.cluster.types import Rollout
 from descheduler.planner import reasons
 from descheduler.planner.state import Migration
 
-RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
-"""The pod-template annotation ``kubectl rollout restart`` sets: a restart is a new value of it."""
-
 
 def scaled(value: int | str, replicas: int, round_up: bool) -> int:
     """Kubernetes' ``GetScaledValueFromIntOrPercent``: an int as is, a percent of ``replicas`` rounded up or

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from descheduler.planner import NodeReport, Plan
+from descheduler.planner.model import RESTART
 from descheduler.report.html import render_html as html_page
 from descheduler.report.html import summary_examples
 
@@ -179,7 +180,24 @@ def render_plan_text(plan: Plan, title: str) -> list[str]:
             ["NODE", "OUTCOME", "DETAIL"], [[r.node, r.stop_code, r.stop_message] for r in stops], "    "
         )
     lines.append("")
-    if plan.evictions:
+    if plan.evictions and any(e.action == RESTART for e in plan.evictions):
+        # Surge-first restarts (``surgeSingleReplica``) are told apart; without any the table is as it was.
+        lines.append("  Evictions:")
+        lines += _table(
+            ["POD", "NODE", "DESTINATION", "ACTION", "REASON"],
+            [
+                [
+                    e.pod.key,
+                    e.node,
+                    e.destination,
+                    "would-restart" if e.action == RESTART else "would-evict",
+                    e.reason,
+                ]
+                for e in plan.evictions
+            ],
+            "    ",
+        )
+    elif plan.evictions:
         lines.append("  Evictions:")
         lines += _table(
             ["POD", "NODE", "DESTINATION", "REASON"],

@@ -81,6 +81,10 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
         ).inc()
     for resolved in record.resolved:
         metrics.unknown_resolved.labels(resolved.result).inc()
+    for followed in record.restarts:
+        metrics.restarts_followed.labels(followed.result).inc()
+    for seconds in record.restart_seconds:
+        metrics.restart_seconds.observe(seconds)
     metrics.unknown_pending.set(len(record.unconfirmed))
     if record.restore is not None:
         metrics.state_rebuilds.labels(record.restore.result, record.restore.reason).inc()
@@ -156,6 +160,10 @@ def render_record_text(record: CycleRecord) -> str:
     if record.resolved:
         lines.append("Evictions of unknown outcome, now settled:")
         for e in record.resolved:
+            lines.append(f"  {e.pod} on {e.node}: {e.result} ({e.message})")
+    if record.restarts:
+        lines.append("Restarts followed to their end:")
+        for e in record.restarts:
             lines.append(f"  {e.pod} on {e.node}: {e.result} ({e.message})")
     if record.unconfirmed:
         pending = ", ".join(record.unconfirmed)

@@ -33,6 +33,7 @@ from descheduler.service.edges import Clocks, Edges, Signals, Timing
 from descheduler.service.evictions import EvictionPass, Gate, Pass, refused_budgets
 from descheduler.service.ledger import Held, Ledger
 from descheduler.service.records import CycleRecord, EvictionRecord, Restore
+from descheduler.service.restarts import Followed, Restarting, follow
 from descheduler.service.steering import Steering
 from descheduler.service.unknown import Resolution, Unconfirmed, settle_state
 from descheduler.service.verify import ServerCheck
@@ -90,6 +91,8 @@ class CycleRunner:
         verification and its re-plans, and derived from for the next cycle's snapshot."""
         self.unconfirmed: dict[str, Unconfirmed] = {}
         """Evictions of unknown outcome, by pod key, until the cache settles them."""
+        self.restarting: dict[str, Restarting] = {}
+        """Restarts the server accepted, by old pod key, until their old pod is gone (``restarts.py``)."""
         self.verified_requests = 0
         """API requests the verifications made so far."""
         self._last_verify_requests = 0
@@ -163,6 +166,7 @@ class CycleRunner:
             restore = self._restore() if self.ledger.restore_requested else None
             snapshot = self.edges.cluster.snapshot()
             resolved = self._settle_unknown(snapshot, now)
+            followed = self._follow_restarts(snapshot, now)
             usage = self._usage(snapshot, now)
             decided = plan(
                 snapshot, usage, self.config, self.state, now, cache=self.indexes, skip_form=self.skip_form
@@ -187,6 +191,8 @@ class CycleRunner:
                 usage_errors=dict(usage.node_errors),
                 oldest_sample=min((sample.timestamp for sample in usage.nodes.values()), default=None),
                 resolved=tuple(EvictionRecord.of(r.eviction, r.result, r.message) for r in resolved),
+                restarts=tuple(EvictionRecord.of(f.restart.planned, f.result, f.message) for f in followed),
+                restart_seconds=tuple(f.seconds for f in followed if f.result == "completed"),
                 unconfirmed=tuple(sorted(self.unconfirmed)),
                 taints=(*added, *removed),
                 tainted=steering.keep,
@@ -302,6 +308,7 @@ class CycleRunner:
             confirm_failures, held = self.ledger.confirm(held, leader=self.signals.is_leader())
             failures = ahead.failures + confirm_failures
         self.state, self.unconfirmed = held.state, held.unsettled
+        self.restarting.update({r.planned.pod.key: r for r in done.restarting})
         return done, failures
 
     def _settle_unknown(self, snapshot: ClusterSnapshot, now: float) -> list[Resolution]:
@@ -326,6 +333,36 @@ class CycleRunner:
             )
             self.edges.evictor.report_resolved(item.pod, item.node, item.reason, r.result, r.message)
         return settled
+
+    def _follow_restarts(self, snapshot: ClusterSnapshot, now: float) -> list[Followed]:
+        """Restarts whose old pod left (and new pod is Ready), or that are overdue: logged, and told on the
+        Deployment and the pod."""
+        if not self.restarting:
+            return []
+        index = self.indexes.index_of(snapshot)
+        followed, self.restarting = follow(self.restarting, index, now, self.timing.restart_deadline_seconds)
+        for f in followed:
+            planned = f.restart.planned
+            (log.info if f.result == "completed" else log.warning)(
+                "restart_followed",
+                pod=planned.pod.key,
+                node=planned.node,
+                deployment=planned.workload_name,
+                result=f.result,
+                seconds=round(f.seconds, 3),
+                new_pod=f.new_pod.key if f.new_pod is not None else None,
+                new_node=f.new_pod.node_name if f.new_pod is not None else None,
+                message=f.message,
+            )
+            completed = f.result == "completed"
+            self.edges.evictor.report_restart(
+                planned.pod,
+                planned.workload_name,
+                "Normal" if completed else "Warning",
+                "RestartCompleted" if completed else "RestartOverdue",
+                f"Rollout restart to move pod {planned.pod.name} off node {planned.node} {f.message}",
+            )
+        return followed
 
     def _distrust(self, usage: UsageSnapshot) -> UsageSnapshot:
         """Nodes the cache cannot fully describe (an unparsable pod) are skipped like nodes without usage."""

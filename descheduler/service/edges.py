@@ -15,6 +15,7 @@ from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, U
 from descheduler.kube.evict import EvictHooks
 from descheduler.planner.journal import Detectors, Entry
 from descheduler.planner.verify import ServerView
+from descheduler.service.restarts import DEFAULT_RESTART_DEADLINE
 from descheduler.service.unknown import DEFAULT_SETTLE_SECONDS
 
 if TYPE_CHECKING:
@@ -70,6 +71,22 @@ class Evictor(Protocol):
 
     def report_resolved(self, pod: Pod, node: str, reason: str, result: str, message: str) -> None:
         """Tell the world (Events) how an ``unknown`` eviction turned out."""
+        ...
+
+    def restart(
+        self,
+        pod: Pod,
+        node: str,
+        reason: str,
+        deadline: float,
+        deployment: str,
+        **hooks: Unpack[EvictHooks],
+    ) -> Outcome:
+        """``kube.evict.Evictor.restart``: move ``pod`` by a surge-first rollout restart of ``deployment``."""
+        ...
+
+    def report_restart(self, pod: Pod, deployment: str, type_: str, reason: str, message: str) -> None:
+        """Tell the world (Events on the pod and its Deployment) how a restart turned out."""
         ...
 
 
@@ -167,6 +184,8 @@ class Timing:
     pdb_retry_seconds: float | None = None
     """The least time a refused budget is left alone (the server's Retry-After when longer)."""
     unknown_settle_seconds: float = DEFAULT_SETTLE_SECONDS
+    restart_deadline_seconds: float = DEFAULT_RESTART_DEADLINE
+    """A restart not completed (old pod gone, new pod Ready) this long after its patch is reported overdue."""
     startup_quiet_seconds: float = 0.0
     fallback_quiet_seconds: float = 0.0
     """No live eviction this long when the migration journal cannot be read (an objectLimiters window)."""

@@ -28,9 +28,11 @@ from descheduler.kube.evict import EvictHooks
 from descheduler.planner import Plan, PlannedEviction, PlannerState, PodSkip, plan, refuse
 from descheduler.planner.controls import Window, window_state
 from descheduler.planner.index import IndexCache
+from descheduler.planner.model import RESTART
 from descheduler.service.edges import Evictor
 from descheduler.service.ledger import EVICTED_RESULTS, WriteAhead
 from descheduler.service.records import EvictionRecord
+from descheduler.service.restarts import Restarting
 from descheduler.service.unknown import Unconfirmed
 from descheduler.service.verify import ServerCheck
 
@@ -58,6 +60,8 @@ class Pass:
     """Pod key -> when the server's answer came: the latest moment it may have applied the eviction."""
     unresolved: set[str] = field(default_factory=set)
     unconfirmed: list[Unconfirmed] = field(default_factory=list)
+    restarting: list[Restarting] = field(default_factory=list)
+    """Restarts the server accepted: followed by the runner until the old pod is gone (``restarts.py``)."""
     refusals: PlannerState | None = None
     """The cycle's starting state with the budgets refused this cycle (None: no refusal)."""
 
@@ -168,7 +172,16 @@ class EvictionPass:
         if self.ahead is not None:
             hooks["before_send"] = functools.partial(self.ahead.intend, planned)
         sent = self.wall()
-        outcome = self.evictor.evict(planned.pod, planned.node, planned.reason, self.gate.deadline, **hooks)
+        if planned.action == RESTART:
+            if self.check is not None:
+                hooks["resource_version"] = functools.partial(self.check.version, planned)
+            outcome = self.evictor.restart(
+                planned.pod, planned.node, planned.reason, self.gate.deadline, planned.workload_name, **hooks
+            )
+        else:
+            outcome = self.evictor.evict(
+                planned.pod, planned.node, planned.reason, self.gate.deadline, **hooks
+            )
         answered = self.wall()
         result.records.append(EvictionRecord.of(planned, outcome.result, outcome.message))
         if outcome.result in EVICTED_RESULTS:
@@ -176,13 +189,19 @@ class EvictionPass:
             result.applied[planned.pod.key] = answered
         if self.ahead is not None:
             sent = self.ahead.settle(planned, outcome.result) or sent
+        if outcome.result == "restarted":
+            result.restarting.append(Restarting(planned, sent))
         if outcome.result == "unknown":
             result.unresolved.add(planned.pod.key)
             result.unconfirmed.append(
                 Unconfirmed(planned.pod, planned.node, planned.destination, planned.reason, sent)
             )
-        (log.info if outcome.result in ("evicted", "would-evict") else log.warning)(
-            "eviction",
+        (
+            log.info
+            if outcome.result in ("evicted", "would-evict", "restarted", "would-restart")
+            else log.warning
+        )(
+            "restart" if planned.action == RESTART else "eviction",
             pod=planned.pod.key,
             node=planned.node,
             destination=planned.destination,

@@ -25,8 +25,9 @@ from descheduler.service.unknown import Unconfirmed
 
 log = structlog.get_logger("descheduler.ledger")
 
-EVICTED_RESULTS = frozenset({"evicted", "unknown"})
-"""Counted as evictions: an ``unknown`` one may have happened, so it counts (safety)."""
+EVICTED_RESULTS = frozenset({"evicted", "restarted", "unknown"})
+"""Counted as evictions (a restart is a migration like one): an ``unknown`` one may have happened, so it
+counts (safety)."""
 
 Unsettled = Mapping[str, Unconfirmed]
 """Evictions of unknown outcome by pod key."""

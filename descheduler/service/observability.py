@@ -90,6 +90,19 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.restarts_followed = Counter(
+            "descheduler_restarts_followed",
+            "Rollout restarts (surgeSingleReplica) followed to their end, by result: completed (old pod "
+            "gone, new pod Ready) or overdue.",
+            ["result"],
+            registry=r,
+        )
+        self.restart_seconds = Histogram(
+            "descheduler_restart_seconds",
+            "Seconds from a restart's patch to the cycle that saw its old pod gone and its new pod Ready.",
+            buckets=(5, 10, 20, 30, 60, 120, 300, 600, 1800),
+            registry=r,
+        )
         self.unknown_pending = Gauge(
             "descheduler_unknown_evictions",
             "Evictions whose outcome is still unknown (counted as evicted until the cache settles them).",

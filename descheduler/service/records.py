@@ -73,6 +73,10 @@ class CycleRecord:
     """Evictions of unknown outcome (earlier cycles) that this cycle's cache settled: evicted or failed."""
     unconfirmed: tuple[str, ...] = ()
     """Pods whose eviction outcome is still unknown after this cycle (counted as evicted meanwhile)."""
+    restarts: tuple[EvictionRecord, ...] = ()
+    """Restarts (earlier cycles) this cycle saw completed (old pod gone, new pod Ready) or overdue."""
+    restart_seconds: tuple[float, ...] = ()
+    """For each completed one: seconds from its patch to this cycle."""
     taints: tuple[Mapping[str, str], ...] = ()
     """Hotspot taints added or removed this cycle (``hotspotTaint``), or that dry-run would have."""
     tainted: tuple[str, ...] = ()
@@ -128,6 +132,17 @@ class CycleRecord:
             ]
         if self.unconfirmed:
             body["unconfirmedEvictions"] = list(self.unconfirmed)
+        if self.restarts:
+            body["followedRestarts"] = [
+                {
+                    "pod": e.pod,
+                    "node": e.node,
+                    "workload": e.workload_name,
+                    "result": e.result,
+                    "message": e.message,
+                }
+                for e in self.restarts
+            ]
         if self.taints or self.tainted:
             body["hotspotTaints"] = {"changes": [dict(t) for t in self.taints], "kept": list(self.tainted)}
         if self.restore is not None:

@@ -12,6 +12,7 @@ from descheduler.config.load import EffectiveConfig
 from descheduler.planner import Plan, PlannedEviction
 from descheduler.planner.candidates import resolve_priority_threshold
 from descheduler.planner.index import ClusterIndex
+from descheduler.planner.model import RESTART
 from descheduler.planner.settings import compile_settings
 from descheduler.planner.verify import Disagreement, Threshold, recheck
 from descheduler.service.edges import Verifier
@@ -43,6 +44,12 @@ class ServerCheck:
         """API requests the verifications of this cycle made."""
         self.last: Disagreement | None = None
         """The disagreement behind the last ``verify`` that stopped an eviction."""
+        self.versions: dict[str, str] = {}
+        """Pod key -> the resourceVersion of its Deployment as verified (restarts: the patch carries it)."""
+
+    def version(self, planned: PlannedEviction) -> str:
+        """The verified resourceVersion of ``planned``'s Deployment ("" if unknown: no precondition)."""
+        return self.versions.get(planned.pod.key, "")
 
     def verify(self, planned: PlannedEviction, decided: Plan, sent: Sequence[PlannedEviction]) -> str | None:
         """A message when the eviction must not be sent; None when the server's objects agree. ``sent``:
@@ -56,6 +63,15 @@ class ServerCheck:
             planned, cached, view, self.settings, decided.state, list(sent), self.threshold, self.now
         )
         self.last = found
+        if found is None and planned.action == RESTART:
+            self.versions[planned.pod.key] = next(
+                (
+                    w.rollout.resource_version
+                    for w in view.workloads
+                    if w.kind == "Deployment" and w.name == planned.workload_name and w.rollout is not None
+                ),
+                "",
+            )
         if found is None:
             log.info("eviction_verified", pod=planned.pod.key, requests=view.requests, seconds=seconds)
             return None

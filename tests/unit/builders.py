@@ -414,6 +414,7 @@ _TIMING_OPTIONS = (
     "max_cache_age",
     "pdb_retry_seconds",
     "unknown_settle_seconds",
+    "restart_deadline_seconds",
     "startup_quiet_seconds",
     "fallback_quiet_seconds",
 )

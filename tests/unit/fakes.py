@@ -17,6 +17,7 @@ import yaml
 from descheduler.cluster.parse import build_snapshot, iter_objects
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, UsageSnapshot
 from descheduler.config.load import EffectiveConfig, load_config_document
+from descheduler.planner.journal import Detectors, Entry
 from descheduler.service.cycle import CycleRunner
 from descheduler.units import resource_amount
 from tests.unit.builders import NOW, World, cpu, cycle_runner
@@ -95,6 +96,7 @@ class FakeEvictor:
     order: list[str] = field(default_factory=list)
     """The hooks run, in order."""
     reported: list[tuple[str, str]] = field(default_factory=list)
+    restarts: list[tuple[str, str, str]] = field(default_factory=list)
 
     def evict(
         self,
@@ -122,6 +124,69 @@ class FakeEvictor:
         self.reported.append((pod.key, result))
         if self.log_resolutions:
             self.calls.append(f"resolved {pod.key}: {result}")
+
+    def restart(
+        self,
+        pod: Pod,
+        node: str,
+        reason: str,
+        deadline: float,
+        deployment: str,
+        before_send: Hook | None = None,
+        verify: Hook | None = None,
+        resource_version: Callable[[], str] | None = None,
+    ) -> Outcome:
+        """As ``evict``, answering ``restarted`` once ``results`` run out; ``restarts`` records
+        ``(pod, deployment, resourceVersion sent)``."""
+        if not self.results:
+            self.results.append("restarted")
+        outcome = self.evict(pod, node, reason, deadline, before_send, verify)
+        if outcome.result not in ("not-verified", "failed") or pod.key in self.sent:
+            version = resource_version() if resource_version is not None else ""
+            self.restarts.append((pod.key, deployment, version))
+        return outcome
+
+    def report_restart(self, pod: Pod, deployment: str, type_: str, reason: str, message: str) -> None:
+        self.reported.append((pod.key, reason))
+
+
+@dataclass
+class FakeJournal:
+    """The ConfigMap: what was saved, in order; errors to raise on the next loads or saves."""
+
+    entries: tuple[Entry, ...] = ()
+    saves: list[tuple[Entry, ...]] = field(default_factory=list)
+    load_errors: list[Exception] = field(default_factory=list)
+    save_errors: list[Exception] = field(default_factory=list)
+    written_meanwhile: tuple[Entry, ...] = ()
+    """What another writer saved, found in place when a save fails."""
+    loads: int = 0
+
+    @property
+    def where(self) -> str:
+        return "ConfigMap test/records"
+
+    stored: Detectors = field(default_factory=Detectors)
+    """The anomaly detectors in the ConfigMap."""
+    detector_saves: list[Detectors] = field(default_factory=list)
+
+    def load(self) -> tuple[Entry, ...]:
+        self.loads += 1
+        if self.load_errors:
+            raise self.load_errors.pop(0)
+        return self.entries
+
+    def detectors(self) -> Detectors:
+        return self.stored
+
+    def save(self, entries: Sequence[Entry], detectors: Detectors | None = None) -> None:
+        if self.save_errors:
+            self.entries = self.written_meanwhile or self.entries
+            raise self.save_errors.pop(0)
+        self.stored = detectors if detectors is not None else self.stored
+        self.entries = tuple(entries)
+        self.saves.append(self.entries)
+        self.detector_saves.append(self.stored)
 
 
 @dataclass

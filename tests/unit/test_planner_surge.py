@@ -14,6 +14,7 @@ from descheduler.planner import commit, reasons
 from descheduler.planner.model import EVICT, RESTART, Plan
 from descheduler.planner.settings import loop_warnings
 from descheduler.planner.surge import fenceposts, scaled
+from descheduler.report.text import render_plan_text
 from tests.unit.builders import NOW, World, cpu, settings, skip_codes
 
 SURGE = {"surgeSingleReplica": True}
@@ -249,3 +250,11 @@ def test_rollout_fields_are_read_with_kubernetes_defaults_and_problems_named() -
     bad = rollout_of({"type": "Blue"}, "no", -1, [], None)
     assert "spec.strategy.type" in bad.problem and "spec.paused" in bad.problem
     assert "metadata.generation" in bad.problem and "status must be an object" in bad.problem
+
+
+def test_simulate_tells_a_restart_from_an_eviction() -> None:
+    restart = render_plan_text(hotspot(**COMPLETE).plan(settings(migration=SURGE)), "Cycle 1")
+    assert any("default/web-1" in line and "would-restart" in line for line in restart)
+    world = World().node("hot", usage=cpu("9")).node("cool", usage=cpu("1")).deployment("web", 4)
+    plain = render_plan_text(world.pod("web-1", on="hot", owner="web", usage=cpu("3")).plan(settings()), "C")
+    assert not any("ACTION" in line for line in plain), "without restarts the table is as before"

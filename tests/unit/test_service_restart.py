@@ -4,7 +4,7 @@ the quiet period only when the records cannot be read."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,48 +14,9 @@ from descheduler.planner import journal as records
 from descheduler.planner.journal import Detectors, Entry, JournalUnreadable, JournalWriteError
 from descheduler.service.cycle import CycleRunner
 from tests.unit.fakes import SEED_NOW as NOW
-from tests.unit.fakes import FakeEvictor, seed_config, seed_runner
+from tests.unit.fakes import FakeEvictor, FakeJournal, seed_config, seed_runner
 
 HOT_POD = "default/stress-demo-588f9646cf-s7k2p"
-
-
-@dataclass
-class FakeJournal:
-    """The ConfigMap: what was saved, in order; errors to raise on the next loads or saves."""
-
-    entries: tuple[Entry, ...] = ()
-    saves: list[tuple[Entry, ...]] = field(default_factory=list)
-    load_errors: list[Exception] = field(default_factory=list)
-    save_errors: list[Exception] = field(default_factory=list)
-    written_meanwhile: tuple[Entry, ...] = ()
-    """What another writer saved, found in place when a save fails."""
-    loads: int = 0
-
-    @property
-    def where(self) -> str:
-        return "ConfigMap test/records"
-
-    stored: Detectors = field(default_factory=Detectors)
-    """The anomaly detectors in the ConfigMap."""
-    detector_saves: list[Detectors] = field(default_factory=list)
-
-    def load(self) -> tuple[Entry, ...]:
-        self.loads += 1
-        if self.load_errors:
-            raise self.load_errors.pop(0)
-        return self.entries
-
-    def detectors(self) -> Detectors:
-        return self.stored
-
-    def save(self, entries: Sequence[Entry], detectors: Detectors | None = None) -> None:
-        if self.save_errors:
-            self.entries = self.written_meanwhile or self.entries
-            raise self.save_errors.pop(0)
-        self.stored = detectors if detectors is not None else self.stored
-        self.entries = tuple(entries)
-        self.saves.append(self.entries)
-        self.detector_saves.append(self.stored)
 
 
 def journaled(

@@ -1,0 +1,153 @@
+"""Surge-first restarts in the service: verified from the server, journaled before the patch, sent with the
+verified resourceVersion, followed until the old pod is gone, and counted against every limit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+
+from descheduler.cluster.types import ClusterSnapshot, Pod
+from descheduler.planner import reasons
+from descheduler.planner.verify import ServerView
+from descheduler.service.cycle import CycleRunner
+from tests.unit.builders import NOW, World, cpu, cycle_runner, settings
+from tests.unit.fakes import Cluster, FakeEvictor, FakeJournal, Usage
+
+OLD = "default/web-1"
+
+
+def world() -> World:
+    """One hot node whose load is a single-replica Deployment's pod; room on ``cool``."""
+    w = World().node("hot", cpu="10", usage=cpu("9")).node("cool", cpu="10", usage=cpu("1"))
+    w.deployment("web", 1, rolled_out=True)
+    return w.pod("web-1", on="hot", owner="web", usage=cpu("3"))
+
+
+@dataclass
+class Server:
+    """The API server's copy: the cache's snapshot unless a test changes it; Deployments at version 42."""
+
+    snapshot: ClusterSnapshot
+    reads: list[str] = field(default_factory=list)
+
+    def read(self, pod: Pod, deadline: float) -> ServerView:
+        self.reads.append(pod.key)
+        workloads = tuple(
+            replace(w, rollout=replace(w.rollout, resource_version="42")) if w.rollout is not None else w
+            for w in self.snapshot.workloads
+        )
+        found = next((p for p in self.snapshot.pods if p.key == pod.key), None)
+        return ServerView(found, workloads, self.snapshot.pods, requests=5)
+
+    def resync(self, resources: Sequence[str]) -> object:
+        return None
+
+
+def runner(
+    w: World, *, dry_run: bool = False, wall: list[float] | None = None, **options: Any
+) -> tuple[CycleRunner, FakeEvictor, Cluster, Server]:
+    cluster = Cluster(w.snapshot())
+    server = Server(cluster.value)
+    evictor = FakeEvictor()
+    now = wall if wall is not None else [NOW]
+    config = settings(migration={"surgeSingleReplica": True}, top={"dryRun": dry_run})
+    run = cycle_runner(
+        config, cluster, Usage(w), evictor, wall_clock=lambda: now[0], verifier=server, **options
+    )
+    return run, evictor, cluster, server
+
+
+@pytest.mark.parametrize(("dry_run", "result"), [(False, "restarted"), (True, "would-restart")])
+def test_a_restart_is_verified_then_sent_with_the_verified_version(dry_run: bool, result: str) -> None:
+    run, evictor, _, server = runner(world(), dry_run=dry_run)
+    evictor.results = [result]  # what the server answers (a dry run: server-side dryRun=All)
+    record = run.run_cycle()
+    assert record is not None
+    assert server.reads == [OLD], "read from the server right before"
+    assert evictor.restarts == [(OLD, "web", "42")]
+    assert evictor.order == ["verify"]
+    (call,) = record.evictions
+    assert (call.result, call.workload_kind, call.workload_name) == (result, "Deployment", "web")
+    (audited,) = record.to_dict()["evictions"]
+    assert (audited["action"], audited["result"]) == ("restart", result)
+    counted = [m.pod for m in run.state.migrations]
+    assert counted == ([] if dry_run else [OLD]), "a live restart is a migration for every limit"
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [
+        ({"paused": True}, reasons.SURGE_PAUSED),
+        ({"max_unavailable": 1}, reasons.SURGE_UNAVAILABLE),
+        ({"updated_replicas": 0}, reasons.SURGE_ROLLING_OUT),
+    ],
+)
+def test_a_deployment_that_stopped_surging_on_the_server_is_not_restarted(
+    change: dict[str, Any], code: str
+) -> None:
+    run, evictor, cluster, server = runner(world())
+    server.snapshot = replace(
+        cluster.value,
+        workloads=tuple(
+            replace(w, rollout=replace(w.rollout, **change)) if w.rollout is not None else w
+            for w in cluster.value.workloads
+        ),
+    )
+    record = run.run_cycle()
+    assert record is not None
+    assert evictor.sent == [] and evictor.restarts == []
+    (call,) = record.evictions
+    assert call.result == "not-verified" and code in call.message
+
+
+def test_the_intent_record_is_written_before_the_patch() -> None:
+    journal = FakeJournal()
+    seen: list[list[tuple[str, str]]] = []
+    run, evictor, _, _ = runner(world(), journal=journal)
+    evictor.on_call = lambda: seen.append([(e.pod, e.status) for e in journal.entries])
+    run.request_restore()
+    run.run_cycle()
+    assert seen == [[(OLD, "intent")]]
+    assert [(e.pod, e.status, e.workload_kind) for e in journal.entries] == [(OLD, "evicted", "Deployment")]
+
+
+def test_a_restart_is_followed_until_the_old_pod_is_gone_and_the_new_one_ready() -> None:
+    wall = [NOW]
+    w = world()
+    run, evictor, cluster, _ = runner(w, wall=wall)
+    run.run_cycle()
+    # The new pod surges on the cool node; the old one still runs: in flight, nothing to report.
+    surged = replace(cluster.value.pods[0], name="web-2", uid="uid-web-2", node_name="cool", ready=False)
+    cluster.value = replace(cluster.value, pods=(*cluster.value.pods, surged))
+    wall[0] += 20
+    second = run.run_cycle()
+    assert second is not None and second.restarts == ()
+    assert evictor.restarts == [(OLD, "web", "42")], "never a second restart while the first is in flight"
+    # Ready; the controller removed the old pod.
+    cluster.change_pod("default/web-2", ready=True)
+    cluster.remove_pod(OLD)
+    wall[0] += 20
+    third = run.run_cycle()
+    assert third is not None
+    (done,) = third.restarts
+    assert done.result == "completed"
+    assert "new pod default/web-2 Ready on node cool (off hot) 40s after the restart" in done.message
+    assert third.restart_seconds == (40.0,)
+    assert (OLD, "RestartCompleted") in evictor.reported
+    assert third.to_dict()["followedRestarts"][0]["result"] == "completed"
+
+
+def test_a_restart_that_does_not_complete_in_time_is_reported_overdue() -> None:
+    wall = [NOW]
+    run, evictor, _, _ = runner(world(), wall=wall, restart_deadline_seconds=120.0)
+    run.run_cycle()
+    wall[0] += 121
+    record = run.run_cycle()
+    assert record is not None
+    (late,) = record.restarts
+    assert late.result == "overdue" and "old pod default/web-1 is still running" in late.message
+    assert (OLD, "RestartOverdue") in evictor.reported
+    assert len(evictor.restarts) == 1, "the old pod still counts in flight: no second restart"
