@@ -75,6 +75,7 @@ VALUE_SETS: dict[str, list[str]] = {
     "koordinator-configmap-as-is": ["--set-file", f"config={KOORDINATOR_GUIDE}"],
     "delete-policy-rbac": ["--set", "rbac.podDelete=true,rbac.metricsServer=false"],
     "hotspot-taint-rbac": ["--set", "rbac.hotspotTaint=true"],
+    "surge-restart-rbac": ["--set", "rbac.surgeRestart=true"],
     "service-monitor": [
         "--set",
         "metrics.serviceMonitor.enabled=true,metrics.serviceMonitor.labels.release=kps",
@@ -150,6 +151,8 @@ def test_the_cluster_role_is_the_manifests_one_and_grows_only_by_the_optional_pa
     assert ("metrics.k8s.io", "nodes", "get") not in optional
     tainting = rules_of(render(helm, *VALUE_SETS["hotspot-taint-rbac"]))
     assert tainting - _expand(EXPECTED_CLUSTER_RULES) == {("", "nodes", "patch")}
+    restarting = rules_of(render(helm, *VALUE_SETS["surge-restart-rbac"]))
+    assert restarting - _expand(EXPECTED_CLUSTER_RULES) == {("apps", "deployments", "patch")}
 
 
 def role_rules(objs: Sequence[Obj]) -> set[tuple[str, str, str, tuple[str, ...]]]:

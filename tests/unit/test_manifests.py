@@ -510,8 +510,15 @@ def test_rbac_rules_use_no_wildcards(rendered: list[Obj], kind: str) -> None:
             assert not [v for v in values if "*" in v], f"{kind} rule {rule} has a wildcard in {field}"
 
 
-def test_the_hotspot_taint_component_adds_node_patch_and_nothing_else(tmp_path: Path) -> None:
-    """The base never writes to nodes; the optional component adds exactly node ``patch`` for its taint."""
+@pytest.mark.parametrize(
+    ("component", "rule"),
+    [("hotspot-taint", ("", "nodes", "patch")), ("surge-restart", ("apps", "deployments", "patch"))],
+)
+def test_each_write_component_adds_its_one_rule_and_nothing_else(
+    tmp_path: Path, component: str, rule: tuple[str, str, str]
+) -> None:
+    """The base never writes to nodes or Deployments; each optional component adds exactly one ``patch``:
+    nodes for the hotspot taint, Deployments for surge-first restarts."""
     overlay = tmp_path / "overlay"
     overlay.mkdir()
     (overlay / "kustomization.yaml").write_text(
@@ -520,7 +527,7 @@ def test_the_hotspot_taint_component_adds_node_patch_and_nothing_else(tmp_path: 
                 "apiVersion": "kustomize.config.k8s.io/v1beta1",
                 "kind": "Kustomization",
                 "resources": [os.path.relpath(MANIFESTS, overlay)],
-                "components": [os.path.relpath(MANIFESTS / "components" / "hotspot-taint", overlay)],
+                "components": [os.path.relpath(MANIFESTS / "components" / component, overlay)],
             }
         )
     )
@@ -539,18 +546,16 @@ def test_the_hotspot_taint_component_adds_node_patch_and_nothing_else(tmp_path: 
     added = {(o["kind"], o["metadata"]["name"]) for o in objs} - {
         (o["kind"], o["metadata"]["name"]) for o in base
     }
-    assert added == {
-        ("ClusterRole", "load-aware-descheduler-hotspot-taint"),
-        ("ClusterRoleBinding", "load-aware-descheduler-hotspot-taint"),
-    }
-    role = _one(objs, "ClusterRole", "load-aware-descheduler-hotspot-taint")
-    assert set().union(*(_triples(rule) for rule in role["rules"])) == {("", "nodes", "patch")}
-    binding = _one(objs, "ClusterRoleBinding", "load-aware-descheduler-hotspot-taint")
+    name = f"load-aware-descheduler-{component}"
+    assert added == {("ClusterRole", name), ("ClusterRoleBinding", name)}
+    role = _one(objs, "ClusterRole", name)
+    assert set().union(*(_triples(r) for r in role["rules"])) == {rule}
+    binding = _one(objs, "ClusterRoleBinding", name)
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "load-aware-descheduler", "namespace": NAMESPACE}
     ]
     base_role = _one(base, "ClusterRole")
-    assert ("", "nodes", "patch") not in set().union(*(_triples(rule) for rule in base_role["rules"]))
+    assert rule not in set().union(*(_triples(r) for r in base_role["rules"]))
 
 
 # --- overlays, components and the CronJob example --------------------------------------------------------
