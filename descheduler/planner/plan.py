@@ -92,10 +92,27 @@ def plan(
 
     Never refuses a configuration: ``load_config`` has checked it (``compile_settings``).
     """
-    index = _index(snapshot, cache)
+    index = _index(restarts_leaving(snapshot, state), cache)
     cycle = _Cycle(index, after_evictions(usage, already), compile_settings(config), state, now, parts)
     cycle.skip_form = skip_form
     return cycle.run(already=already, attempted=attempted or {})
+
+
+def restarts_leaving(snapshot: ClusterSnapshot, state: PlannerState) -> ClusterSnapshot:
+    """The snapshot with the old pods of our surge-first restarts marked terminating.
+
+    An evicted pod leaves its node's figures at once (it is terminating); a restarted one keeps running
+    until its replacement is ready, which takes as long as the Deployment's ``minReadySeconds`` and its
+    readiness probe. Counted as running meanwhile, its node would stay over and lose more pods than
+    it needs to. So it counts as leaving, as an evicted one does: out of its node's usage, not a candidate
+    (``filtered-terminating``), in flight for every limit while it exists."""
+    leaving = {d.uid for d in state.departures if d.restart and d.uid}
+    if not leaving or not any(p.uid in leaving and not p.terminating for p in snapshot.pods):
+        return snapshot
+    pods = tuple(
+        replace(p, terminating=True) if p.uid in leaving and not p.terminating else p for p in snapshot.pods
+    )
+    return replace(snapshot, pods=pods)
 
 
 def _index(snapshot: ClusterSnapshot, cache: IndexCache | None) -> ClusterIndex:
@@ -152,7 +169,7 @@ def pod_usage_nodes(
         return frozenset()
     if any(pool.prod_resources for pool in settings.pools):
         return None
-    cycle = _Cycle(_index(snapshot, cache), usage, settings, state, now, parts)
+    cycle = _Cycle(_index(restarts_leaving(snapshot, state), cache), usage, settings, state, now, parts)
     cycle.classify_nodes()
     over = {view.name for views in cycle.views.values() for view in views if view.over}
     recent = now - settings.usage_window - settings.metric_expiration

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from descheduler.planner.model import Plan, PlannedEviction
+from descheduler.planner.model import RESTART, Plan, PlannedEviction
 from descheduler.planner.state import Departure, Migration, PlannerState, reset_anomalies
 
 
@@ -105,6 +105,7 @@ def add_departures(state: PlannerState, evictions: Iterable[PlannedEviction], no
             created=e.pod.created,
             left=now,
             usage={name: amount for name, amount in e.usage.items() if name != "pods"},
+            restart=e.action == RESTART,
         )
         for e in evictions
     )

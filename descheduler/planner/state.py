@@ -84,6 +84,9 @@ class Departure:
     """When it was evicted (seconds since the epoch)."""
     usage: Mapping[str, int]
     """The pod's usage sample when it was evicted."""
+    restart: bool = False
+    """Moved by a surge-first restart: the pod keeps running until its replacement is ready, and is
+    counted as leaving meanwhile (``plan.restarts_leaving``), as an evicted pod that is terminating."""
 
 
 @dataclass(frozen=True)

@@ -204,8 +204,11 @@ def test_a_restart_in_flight_blocks_another_even_without_an_object_limiter() -> 
     config = settings(migration={**SURGE, "objectLimiters": {}, "maxMigratingPerWorkload": 0})
     first = world.plan(config)
     state = commit(first.state, first.evictions, NOW)
-    # The old pod is still there (the new one is starting): in flight.
-    assert fate(world.plan(config, state, NOW + 600)) == reasons.SURGE_RESTARTING
+    # The old pod is still there (leaving) and its replacement landed back on the hotspot: in flight.
+    world.pod("web-2", on="hot", owner="web", usage=cpu("3"))
+    codes = skip_codes(world.plan(config, state, NOW + 600))
+    assert codes["default/web-2"] == reasons.SURGE_RESTARTING
+    assert codes["default/web-1"] == reasons.FILTERED_TERMINATING
 
 
 def test_two_pods_of_one_deployment_are_never_restarted_in_one_cycle() -> None:
@@ -258,3 +261,22 @@ def test_simulate_tells_a_restart_from_an_eviction() -> None:
     world = World().node("hot", usage=cpu("9")).node("cool", usage=cpu("1")).deployment("web", 4)
     plain = render_plan_text(world.pod("web-1", on="hot", owner="web", usage=cpu("3")).plan(settings()), "C")
     assert not any("ACTION" in line for line in plain), "without restarts the table is as before"
+
+
+def test_a_restarted_pod_counts_as_leaving_while_it_waits_for_its_replacement() -> None:
+    """Its old pod runs on until the new one is ready; counted as running, the node would stay over and
+    lose a second single-replica pod it does not need to lose."""
+    world = World().node("hot", usage=cpu("6")).node("cool", usage=cpu("1"))
+    for name in ("a", "b"):
+        world.deployment(name, 1, rolled_out=True)
+        world.pod(f"{name}-1", on="hot", owner=name, usage=cpu("1.5"))
+    config = settings(migration=SURGE)
+    first = world.plan(config)
+    assert [(e.pod.key, e.action) for e in first.evictions] == [("default/b-1", RESTART)]
+    state = commit(first.state, first.evictions, NOW)
+    # Next cycle: the sample still holds both pods, and both still run (the surge pod is starting).
+    again = world.plan(config, state, NOW + 10)
+    assert again.evictions == ()
+    hot = next(r for r in again.node_reports if r.node == "hot")
+    assert hot.node_class != "hotspot"
+    assert skip_codes(again).get("default/b-1", "") in ("", reasons.FILTERED_TERMINATING)
