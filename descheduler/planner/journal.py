@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from descheduler.planner.model import PlannedEviction
+from descheduler.planner.model import EVICT, RESTART, PlannedEviction
 from descheduler.planner.state import AnomalyCount, Departure, Migration, PlannerState
 
 VERSION = 1
@@ -78,6 +78,8 @@ class Entry:
     bounced: float = 0.0
     """The ping-pong guard's evidence (``Migration``): the replacement, its node, and when that node was
     seen over its high threshold. A journal written before these existed simply has none."""
+    action: str = EVICT
+    """``restart`` for a surge-first restart: a successor keeps counting its old pod as leaving."""
 
     @property
     def namespace(self) -> str:
@@ -159,6 +161,7 @@ def intent(planned: PlannedEviction, at: float) -> Entry:
         destination=planned.destination,
         created=planned.pod.created,
         usage=_usage(planned.usage),
+        action=planned.action,
     )
 
 
@@ -200,6 +203,7 @@ def project(
                 replacement=m.replacement,
                 landed=m.landed,
                 bounced=m.bounced,
+                action=RESTART if gone is not None and gone.restart else EVICT,
             )
         )
     return tuple(sorted(out, key=lambda e: (e.at, e.pod)))
@@ -267,6 +271,7 @@ def rebuild(entries: Iterable[Entry], detectors: Detectors | None = None) -> Reb
             created=e.created,
             left=e.at,
             usage=dict(e.usage),
+            restart=e.action == RESTART,
         )
         for e in merged
         if e.usage
@@ -308,6 +313,8 @@ def encode(entries: Sequence[Entry], *, writer: str, detectors: Detectors | None
             record["replacement"] = {"pod": e.replacement, "node": e.landed}
         if e.bounced:
             record["bounced"] = round(e.bounced, 3)
+        if e.action != EVICT:
+            record["action"] = e.action
         records.append(json.dumps(record, separators=(",", ":"), sort_keys=False))
     top: dict[str, Any] = {"version": VERSION, "writer": writer}
     if detectors:
@@ -368,6 +375,9 @@ def decode(text: str, source: str) -> tuple[Entry, ...]:
             for k, v in usage.items()
         ):
             raise bad(f"{where}.usage", f"must map resource names to non-negative integers, got {usage!r}")
+        action = item.get("action", EVICT)
+        if action not in (EVICT, RESTART):
+            raise bad(f"{where}.action", f"must be {EVICT} or {RESTART}, got {action!r}")
         created = item.get("created", 0.0)
         if isinstance(created, bool) or not isinstance(created, int | float) or not math.isfinite(created):
             raise bad(f"{where}.created", f"must be seconds since the epoch, got {created!r}")
@@ -395,6 +405,7 @@ def decode(text: str, source: str) -> tuple[Entry, ...]:
                 replacement=text_field("pod", landing.get("pod", ""), required=False, at=moved),
                 landed=text_field("node", landing.get("node", ""), required=False, at=moved),
                 bounced=float(bounced),
+                action=str(action),
             )
         )
     return tuple(out)

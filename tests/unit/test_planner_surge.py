@@ -10,7 +10,7 @@ import pytest
 from descheduler.cluster.parse import rollout_of
 from descheduler.cluster.types import Rollout
 from descheduler.config.load import ConfigError
-from descheduler.planner import commit, reasons
+from descheduler.planner import commit, journal, reasons
 from descheduler.planner.model import EVICT, RESTART, Plan
 from descheduler.planner.settings import loop_warnings
 from descheduler.planner.surge import fenceposts, scaled
@@ -280,3 +280,30 @@ def test_a_restarted_pod_counts_as_leaving_while_it_waits_for_its_replacement() 
     hot = next(r for r in again.node_reports if r.node == "hot")
     assert hot.node_class != "hotspot"
     assert skip_codes(again).get("default/b-1", "") in ("", reasons.FILTERED_TERMINATING)
+
+
+def test_a_successor_rebuilt_from_the_journal_still_counts_the_restarted_pod_as_leaving() -> None:
+    world = hotspot(**COMPLETE)
+    first = world.plan(settings(migration=SURGE))
+    state = commit(first.state, first.evictions, NOW)
+    entries = journal.project(state.migrations, {}, state.departures)
+    stored = journal.decode(journal.encode(entries, writer="test"), "test")
+    assert [e.action for e in stored] == [RESTART]
+    assert (
+        journal.decode(journal.encode(journal.project(state.migrations, {}), writer="t"), "t")[0].action
+        == EVICT
+    )
+    rebuilt = journal.rebuild(stored).state
+    assert [d.restart for d in rebuilt.departures] == [True]
+    # The successor's first cycle: the old pod still runs, and is neither moved again nor counted.
+    again = world.plan(settings(migration=SURGE), rebuilt, NOW + 5)
+    assert again.evictions == ()
+    assert skip_codes(again).get("default/web-1") == reasons.FILTERED_TERMINATING
+
+
+def test_an_unknown_action_in_a_record_is_refused() -> None:
+    text = journal.encode(
+        (journal.Entry("a/b", "u", "n", "", "", "", 1.0, journal.EVICTED, action="migrate"),), writer="t"
+    )
+    with pytest.raises(journal.JournalUnreadable, match="action"):
+        journal.decode(text, "ConfigMap x")
