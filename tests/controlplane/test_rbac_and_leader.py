@@ -62,6 +62,7 @@ NOT_NEEDED = [
     ("delete", "pods", "-n", "default"),  # only with the optional Delete-policy component
     ("patch", "nodes"),  # only with the optional hotspot-taint component
     ("update", "deployments.apps", "-n", "default"),
+    ("patch", "deployments.apps", "-n", "default"),  # only with the optional surge-restart component
     ("delete", "poddisruptionbudgets.policy", "-n", "default"),
     ("update", "namespaces/default"),
     ("update", "leases.coordination.k8s.io/someone-elses", "-n", NAMESPACE),
