@@ -54,7 +54,7 @@ from descheduler.planner.pingpong import (
     replacements_since,
 )
 from descheduler.planner.settings import PoolSettings, Settings, compile_settings
-from descheduler.planner.state import AnomalyCount, Migration, PlannerState
+from descheduler.planner.state import AnomalyCount, Departure, Migration, PlannerState
 from descheduler.planner.surge import recent_restart
 
 
@@ -179,6 +179,14 @@ def pod_usage_nodes(
     return frozenset(over | young)
 
 
+def _restart_departure(departure: Departure, index: ClusterIndex, now: float) -> Departure:
+    """A restarted pod leaves when its replacement is ready, not when the patch was sent: while it is still
+    there its departure moves to ``now``; the first cycle it is gone, ``now`` is the latest it can have left
+    and the departure becomes an ordinary one. Its share of the usage window is then never short (the
+    safe side: more of the sample is put down to it, so its node is not judged hotter than it is)."""
+    return replace(departure, left=now, restart=index.pod_exists(departure.uid, departure.pod))
+
+
 _UNSEEN = Rejection("", "")
 _Refused = tuple[Pod, str, str]
 """A pod the filters (or a missing usage sample) keep from being a candidate: the pod, the code, why."""
@@ -242,7 +250,8 @@ class _Cycle:
         # An evicted pod's load is in its old node's sample for one metrics window after it left; samples
         # up to nodeMetricExpirationSeconds old are still used.
         remembered = settings.usage_window + settings.metric_expiration
-        self.departures = tuple(d for d in state.departures if d.left + remembered > now)
+        departures = (_restart_departure(d, index, now) if d.restart else d for d in state.departures)
+        self.departures = tuple(d for d in departures if d.left + remembered > now)
         self.estimator = parts.estimator(usage, self.index, self.departures, settings.usage_window)
 
     # --- the cycle ------------------------------------------------------------------------------------

@@ -85,8 +85,9 @@ class Departure:
     usage: Mapping[str, int]
     """The pod's usage sample when it was evicted."""
     restart: bool = False
-    """Moved by a surge-first restart: the pod keeps running until its replacement is ready, and is
-    counted as leaving meanwhile (``plan.restarts_leaving``), as an evicted pod that is terminating."""
+    """Moved by a surge-first restart and still there: the pod keeps running until its replacement is
+    ready, and is counted as leaving meanwhile (``plan.restarts_leaving``), as an evicted pod that is
+    terminating; ``left`` follows the cycles until it is gone (``plan._restart_departure``)."""
 
 
 @dataclass(frozen=True)

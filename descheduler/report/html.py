@@ -27,9 +27,9 @@ from typing import Any
 MAX_ROWS = 40
 """Above this many nodes a cycle's chart shows only the nodes that matter (over, hotspots, sources and
 destinations); the others are counted in a note."""
-APPLIED_RESULTS = frozenset({"", "evicted", "would-evict"})
-"""Eviction results counted in the "after" bars: planned (simulate), done, or allowed by the server-side
-dry run. A refused or failed eviction leaves its pod where it is."""
+APPLIED_RESULTS = frozenset({"", "evicted", "would-evict", "restarted", "would-restart"})
+"""Eviction (and surge-first restart) results counted in the "after" bars: planned (simulate), done, or
+allowed by the server-side dry run. A refused or failed eviction leaves its pod where it is."""
 
 ROW_H = 30
 NAME_W = 190

@@ -307,3 +307,27 @@ def test_an_unknown_action_in_a_record_is_refused() -> None:
     )
     with pytest.raises(journal.JournalUnreadable, match="action"):
         journal.decode(text, "ConfigMap x")
+
+
+def test_a_restarted_pod_leaves_the_usage_window_when_it_is_gone_not_when_the_patch_was_sent() -> None:
+    """Its load stays in the node's sample while it runs (here 12 s, with a 5 s window): the estimate must
+    not take it out of the sample from the moment of the patch, or the node looks over once the old pod
+    is gone and a second pod is restarted for nothing."""
+    short = {"metricsProviders": [{"source": "Prometheus", "prometheus": {"window": "5s"}}]}
+    config = settings(migration=SURGE, top=short)
+    world = World().node("hot", usage=cpu("6")).node("cool", usage=cpu("1"))
+    for name in ("a", "b"):
+        world.deployment(name, 1, rolled_out=True)
+        world.pod(f"{name}-1", on="hot", owner=name, usage=cpu("1.5"))
+    first = world.plan(config)
+    assert [e.pod.key for e in first.evictions] == ["default/b-1"]
+    state = commit(first.state, first.evictions, NOW)
+    waiting = world.plan(config, state, NOW + 10)
+    (departure,) = waiting.state.departures
+    assert (departure.left, departure.restart) == (NOW + 10, True), "still there: it has not left yet"
+    # Gone at NOW + 12; the 5 s sample still holds it (unchanged) at that cycle.
+    world.remove_pod("b-1")
+    gone = world.plan(config, waiting.state, NOW + 12)
+    (departure,) = gone.state.departures
+    assert (departure.left, departure.restart) == (NOW + 12, False)
+    assert gone.evictions == (), "the node is cured: a-1 stays"
