@@ -320,6 +320,7 @@ class CycleRunner:
             heard=now - max(self.signals.cache_ages().values(), default=0.0),
             settle=self.timing.unknown_settle_seconds,
             now=now,
+            restart_settle=self.timing.restart_deadline_seconds,
         )
         for r in settled:
             item = r.eviction

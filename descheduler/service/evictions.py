@@ -194,7 +194,14 @@ class EvictionPass:
         if outcome.result == "unknown":
             result.unresolved.add(planned.pod.key)
             result.unconfirmed.append(
-                Unconfirmed(planned.pod, planned.node, planned.destination, planned.reason, sent)
+                Unconfirmed(
+                    planned.pod,
+                    planned.node,
+                    planned.destination,
+                    planned.reason,
+                    sent,
+                    planned.action == RESTART,
+                )
             )
         (
             log.info

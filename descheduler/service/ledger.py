@@ -19,6 +19,7 @@ from descheduler.cluster.types import Pod
 from descheduler.planner import PlannedEviction, PlannerState
 from descheduler.planner import journal as records
 from descheduler.planner.journal import Detectors, Entry, JournalError
+from descheduler.planner.model import RESTART
 from descheduler.service.edges import Journal
 from descheduler.service.records import Restore
 from descheduler.service.unknown import Unconfirmed
@@ -260,5 +261,5 @@ def _adopt(entries: Sequence[Entry], ours: Held) -> Held:
     for e in rebuilt.pending:
         if e.pod not in unsettled:
             pod = Pod(namespace=e.namespace, name=e.name, uid=e.uid, node_name=e.node)
-            unsettled[e.pod] = Unconfirmed(pod, e.node, e.destination, e.reason, e.at)
+            unsettled[e.pod] = Unconfirmed(pod, e.node, e.destination, e.reason, e.at, e.action == RESTART)
     return Held(state, unsettled)

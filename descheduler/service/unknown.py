@@ -9,7 +9,9 @@ shown enough:
 - the pod is gone, or a pod of that name now has another UID, or it is terminating: ``evicted``;
 - the same pod, not terminating, in a cache that has heard from the server at least ``settle`` seconds
   after the request was sent (the server's own request timeout: a slow server may still act on it
-  until then): ``failed``;
+  until then): ``failed``. For a surge-first restart the old pod legitimately runs on until its
+  replacement is ready, so an applied restart shows only later: ``failed`` waits ``restart_settle``
+  seconds (the rollout's progress deadline) too;
 - anything else: still ``unknown``.
 """
 
@@ -36,6 +38,8 @@ class Unconfirmed:
     reason: str
     sent: float
     """Wall-clock time the request was sent."""
+    restart: bool = False
+    """A surge-first restart (its old pod stays until the new one is ready), not an eviction."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,12 @@ class Resolution:
 
 
 def resolve(
-    pending: Iterable[Unconfirmed], pods: Mapping[str, Pod], *, heard: float, settle: float
+    pending: Iterable[Unconfirmed],
+    pods: Mapping[str, Pod],
+    *,
+    heard: float,
+    settle: float,
+    restart_settle: float = 0.0,
 ) -> tuple[list[Resolution], list[Unconfirmed]]:
     """Split ``pending`` into what the cache settles now and what stays unknown.
 
@@ -66,7 +75,7 @@ def resolve(
             )
         elif current.terminating:
             settled.append(Resolution(item, "evicted", "confirmed: the pod is terminating"))
-        elif heard >= item.sent + settle:
+        elif heard >= item.sent + (max(settle, restart_settle) if item.restart else settle):
             settled.append(
                 Resolution(
                     item,
@@ -88,6 +97,7 @@ def settle_state(
     heard: float,
     settle: float,
     now: float,
+    restart_settle: float = 0.0,
 ) -> tuple[PlannerState, dict[str, Unconfirmed], list[Resolution]]:
     """``resolve`` applied to the planner state: a confirmed failure stops counting (``forget``); a
     confirmed eviction counts in every window from the latest moment it may have been applied (now, or
@@ -96,7 +106,9 @@ def settle_state(
     if not pending:
         return state, dict(pending), []
     by_key = {pod.key: pod for pod in pods}
-    settled, still = resolve(pending.values(), by_key, heard=heard, settle=settle)
+    settled, still = resolve(
+        pending.values(), by_key, heard=heard, settle=settle, restart_settle=restart_settle
+    )
     failed = [(r.eviction.pod.key, r.eviction.pod.uid) for r in settled if r.result == "failed"]
     applied = {
         (r.eviction.pod.key, r.eviction.pod.uid): min(now, r.eviction.sent + settle)

@@ -13,6 +13,7 @@ from descheduler.cluster.types import ClusterSnapshot, Pod
 from descheduler.planner import reasons
 from descheduler.planner.verify import ServerView
 from descheduler.service.cycle import CycleRunner
+from descheduler.service.unknown import Unconfirmed, resolve
 from tests.unit.builders import NOW, World, cpu, cycle_runner, settings
 from tests.unit.fakes import Cluster, FakeEvictor, FakeJournal, Usage
 
@@ -151,3 +152,34 @@ def test_a_restart_that_does_not_complete_in_time_is_reported_overdue() -> None:
     assert late.result == "overdue" and "old pod default/web-1 is still running" in late.message
     assert (OLD, "RestartOverdue") in evictor.reported
     assert len(evictor.restarts) == 1, "the old pod still counts in flight: no second restart"
+
+
+@pytest.mark.parametrize(
+    ("restart", "after", "expected"),
+    [
+        (False, 61.0, "failed"),  # an eviction: the pod still there after the server's own deadline
+        (True, 61.0, "unknown"),  # a restart: the old pod waits for its replacement, maybe applied
+        (True, 601.0, "failed"),  # past the rollout's progress deadline as well
+    ],
+)
+def test_an_unknown_restart_is_not_confirmed_failed_while_its_rollout_may_still_be_running(
+    restart: bool, after: float, expected: str
+) -> None:
+    pod = world().snapshot().pods[0]
+    item = Unconfirmed(pod, "hot", "cool", "r", NOW, restart)
+    settled, still = resolve([item], {pod.key: pod}, heard=NOW + after, settle=60.0, restart_settle=600.0)
+    assert (settled[0].result if settled else "unknown") == expected
+    assert len(still) == (0 if settled else 1)
+
+
+def test_a_restart_of_unknown_outcome_is_remembered_as_a_restart_by_a_successor() -> None:
+    journal = FakeJournal()
+    run, evictor, _, _ = runner(world(), journal=journal)
+    evictor.results = ["unknown"]
+    run.request_restore()
+    run.run_cycle()
+    assert [(e.pod, e.status, e.action) for e in journal.entries] == [(OLD, "unknown", "restart")]
+    successor, _, _, _ = runner(world(), journal=journal)
+    successor.request_restore()
+    successor.run_cycle()
+    assert successor.unconfirmed[OLD].restart
