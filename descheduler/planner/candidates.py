@@ -9,6 +9,7 @@ priority, local storage, PVC, DRA claims, replica checks); it never bypasses lim
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from descheduler.cluster.parse import WORKLOAD_KINDS, pause_value
@@ -151,14 +152,9 @@ class PodFilter:
                 f"owned by DaemonSet {pod.owner.name}: it runs on every node{surge}",
             )
         annotations = pod.annotations
-        for key, value in s.opt_outs.items():
-            # Before the evict annotation: an owner's "do not disrupt" wins over a consent to eviction.
-            found = annotations.get(key)
-            if found is not None and found.strip().lower() == value:
-                return Rejection(reasons.OPTED_OUT, f"annotated {key}: {found!r} (optOutAnnotations)")
-        paused = pause_value(annotations)
-        if paused:
-            return Rejection(reasons.PAUSED, f"the pod is paused ({PAUSE_ANNOTATION}: {paused!r})")
+        marked = self._marked(annotations)
+        if marked is not None:
+            return marked
         if EVICTION_COST in annotations and annotation_int32(pod, EVICTION_COST) == INT32_MAX:
             return Rejection(
                 reasons.FILTERED_EVICTION_COST, f"annotation {EVICTION_COST} is int32 max: never evicted"
@@ -216,6 +212,18 @@ class PodFilter:
                 "holds DRA devices (spec.resourceClaims); see evictResourceClaimPods",
             )
         return None if pod.owner is None else _WORKLOAD
+
+    def _marked(self, annotations: Mapping[str, str]) -> Rejection | None:
+        """An opt-out (``optOutAnnotations``) or our pause annotation on the pod. Checked before the evict
+        annotation: an owner's "do not disrupt" wins over a consent to eviction."""
+        for key, value in self.settings.opt_outs.items():
+            found = annotations.get(key)
+            if found is not None and found.strip().lower() == value:
+                return Rejection(reasons.OPTED_OUT, f"annotated {key}: {found!r} (optOutAnnotations)")
+        paused = pause_value(annotations)
+        if paused:
+            return Rejection(reasons.PAUSED, f"the pod is paused ({PAUSE_ANNOTATION}: {paused!r})")
+        return None
 
     def _paused_here(self, pod: Pod) -> Rejection | None:
         """Its namespace or node paused: read every time (a paused namespace or node changes no pod, so

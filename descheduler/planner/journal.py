@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -345,70 +345,71 @@ def decode(text: str, source: str) -> tuple[Entry, ...]:
     raw = doc.get("records")
     if not isinstance(raw, list):
         raise bad("records", f"must be a list, got {type(raw).__name__}")
-    out: list[Entry] = []
-    for i, item in enumerate(raw):
-        where = f"records[{i}]"
-        if not isinstance(item, dict):
-            raise bad(where, f"must be an object, got {type(item).__name__}")
+    return tuple(_decode_record(item, f"records[{i}]", bad) for i, item in enumerate(raw))
 
-        def text_field(name: str, value: Any, *, required: bool = True, at: str = where) -> str:
-            if not isinstance(value, str) or (required and not value):
-                raise bad(f"{at}.{name}", f"must be a non-empty string, got {value!r}")
-            return value
 
-        pod = text_field("pod", item.get("pod"))
-        if pod.count("/") != 1 or pod.startswith("/") or pod.endswith("/"):
-            raise bad(f"{where}.pod", f"must be namespace/name, got {pod!r}")
-        workload = item.get("workload")
-        owner = f"{where}.workload"
-        if not isinstance(workload, dict):
-            raise bad(f"{where}.workload", f"must be an object, got {workload!r}")
-        at = item.get("at")
-        if isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at) or at < 0:
-            raise bad(f"{where}.at", f"must be seconds since the epoch, got {at!r}")
-        status = item.get("status")
-        if status not in STATUSES:
-            raise bad(f"{where}.status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
-        usage = item.get("usage", {})
-        if not isinstance(usage, dict) or not all(
-            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
-            for k, v in usage.items()
+def _decode_record(item: Any, where: str, bad: Callable[[str, str], JournalUnreadable]) -> Entry:
+    """One stored record, every field checked (``decode``)."""
+    if not isinstance(item, dict):
+        raise bad(where, f"must be an object, got {type(item).__name__}")
+
+    def text_field(name: str, value: Any, *, required: bool = True, at: str = where) -> str:
+        if not isinstance(value, str) or (required and not value):
+            raise bad(f"{at}.{name}", f"must be a non-empty string, got {value!r}")
+        return value
+
+    def seconds(name: str, default: float | None = 0.0, *, negative: bool = True) -> float:
+        value = item.get(name, default)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or (value < 0 and not negative)
         ):
-            raise bad(f"{where}.usage", f"must map resource names to non-negative integers, got {usage!r}")
-        action = item.get("action", EVICT)
-        if action not in (EVICT, RESTART):
-            raise bad(f"{where}.action", f"must be {EVICT} or {RESTART}, got {action!r}")
-        created = item.get("created", 0.0)
-        if isinstance(created, bool) or not isinstance(created, int | float) or not math.isfinite(created):
-            raise bad(f"{where}.created", f"must be seconds since the epoch, got {created!r}")
-        landing = item.get("replacement", {})
-        if not isinstance(landing, dict):
-            raise bad(f"{where}.replacement", f"must be an object, got {landing!r}")
-        bounced = item.get("bounced", 0.0)
-        if isinstance(bounced, bool) or not isinstance(bounced, int | float) or not math.isfinite(bounced):
-            raise bad(f"{where}.bounced", f"must be seconds since the epoch, got {bounced!r}")
-        moved = f"{where}.replacement"
-        out.append(
-            Entry(
-                pod=pod,
-                uid=text_field("uid", item.get("uid"), required=False),
-                node=text_field("node", item.get("node")),
-                workload=text_field("identity", workload.get("identity", ""), required=False, at=owner),
-                workload_kind=text_field("kind", workload.get("kind", ""), required=False, at=owner),
-                workload_name=text_field("name", workload.get("name", ""), required=False, at=owner),
-                at=float(at),
-                status=str(status),
-                reason=text_field("reason", item.get("reason", ""), required=False),
-                destination=text_field("destination", item.get("destination", ""), required=False),
-                created=float(created),
-                usage=tuple(sorted(usage.items())),
-                replacement=text_field("pod", landing.get("pod", ""), required=False, at=moved),
-                landed=text_field("node", landing.get("node", ""), required=False, at=moved),
-                bounced=float(bounced),
-                action=str(action),
-            )
-        )
-    return tuple(out)
+            raise bad(f"{where}.{name}", f"must be seconds since the epoch, got {value!r}")
+        return float(value)
+
+    pod = text_field("pod", item.get("pod"))
+    if pod.count("/") != 1 or pod.startswith("/") or pod.endswith("/"):
+        raise bad(f"{where}.pod", f"must be namespace/name, got {pod!r}")
+    workload = item.get("workload")
+    owner = f"{where}.workload"
+    if not isinstance(workload, dict):
+        raise bad(owner, f"must be an object, got {workload!r}")
+    status = item.get("status")
+    if status not in STATUSES:
+        raise bad(f"{where}.status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
+    usage = item.get("usage", {})
+    if not isinstance(usage, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        for k, v in usage.items()
+    ):
+        raise bad(f"{where}.usage", f"must map resource names to non-negative integers, got {usage!r}")
+    action = item.get("action", EVICT)
+    if action not in (EVICT, RESTART):
+        raise bad(f"{where}.action", f"must be {EVICT} or {RESTART}, got {action!r}")
+    landing = item.get("replacement", {})
+    moved = f"{where}.replacement"
+    if not isinstance(landing, dict):
+        raise bad(moved, f"must be an object, got {landing!r}")
+    return Entry(
+        pod=pod,
+        uid=text_field("uid", item.get("uid"), required=False),
+        node=text_field("node", item.get("node")),
+        workload=text_field("identity", workload.get("identity", ""), required=False, at=owner),
+        workload_kind=text_field("kind", workload.get("kind", ""), required=False, at=owner),
+        workload_name=text_field("name", workload.get("name", ""), required=False, at=owner),
+        at=seconds("at", None, negative=False),
+        status=str(status),
+        reason=text_field("reason", item.get("reason", ""), required=False),
+        destination=text_field("destination", item.get("destination", ""), required=False),
+        created=seconds("created"),
+        usage=tuple(sorted(usage.items())),
+        replacement=text_field("pod", landing.get("pod", ""), required=False, at=moved),
+        landed=text_field("node", landing.get("node", ""), required=False, at=moved),
+        bounced=seconds("bounced"),
+        action=str(action),
+    )
 
 
 def decode_detectors(text: str, source: str) -> Detectors:

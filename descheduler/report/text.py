@@ -136,6 +136,50 @@ def render_plan_text(plan: Plan, title: str) -> list[str]:
     """One cycle as text; also usable for a one-off dry-run audit."""
     lines = [escape(title)]
     lines += [f"  {escape(note)}" for note in plan.notes]
+    lines.append("")
+    lines += _node_table(plan)
+    skipped_nodes = [r for r in plan.node_reports if r.skip_code]
+    if skipped_nodes:
+        lines.append("")
+        lines.append("  Skipped nodes:")
+        lines += _table(
+            ["NODE", "CODE", "MESSAGE"],
+            [[r.node, r.skip_code, r.skip_message] for r in skipped_nodes],
+            "    ",
+        )
+    stops = [r for r in plan.node_reports if r.stop_code]
+    if stops:
+        lines.append("")
+        lines.append("  Hotspots:")
+        lines += _table(
+            ["NODE", "OUTCOME", "DETAIL"], [[r.node, r.stop_code, r.stop_message] for r in stops], "    "
+        )
+    lines.append("")
+    lines += _eviction_table(plan)
+    if plan.pod_skips:
+        lines.append("")
+        lines.append("  Skipped pods:")
+        lines += _table(
+            ["POD", "NODE", "CODE", "MESSAGE"],
+            [[s.pod, s.node, s.code, s.message] for s in plan.pod_skips],
+            "    ",
+        )
+    if plan.skip_summaries:
+        lines.append("")
+        lines.append(
+            "  Pods a filter left alone on hotspots that stopped first, by reason (--explain all lists each):"
+        )
+        lines += _table(
+            ["NODE", "STOPPED", "CODE", "PODS", "FOR EXAMPLE", "FIRST POD'S MESSAGE"],
+            [[s.node, s.stop, s.code, str(s.count), summary_examples(s.examples, s.count), s.message]
+             for s in plan.skip_summaries],
+            "    ",
+        )  # fmt: skip
+    return lines
+
+
+def _node_table(plan: Plan) -> list[str]:
+    """One row per node: class, anomaly count, each resource against its thresholds, evictions."""
     resources: list[str] = []
     for report in plan.node_reports:
         for item in report.resources:
@@ -161,71 +205,27 @@ def render_plan_text(plan: Plan, title: str) -> list[str]:
             row.append(f"{report.prod_class} {report.prod_anomaly_count}" if report.prod_class else "-")
         row.append(str(report.evicted))
         rows.append(row)
-    lines.append("")
-    lines += _table(headers, rows)
-    skipped_nodes = [r for r in plan.node_reports if r.skip_code]
-    if skipped_nodes:
-        lines.append("")
-        lines.append("  Skipped nodes:")
-        lines += _table(
-            ["NODE", "CODE", "MESSAGE"],
-            [[r.node, r.skip_code, r.skip_message] for r in skipped_nodes],
-            "    ",
-        )
-    stops = [r for r in plan.node_reports if r.stop_code]
-    if stops:
-        lines.append("")
-        lines.append("  Hotspots:")
-        lines += _table(
-            ["NODE", "OUTCOME", "DETAIL"], [[r.node, r.stop_code, r.stop_message] for r in stops], "    "
-        )
-    lines.append("")
-    if plan.evictions and any(e.action == RESTART for e in plan.evictions):
-        # Surge-first restarts (``surgeSingleReplica``) are told apart; without any the table is as it was.
-        lines.append("  Evictions:")
-        lines += _table(
-            ["POD", "NODE", "DESTINATION", "ACTION", "REASON"],
-            [
-                [
-                    e.pod.key,
-                    e.node,
-                    e.destination,
-                    "would-restart" if e.action == RESTART else "would-evict",
-                    e.reason,
-                ]
-                for e in plan.evictions
-            ],
-            "    ",
-        )
-    elif plan.evictions:
-        lines.append("  Evictions:")
-        lines += _table(
-            ["POD", "NODE", "DESTINATION", "REASON"],
-            [[e.pod.key, e.node, e.destination, e.reason] for e in plan.evictions],
-            "    ",
-        )
-    else:
-        lines.append("  Evictions: none")
-    if plan.pod_skips:
-        lines.append("")
-        lines.append("  Skipped pods:")
-        lines += _table(
-            ["POD", "NODE", "CODE", "MESSAGE"],
-            [[s.pod, s.node, s.code, s.message] for s in plan.pod_skips],
-            "    ",
-        )
-    if plan.skip_summaries:
-        lines.append("")
-        lines.append(
-            "  Pods a filter left alone on hotspots that stopped first, by reason (--explain all lists each):"
-        )
-        lines += _table(
-            ["NODE", "STOPPED", "CODE", "PODS", "FOR EXAMPLE", "FIRST POD'S MESSAGE"],
-            [[s.node, s.stop, s.code, str(s.count), summary_examples(s.examples, s.count), s.message]
-             for s in plan.skip_summaries],
-            "    ",
-        )  # fmt: skip
-    return lines
+    return _table(headers, rows)
+
+
+def _eviction_table(plan: Plan) -> list[str]:
+    """The planned moves; an ACTION column only when some are surge-first restarts
+    (``surgeSingleReplica``), so without any the table is as it always was."""
+    if not plan.evictions:
+        return ["  Evictions: none"]
+    restarts = any(e.action == RESTART for e in plan.evictions)
+    headers = ["POD", "NODE", "DESTINATION", *(["ACTION"] if restarts else []), "REASON"]
+    rows = [
+        [
+            e.pod.key,
+            e.node,
+            e.destination,
+            *(["would-restart" if e.action == RESTART else "would-evict"] if restarts else []),
+            e.reason,
+        ]
+        for e in plan.evictions
+    ]
+    return ["  Evictions:", *_table(headers, rows, "    ")]
 
 
 def render_text(results: Sequence[CycleResult]) -> str:

@@ -4,7 +4,8 @@ record.
 This is the thin shell around the pure planner; each concern with state of its own lives beside it:
 ``ledger.py`` (the migration journal: rebuild, write ahead, confirm), ``steering.py`` (hotspot taints),
 ``verify.py`` (reading from the server what an eviction rests on), ``evictions.py`` (the eviction pass
-and its safety rules), ``unknown.py`` (evictions of unknown outcome). What the runner talks to is in
+and its safety rules), ``unknown.py`` (evictions of unknown outcome), ``announce.py`` (what a cycle says
+about outcomes other than its own evictions). What the runner talks to is in
 ``edges.py``; what a cycle did is a ``records.CycleRecord``. No cycle runs on a stale cache: while any
 watched resource last heard from the API server longer ago than ``Timing.max_cache_age``, the cycle is
 skipped (state untouched) and the record says why.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Mapping
 
 import structlog
 
@@ -29,6 +31,7 @@ from descheduler.planner.controls import (
     window_state,
 )
 from descheduler.planner.index import IndexCache
+from descheduler.service import announce
 from descheduler.service.edges import Clocks, Edges, Signals, Timing
 from descheduler.service.evictions import EvictionPass, Gate, Pass, refused_budgets
 from descheduler.service.ledger import Held, Ledger
@@ -137,21 +140,8 @@ class CycleRunner:
             self._lock.release()
 
     def stale_cache(self) -> str:
-        """Why the cache is too old to act on, or ``""``: every resource must have heard recently."""
-        bound = self.timing.max_cache_age
-        if bound is None:
-            return ""
-        stale = {name: age for name, age in self.signals.cache_ages().items() if age > bound}
-        if not stale:
-            return ""
-        ages = ", ".join(
-            f"{name} {'never' if age == float('inf') else f'{age:.0f}s ago'}"
-            for name, age in sorted(stale.items())
-        )
-        return (
-            f"watch cache stale: last heard from the API server: {ages} "
-            f"(bound {bound:g}s); nothing is decided on data that old"
-        )
+        """Why the cache is too old to act on, or ``""`` (``stale_cache``)."""
+        return stale_cache(self.signals.cache_ages(), self.timing.max_cache_age)
 
     # -- the cycle ----------------------------------------------------------------------------------------
     def _run(self) -> CycleRecord:
@@ -171,7 +161,7 @@ class CycleRunner:
             decided = plan(
                 snapshot, usage, self.config, self.state, now, cache=self.indexes, skip_form=self.skip_form
             )
-            self._announce(decided)
+            announce.backoffs(decided, self.edges.events, self.config.dry_run)
             acting = self.signals.is_leader() and not self.stopping.is_set()
             steering = self.steering.decide(snapshot, decided, acting)
             added = self.steering.add(steering)  # before the evictions, so replacements are steered away
@@ -215,35 +205,6 @@ class CycleRunner:
             return None
         return budget_state(self.churn, self.state.migrations, now)
 
-    def _announce(self, decided: Plan) -> None:
-        """Say once per episode that the ping-pong guard backs a workload off: a log line and a Warning
-        Event on the workload (the metric and the audit's skips come from the cycle record)."""
-        for backoff in decided.new_backoffs():
-            log.warning(
-                "ping_pong_backoff",
-                workload=backoff.describe(),
-                backoff_number=backoff.level,
-                until=backoff.until,
-                cooldown_seconds=backoff.cooldown,
-                bounces=backoff.bounces,
-                destinations=dict(backoff.destinations),
-                attractor=backoff.attractor or None,
-                message=backoff.message(),
-            )
-            events = self.edges.events
-            if events is not None and backoff.kind and not self.config.dry_run:
-                uid = backoff.workload if "/" not in backoff.workload else ""
-                events.record_workload(
-                    backoff.kind,
-                    backoff.namespace,
-                    backoff.name,
-                    uid,
-                    "Warning",
-                    "PingPongBackoff",
-                    backoff.message(),
-                    action="Descheduling",
-                )
-
     def _restore(self) -> Restore:
         restore, held = self.ledger.restore()
         self.state, self.unconfirmed = held.state, held.unsettled
@@ -251,7 +212,7 @@ class CycleRunner:
 
     def _usage(self, snapshot: ClusterSnapshot, now: float) -> UsageSnapshot:
         """Two steps: node usage first; then pod usage only for the nodes the plan may move pods from."""
-        usage = self._distrust(self.edges.usage.fetch_nodes(snapshot.nodes))
+        usage = distrust(self.edges.usage.fetch_nodes(snapshot.nodes), self.signals.untrusted_nodes())
         wanted = pod_usage_nodes(snapshot, usage, self.config, self.state, now, cache=self.indexes)
         pods = self.edges.usage.fetch_pods(wanted, snapshot.nodes, snapshot.pods)
         return UsageSnapshot(nodes=usage.nodes, pods=pods, node_errors=usage.node_errors)
@@ -322,17 +283,7 @@ class CycleRunner:
             now=now,
             restart_settle=self.timing.restart_deadline_seconds,
         )
-        for r in settled:
-            item = r.eviction
-            (log.info if r.result == "evicted" else log.warning)(
-                "eviction_resolved",
-                pod=item.pod.key,
-                node=item.node,
-                result=r.result,
-                message=r.message,
-                seconds_unknown=round(now - item.sent, 3),
-            )
-            self.edges.evictor.report_resolved(item.pod, item.node, item.reason, r.result, r.message)
+        announce.resolved(settled, self.edges.evictor, now)
         return settled
 
     def _follow_restarts(self, snapshot: ClusterSnapshot, now: float) -> list[Followed]:
@@ -342,39 +293,8 @@ class CycleRunner:
             return []
         index = self.indexes.index_of(snapshot)
         followed, self.restarting = follow(self.restarting, index, now, self.timing.restart_deadline_seconds)
-        for f in followed:
-            planned = f.restart.planned
-            (log.info if f.result == "completed" else log.warning)(
-                "restart_followed",
-                pod=planned.pod.key,
-                node=planned.node,
-                deployment=planned.workload_name,
-                result=f.result,
-                seconds=round(f.seconds, 3),
-                new_pod=f.new_pod.key if f.new_pod is not None else None,
-                new_node=f.new_pod.node_name if f.new_pod is not None else None,
-                message=f.message,
-            )
-            completed = f.result == "completed"
-            self.edges.evictor.report_restart(
-                planned.pod,
-                planned.workload_name,
-                "Normal" if completed else "Warning",
-                "RestartCompleted" if completed else "RestartOverdue",
-                f"Rollout restart to move pod {planned.pod.name} off node {planned.node} {f.message}",
-            )
+        announce.followed(followed, self.edges.evictor)
         return followed
-
-    def _distrust(self, usage: UsageSnapshot) -> UsageSnapshot:
-        """Nodes the cache cannot fully describe (an unparsable pod) are skipped like nodes without usage."""
-        untrusted = self.signals.untrusted_nodes()
-        if not untrusted:
-            return usage
-        errors = dict(usage.node_errors)
-        for node, why in untrusted.items():
-            errors[node] = f"{errors[node]}; {why}" if node in errors else why
-        nodes = {name: sample for name, sample in usage.nodes.items() if name not in untrusted}
-        return UsageSnapshot(nodes=nodes, pods=usage.pods, node_errors=errors)
 
     def _skip(self, now: float, started: float, code: str, why: str) -> CycleRecord:
         """A cycle that did not run: no plan, no eviction, the planner state untouched."""
@@ -409,3 +329,31 @@ class CycleRunner:
         )
         if self.signals.on_record is not None:
             self.signals.on_record(record)
+
+
+def distrust(usage: UsageSnapshot, untrusted: Mapping[str, str]) -> UsageSnapshot:
+    """Nodes the cache cannot fully describe (an unparsable pod) are skipped like nodes without usage."""
+    if not untrusted:
+        return usage
+    errors = dict(usage.node_errors)
+    for node, why in untrusted.items():
+        errors[node] = f"{errors[node]}; {why}" if node in errors else why
+    nodes = {name: sample for name, sample in usage.nodes.items() if name not in untrusted}
+    return UsageSnapshot(nodes=nodes, pods=usage.pods, node_errors=errors)
+
+
+def stale_cache(ages: Mapping[str, float], bound: float | None) -> str:
+    """Why the cache is too old to act on, or ``""``: every resource must have heard within ``bound``."""
+    if bound is None:
+        return ""
+    stale = {name: age for name, age in ages.items() if age > bound}
+    if not stale:
+        return ""
+    shown = ", ".join(
+        f"{name} {'never' if age == float('inf') else f'{age:.0f}s ago'}"
+        for name, age in sorted(stale.items())
+    )
+    return (
+        f"watch cache stale: last heard from the API server: {shown} "
+        f"(bound {bound:g}s); nothing is decided on data that old"
+    )

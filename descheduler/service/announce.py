@@ -1,0 +1,87 @@
+"""What a cycle tells the world about outcomes other than its own evictions: log lines and Events.
+
+The runner decides; these say it, once each: evictions of unknown outcome the cache has now settled,
+rollout restarts whose old pod left (or that are overdue), and ping-pong back-offs as they begin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import structlog
+
+from descheduler.planner import Plan
+from descheduler.service.edges import Evictor, WorkloadEvents
+from descheduler.service.restarts import Followed
+from descheduler.service.unknown import Resolution
+
+log = structlog.get_logger("descheduler.cycle")
+
+
+def resolved(settled: Iterable[Resolution], evictor: Evictor, now: float) -> None:
+    """Earlier evictions of unknown outcome, settled from the cache: a log line and the pod's Event."""
+    for r in settled:
+        item = r.eviction
+        (log.info if r.result == "evicted" else log.warning)(
+            "eviction_resolved",
+            pod=item.pod.key,
+            node=item.node,
+            result=r.result,
+            message=r.message,
+            seconds_unknown=round(now - item.sent, 3),
+        )
+        evictor.report_resolved(item.pod, item.node, item.reason, r.result, r.message)
+
+
+def followed(restarts: Iterable[Followed], evictor: Evictor) -> None:
+    """Restarts whose old pod left (new pod Ready) or that are overdue: told on the Deployment and pod."""
+    for f in restarts:
+        planned = f.restart.planned
+        (log.info if f.result == "completed" else log.warning)(
+            "restart_followed",
+            pod=planned.pod.key,
+            node=planned.node,
+            deployment=planned.workload_name,
+            result=f.result,
+            seconds=round(f.seconds, 3),
+            new_pod=f.new_pod.key if f.new_pod is not None else None,
+            new_node=f.new_pod.node_name if f.new_pod is not None else None,
+            message=f.message,
+        )
+        completed = f.result == "completed"
+        evictor.report_restart(
+            planned.pod,
+            planned.workload_name,
+            "Normal" if completed else "Warning",
+            "RestartCompleted" if completed else "RestartOverdue",
+            f"Rollout restart to move pod {planned.pod.name} off node {planned.node} {f.message}",
+        )
+
+
+def backoffs(decided: Plan, events: WorkloadEvents | None, dry_run: bool) -> None:
+    """Once per episode, that the ping-pong guard backs a workload off: a log line and a Warning Event on
+    the workload (the metric and the audit's skips come from the cycle record)."""
+    for backoff in decided.new_backoffs():
+        log.warning(
+            "ping_pong_backoff",
+            workload=backoff.describe(),
+            backoff_number=backoff.level,
+            until=backoff.until,
+            cooldown_seconds=backoff.cooldown,
+            bounces=backoff.bounces,
+            destinations=dict(backoff.destinations),
+            attractor=backoff.attractor or None,
+            message=backoff.message(),
+        )
+        if events is not None and backoff.kind and not dry_run:
+            uid = backoff.workload if "/" not in backoff.workload else ""
+            events.record_workload(
+                backoff.kind,
+                backoff.namespace,
+                backoff.name,
+                uid,
+                "Warning",
+                "PingPongBackoff",
+                backoff.message(),
+                action="Descheduling",
+            )
