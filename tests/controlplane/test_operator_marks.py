@@ -8,7 +8,9 @@ taint is skipped: nothing is evicted from it, however long it stays hot.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,15 +20,9 @@ from descheduler.kube.api import KubeApi
 from descheduler.kube.connection import connect
 from descheduler.planner import reasons
 from tests.controlplane.cluster import ControlPlane
-from tests.controlplane.loop import hot_cluster_serving_usage, install_manifests, loop_config
-from tests.support.service import (
-    Descheduler,
-    Ports,
-    UsageBackend,
-    metric_samples,
-    run_descheduler,
-    write_config,
-)
+from tests.controlplane.loop import HotCluster, hot_cluster_serving_usage, install_manifests, loop_config
+from tests.support import service
+from tests.support.service import Descheduler
 
 pytestmark = pytest.mark.controlplane
 
@@ -51,12 +47,12 @@ def api(control_plane: ControlPlane) -> Iterator[KubeApi]:
 
 
 def skipped(proc: Descheduler, code: str) -> float:
-    samples = metric_samples(proc.get("/metrics")[1], "descheduler_pods_skipped_total")
+    samples = service.metric_samples(proc.get("/metrics")[1], "descheduler_pods_skipped_total")
     return sum(value for labels, value in samples if labels.get("reason") == code)
 
 
 def node_class(proc: Descheduler, node: str) -> str:
-    samples = metric_samples(proc.get("/metrics")[1], "descheduler_node_classification")
+    samples = service.metric_samples(proc.get("/metrics")[1], "descheduler_node_classification")
     return next((labels["class"] for labels, value in samples if labels["node"] == node and value == 1), "")
 
 
@@ -64,59 +60,72 @@ def cycles(proc: Descheduler) -> int:
     return len(proc.events("cycle_summary"))
 
 
-def test_a_namespace_pause_holds_evictions_until_it_is_removed_without_a_restart(
+@dataclass
+class Setting:
+    """What each test here runs on: the control plane, the shipped identity, an admin client, the usage
+    backend, the test's namespace and a working folder."""
+
+    plane: ControlPlane
+    identity: Path
+    api: KubeApi
+    backend: service.UsageBackend
+    namespace: str
+    workdir: Path
+
+    @contextmanager
+    def marked(self, mark: Callable[[HotCluster], object]) -> Iterator[tuple[HotCluster, Descheduler]]:
+        """The hot cluster with its usage served, ``mark`` applied to it, then ``descheduler run`` (live)
+        on it as the shipped identity."""
+        with hot_cluster_serving_usage(self.plane, self.api, self.namespace, self.backend) as cluster:
+            mark(cluster)
+            ports = service.Ports.free()
+            doc = loop_config(self.backend.url, ports, self.namespace, dry_run=False)
+            config = service.write_config(self.workdir / "config.yaml", doc)
+            with service.run_descheduler(config, self.identity, ports, self.workdir) as proc:
+                yield cluster, proc
+
+
+@pytest.fixture
+def setting(
     control_plane: ControlPlane,
     shipped_identity: Path,
     api: KubeApi,
-    usage_backend: UsageBackend,
+    usage_backend: service.UsageBackend,
     namespace: str,
     tmp_path: Path,
-) -> None:
-    with hot_cluster_serving_usage(control_plane, api, namespace, usage_backend) as cluster:
-        control_plane.kubectl("annotate", "namespace", namespace, f"{PAUSE_ANNOTATION}=INC-1 hold")
-        ports = Ports.free()
-        config = write_config(
-            tmp_path / "config.yaml", loop_config(usage_backend.url, ports, namespace, dry_run=False)
-        )
-        with run_descheduler(config, shipped_identity, ports, tmp_path) as proc:
-            proc.wait_ready(timeout=30)
-            proc.wait_for(lambda: skipped(proc, reasons.PAUSED) > 0, timeout=60, what="a paused skip")
-            held_from = cycles(proc)
-            proc.wait_for(lambda: cycles(proc) >= held_from + CYCLES_HELD, timeout=30, what="more cycles")
-            evicted_while_paused = list(proc.events("eviction"))
-            class_while_paused = node_class(proc, cluster.hot)
-            control_plane.kubectl("annotate", "namespace", namespace, f"{PAUSE_ANNOTATION}-")
-            lifted_at = cycles(proc)
-            proc.wait_for(lambda: proc.events("eviction"), timeout=60, what="an eviction once resumed")
-            first = proc.events("eviction")[0]
-            proc.terminate()
+) -> Setting:
+    return Setting(control_plane, shipped_identity, api, usage_backend, namespace, tmp_path)
+
+
+def test_a_namespace_pause_holds_evictions_until_it_is_removed_without_a_restart(setting: Setting) -> None:
+    plane, namespace = setting.plane, setting.namespace
+    pause = ("annotate", "namespace", namespace, f"{PAUSE_ANNOTATION}=INC-1 hold")
+    with setting.marked(lambda _: plane.kubectl(*pause)) as (cluster, proc):
+        proc.wait_ready(timeout=30)
+        proc.wait_for(lambda: skipped(proc, reasons.PAUSED) > 0, timeout=60, what="a paused skip")
+        held_from = cycles(proc)
+        proc.wait_for(lambda: cycles(proc) >= held_from + CYCLES_HELD, timeout=30, what="more cycles")
+        evicted_while_paused = list(proc.events("eviction"))
+        class_while_paused = node_class(proc, cluster.hot)
+        plane.kubectl("annotate", "namespace", namespace, f"{PAUSE_ANNOTATION}-")
+        lifted_at = cycles(proc)
+        proc.wait_for(lambda: proc.events("eviction"), timeout=60, what="an eviction once resumed")
+        first = proc.events("eviction")[0]
+        proc.terminate()
     assert evicted_while_paused == []
     assert class_while_paused == "hotspot"
     assert first["node"] == cluster.hot
     assert first["cycle"] >= lifted_at
 
 
-def test_a_hot_node_the_cluster_autoscaler_is_deleting_is_left_alone(
-    control_plane: ControlPlane,
-    shipped_identity: Path,
-    api: KubeApi,
-    usage_backend: UsageBackend,
-    namespace: str,
-    tmp_path: Path,
-) -> None:
-    with hot_cluster_serving_usage(control_plane, api, namespace, usage_backend) as cluster:
-        control_plane.kubectl(
-            "taint", "nodes", cluster.hot, "ToBeDeletedByClusterAutoscaler=1764000000:NoSchedule"
-        )
-        ports = Ports.free()
-        config = write_config(
-            tmp_path / "config.yaml", loop_config(usage_backend.url, ports, namespace, dry_run=False)
-        )
-        with run_descheduler(config, shipped_identity, ports, tmp_path) as proc:
-            proc.wait_ready(timeout=30)
-            proc.wait_for(lambda: cycles(proc) >= 2 + CYCLES_HELD, timeout=60, what="cycles")
-            hot_class = node_class(proc, cluster.hot)
-            evicted = list(proc.events("eviction"))
-            proc.terminate()
+def test_a_hot_node_the_cluster_autoscaler_is_deleting_is_left_alone(setting: Setting) -> None:
+    taint = "ToBeDeletedByClusterAutoscaler=1764000000:NoSchedule"
+    tainted = setting.marked(lambda cluster: setting.plane.kubectl("taint", "nodes", cluster.hot, taint))
+    with tainted as (cluster, proc):
+        proc.wait_ready(timeout=30)
+        proc.wait_for(lambda: cycles(proc) >= 2 + CYCLES_HELD, timeout=60, what="cycles")
+        hot_class = node_class(proc, cluster.hot)
+        evicted = list(proc.events("eviction"))
+        proc.terminate()
     assert hot_class == "skipped"
     assert evicted == []

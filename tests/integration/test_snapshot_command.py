@@ -13,20 +13,11 @@ from benchmarks.fakeprom import FakePrometheus
 from descheduler.cli import main
 from descheduler.simulate.inputs import load_cluster
 from tests.apiserver import ApiServer, objects
+from tests.support.configs import low_node_load_yaml
 
-CONFIG = """\
-apiVersion: descheduler/v1alpha2
-kind: DeschedulerConfiguration
-profiles:
-- name: p
-  plugins: {balance: {enabled: [{name: LowNodeLoad}]}}
-  pluginConfig:
-  - name: LowNodeLoad
-    args:
-      lowThresholds: {cpu: 20}
-      highThresholds: {cpu: 50}
-      anomalyCondition: {consecutiveAbnormalities: 1}
-"""
+CONFIG = low_node_load_yaml(
+    "{lowThresholds: {cpu: 20}, highThresholds: {cpu: 50}, anomalyCondition: {consecutiveAbnormalities: 1}}"
+)
 
 NODE_USAGE = {"node-hot": {"cpu": 6000, "memory": 4 * 2**30}, "node-cool": {"cpu": 500, "memory": 2**30}}
 POD_USAGE = {f"default/web-{i}": {"cpu": 1500, "memory": 2**28} for i in range(4)}

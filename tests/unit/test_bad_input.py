@@ -15,6 +15,7 @@ import pytest
 
 from descheduler.cli import main
 from descheduler.usage.samples import amount_problem, join_reasons
+from tests.support.configs import low_node_load_yaml
 
 from .test_simulate_inputs import CLUSTER, CONFIG, USAGE
 
@@ -36,15 +37,8 @@ profiles:
     args: {evictQPS: fast}
 """
 
-CONTROL_MISTAKES = """\
-apiVersion: descheduler/v1alpha2
-kind: DeschedulerConfiguration
-profiles:
-- name: p
-  plugins: {balance: {enabled: [{name: LowNodeLoad}]}}
-  pluginConfig:
-  - name: LowNodeLoad
-    args: {lowThresholds: {cpu: 20}, highThresholds: {cpu: 50}}
+CONTROL_MISTAKES = low_node_load_yaml(
+    rest="""\
   - name: MigrationController
     args:
       evictionWindows:
@@ -53,6 +47,7 @@ profiles:
       - {days: [Sun], start: "10:00", end: "10:00"}
       churnBudget: {maxEvictions: -5, period: 24h}
 """
+)
 """A window that never opens, an unparseable time and an unknown zone, one that never opens because
 start equals end, and a negative budget: every one named on its own line."""
 

@@ -34,6 +34,7 @@ from descheduler.cluster.parse import (
 )
 from descheduler.report.text import escape
 from descheduler.simulate.inputs import InputError, load_cluster, load_usage
+from tests.support.configs import low_node_load_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 Obj = dict[str, Any]
@@ -206,17 +207,10 @@ def test_values_at_the_edge_are_accepted() -> None:
 
 # -- the planner and the renderer on the largest accepted values ---------------------------------------
 
-CONFIG = """\
-apiVersion: descheduler/v1alpha2
-kind: DeschedulerConfiguration
-profiles:
-- name: p
-  plugins: {balance: {enabled: [{name: LowNodeLoad}]}}
-  pluginConfig:
-  - name: LowNodeLoad
-    args: {lowThresholds: {cpu: 20, memory: 20}, highThresholds: {cpu: 50, memory: 50},
-           anomalyCondition: {consecutiveAbnormalities: 1}}
-"""
+CONFIG = low_node_load_yaml(
+    "{lowThresholds: {cpu: 20, memory: 20}, highThresholds: {cpu: 50, memory: 50},\n"
+    "           anomalyCondition: {consecutiveAbnormalities: 1}}"
+)
 
 
 def _cluster(pods: list[Obj], hot_cpu: str = "4", cool_cpu: str = "64") -> str:

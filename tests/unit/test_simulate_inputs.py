@@ -8,17 +8,9 @@ import pytest
 
 from descheduler.cli import main
 from descheduler.simulate.inputs import InputError, UsageSeries, load_cluster, load_usage
+from tests.support.configs import low_node_load_yaml
 
-CONFIG = """\
-apiVersion: descheduler/v1alpha2
-kind: DeschedulerConfiguration
-profiles:
-- name: p
-  plugins: {balance: {enabled: [{name: LowNodeLoad}]}}
-  pluginConfig:
-  - name: LowNodeLoad
-    args: {lowThresholds: {cpu: 20}, highThresholds: {cpu: 50}}
-"""
+CONFIG = low_node_load_yaml()
 CLUSTER = """\
 apiVersion: v1
 kind: List
