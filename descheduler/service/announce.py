@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 import structlog
 
+from descheduler.cluster.types import Pod
 from descheduler.planner import Plan
 from descheduler.service.edges import Evictor, WorkloadEvents
 from descheduler.service.restarts import Followed
@@ -18,16 +19,22 @@ from descheduler.service.unknown import Resolution
 log = structlog.get_logger("descheduler.cycle")
 
 
+def _outcome(good: bool, event: str, pod: Pod, node: str, result: str, message: str, **more: object) -> None:
+    """One log line for how a pod's eviction or restart turned out: info when it went well, else warning."""
+    (log.info if good else log.warning)(event, pod=pod.key, node=node, result=result, message=message, **more)
+
+
 def resolved(settled: Iterable[Resolution], evictor: Evictor, now: float) -> None:
     """Earlier evictions of unknown outcome, settled from the cache: a log line and the pod's Event."""
     for r in settled:
         item = r.eviction
-        (log.info if r.result == "evicted" else log.warning)(
+        _outcome(
+            r.result == "evicted",
             "eviction_resolved",
-            pod=item.pod.key,
-            node=item.node,
-            result=r.result,
-            message=r.message,
+            item.pod,
+            item.node,
+            r.result,
+            r.message,
             seconds_unknown=round(now - item.sent, 3),
         )
         evictor.report_resolved(item.pod, item.node, item.reason, r.result, r.message)
@@ -37,18 +44,19 @@ def followed(restarts: Iterable[Followed], evictor: Evictor) -> None:
     """Restarts whose old pod left (new pod Ready) or that are overdue: told on the Deployment and pod."""
     for f in restarts:
         planned = f.restart.planned
-        (log.info if f.result == "completed" else log.warning)(
+        completed = f.result == "completed"
+        _outcome(
+            completed,
             "restart_followed",
-            pod=planned.pod.key,
-            node=planned.node,
+            planned.pod,
+            planned.node,
+            f.result,
+            f.message,
             deployment=planned.workload_name,
-            result=f.result,
             seconds=round(f.seconds, 3),
             new_pod=f.new_pod.key if f.new_pod is not None else None,
             new_node=f.new_pod.node_name if f.new_pod is not None else None,
-            message=f.message,
         )
-        completed = f.result == "completed"
         evictor.report_restart(
             planned.pod,
             planned.workload_name,
