@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import zoneinfo
 from collections.abc import Sequence
+from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
 from descheduler.config.base import FieldProblem, StrictModel
-from descheduler.config.types import Duration, NonNegativeInt
+from descheduler.config.types import Duration, NonNegativeInt, checked, positive
 
 DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _FULL_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -66,7 +67,7 @@ class EvictionWindow(StrictModel):
     days: list[str]
     start: str
     end: str
-    time_zone: str = Field(default="UTC", alias="timeZone")
+    time_zone: Annotated[str, checked(zone_problem)] = Field(default="UTC", alias="timeZone")
 
     @field_validator("days")
     @classmethod
@@ -80,14 +81,6 @@ class EvictionWindow(StrictModel):
     @classmethod
     def _clock(cls, value: str) -> str:
         parse_clock(value)
-        return value
-
-    @field_validator("time_zone")
-    @classmethod
-    def _zone(cls, value: str) -> str:
-        problem = zone_problem(value)
-        if problem is not None:
-            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")
@@ -142,14 +135,9 @@ class ChurnBudget(StrictModel):
 
     max_evictions: NonNegativeInt | None = Field(default=None, alias="maxEvictions")
     max_evictions_per_namespace: NonNegativeInt | None = Field(default=None, alias="maxEvictionsPerNamespace")
-    period: Duration = 24 * 3600.0
-
-    @field_validator("period")
-    @classmethod
-    def _positive(cls, value: float) -> float:
-        if value <= 0:
-            raise ValueError("must be longer than 0s: a budget needs a period to count over")
-        return value
+    period: Annotated[Duration, positive("must be longer than 0s: a budget needs a period to count over")] = (
+        24 * 3600.0
+    )
 
     @model_validator(mode="after")
     def _some_limit(self) -> ChurnBudget:

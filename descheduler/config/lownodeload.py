@@ -8,7 +8,7 @@ without its pair, two pools of one name) is refused here, at load time, with the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
@@ -21,6 +21,7 @@ from descheduler.config.types import (
     NonNegativeInt,
     ResourceThresholds,
     ResourceWeights,
+    positive,
 )
 
 
@@ -70,6 +71,9 @@ class HotspotTaint(StrictModel):
     """Consecutive cycles without a reason for the taint (normal or low) after which it is removed."""
 
 
+_POSITIVE_COOLDOWN = positive("must be a positive duration such as 10m")
+
+
 class PingPongGuard(StrictModel):
     """**Ours**: back off a workload whose replacements keep landing on nodes over their high threshold.
 
@@ -80,17 +84,10 @@ class PingPongGuard(StrictModel):
     """
 
     enabled: bool = True
-    base_cooldown: Duration | None = Field(default=None, alias="baseCooldown")
+    base_cooldown: Annotated[Duration | None, _POSITIVE_COOLDOWN] = Field(default=None, alias="baseCooldown")
     """The first back-off; unset: the larger of the ``objectLimiters`` window and 10 deschedulingIntervals."""
-    max_cooldown: Duration = Field(default=3600.0, alias="maxCooldown")
+    max_cooldown: Annotated[Duration, _POSITIVE_COOLDOWN] = Field(default=3600.0, alias="maxCooldown")
     """No back-off is longer; a workload with no bounce for this long after its last is forgiven."""
-
-    @field_validator("base_cooldown", "max_cooldown")
-    @classmethod
-    def _positive(cls, value: float | None) -> float | None:
-        if value is not None and value <= 0:
-            raise ValueError("must be a positive duration such as 10m")
-        return value
 
     @model_validator(mode="after")
     def _ordered(self) -> PingPongGuard:
@@ -127,18 +124,13 @@ class LowNodeLoadArgs(StrictModel):
     anomaly_condition: LoadAnomalyCondition = Field(
         default_factory=LoadAnomalyCondition, alias="anomalyCondition"
     )
-    detector_cache_timeout: Duration = Field(default=300.0, alias="detectorCacheTimeout")
+    # 0 forgets every count before the next cycle: no node would ever be confirmed hot, silently.
+    detector_cache_timeout: Annotated[
+        Duration, positive("must be a positive duration such as 5m (0 would confirm no hotspot, ever)")
+    ] = Field(default=300.0, alias="detectorCacheTimeout")
     node_pools: list[NodePool] = Field(default_factory=list, alias="nodePools")
     hotspot_taint: HotspotTaint = Field(default_factory=HotspotTaint, alias="hotspotTaint")
     ping_pong_guard: PingPongGuard = Field(default_factory=PingPongGuard, alias="pingPongGuard")
-
-    @field_validator("detector_cache_timeout")
-    @classmethod
-    def _positive_detector_timeout(cls, value: float) -> float:
-        # 0 forgets every count before the next cycle: no node would ever be confirmed hot, silently.
-        if value <= 0:
-            raise ValueError("must be a positive duration such as 5m (0 would confirm no hotspot, ever)")
-        return value
 
     @field_validator("node_pools")
     @classmethod

@@ -10,6 +10,7 @@ defaults and validation together; they are re-exported here for the callers that
 from __future__ import annotations
 
 import difflib
+from functools import partial
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
@@ -40,8 +41,10 @@ from descheduler.config.types import (
     MAX_CONFIG_RATE,
     Duration,
     NonNegativeInt,
+    checked,
     dns1123_label_problem,
     dns1123_subdomain_problem,
+    positive,
 )
 
 __all__ = [
@@ -183,25 +186,14 @@ class LeaderElection(StrictModel):
     resource_lock: Literal["leases", "endpointsleases", "configmapsleases"] = Field(
         default="leases", alias="resourceLock"
     )
-    resource_name: str = Field(default="load-aware-descheduler", alias="resourceName")
-    resource_namespace: str = Field(default="kube-system", alias="resourceNamespace")
-
-    @field_validator("resource_name")
-    @classmethod
-    def _lease_name(cls, value: str) -> str:
-        # The migration journal is a ConfigMap named after the Lease (kube/journal.py): both must be valid.
-        problem = dns1123_subdomain_problem(value, 253 - len("-migrations"))
-        if problem is not None:
-            raise ValueError(f"the Lease name {problem}")
-        return value
-
-    @field_validator("resource_namespace")
-    @classmethod
-    def _lease_namespace(cls, value: str) -> str:
-        problem = dns1123_label_problem(value)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
+    # The migration journal is a ConfigMap named after the Lease (kube/journal.py): both must be valid.
+    resource_name: Annotated[
+        str,
+        checked(partial(dns1123_subdomain_problem, max_length=253 - len("-migrations")), "the Lease name "),
+    ] = Field(default="load-aware-descheduler", alias="resourceName")
+    resource_namespace: Annotated[str, checked(dns1123_label_problem)] = Field(
+        default="kube-system", alias="resourceNamespace"
+    )
 
     @model_validator(mode="after")
     def _timings(self) -> LeaderElection:
@@ -246,7 +238,9 @@ class DeschedulerConfiguration(StrictModel):
 
     api_version: Literal["descheduler/v1alpha2"] = Field(default="descheduler/v1alpha2", alias="apiVersion")
     kind: Literal["DeschedulerConfiguration"] = "DeschedulerConfiguration"
-    descheduling_interval: Duration = Field(default=60.0, alias="deschedulingInterval")
+    descheduling_interval: Annotated[Duration, positive("must be a positive duration such as 60s")] = Field(
+        default=60.0, alias="deschedulingInterval"
+    )
     dry_run: bool = Field(default=False, alias="dryRun")
     node_selector: LabelSelectorConfig | str | None = Field(default=None, alias="nodeSelector")
     max_no_of_pods_to_evict_per_node: NonNegativeInt | None = Field(
@@ -291,13 +285,6 @@ class DeschedulerConfiguration(StrictModel):
                 "(each with its own nodeSelector and lease name)"
             )
         return profiles
-
-    @field_validator("descheduling_interval")
-    @classmethod
-    def _positive_interval(cls, value: float) -> float:
-        if value <= 0:
-            raise ValueError("must be a positive duration such as 60s")
-        return value
 
     @field_validator("healthz_bind_address", "metrics_bind_address")
     @classmethod

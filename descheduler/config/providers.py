@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from descheduler.config.base import StrictModel
-from descheduler.config.types import Duration
+from descheduler.config.types import Duration, positive
 
 DEFAULT_PROMETHEUS_URL = "http://prometheus-k8s.monitoring.svc:9090"
 """The ``prometheus-k8s`` service that kube-prometheus creates in the ``monitoring`` namespace."""
@@ -149,7 +149,7 @@ class PrometheusSettings(StrictModel):
     auth_token: BearerToken | None = Field(default=None, alias="authToken")
     basic_auth: BasicAuth | None = Field(default=None, alias="basicAuth")
     tls: TLSSettings = Field(default_factory=TLSSettings)
-    timeout: Duration = 10.0
+    timeout: Annotated[Duration, positive("must be a positive duration such as 10s")] = 10.0
     """Per HTTP request (connect and read each); a cycle stops querying at the first transport failure."""
     window: Duration = 300.0
     """Usage is averaged over this window (Koordinator's NodeMetric default is 5m too)."""
@@ -166,13 +166,6 @@ class PrometheusSettings(StrictModel):
         if not re.match(r"^https?://[^/\s]+", value):
             raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
         return value.rstrip("/")
-
-    @field_validator("timeout")
-    @classmethod
-    def _positive_timeout(cls, value: float) -> float:
-        if value <= 0:
-            raise ValueError("must be a positive duration such as 10s")
-        return value
 
     @field_validator("window")
     @classmethod

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from typing import Annotated, TypeVar
 
 from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer
@@ -101,6 +102,30 @@ Int32 = Annotated[int, Field(ge=-MAX_CONFIG_INT - 1, le=MAX_CONFIG_INT)]
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def checked(problem: Callable[[str], str | None], prefix: str = "") -> AfterValidator:
+    """A string field's validator from a ``*_problem`` function: its answer, when not None, is the error
+    (after ``prefix``). One way for every such check to reach pydantic as a ``ValueError``."""
+
+    def check(value: str) -> str:
+        found = problem(value)
+        if found is not None:
+            raise ValueError(f"{prefix}{found}")
+        return value
+
+    return AfterValidator(check)
+
+
+def positive(message: str) -> AfterValidator:
+    """A number field's validator (a duration, mostly): above 0, else ``message``; None (unset) passes."""
+
+    def check(value: float | None) -> float | None:
+        if value is not None and value <= 0:
+            raise ValueError(message)
+        return value
+
+    return AfterValidator(check)
 
 
 def dns1123_label_problem(value: str) -> str | None:
