@@ -192,11 +192,8 @@ class Evictor:
         **hooks: Unpack[EvictHooks],
     ) -> EvictionOutcome:
         """Evict ``pod`` from ``node`` (or dry-run it) before ``deadline`` (monotonic), running ``hooks``."""
-        outcome, noteworthy = self._evict(pod, node, deadline, hooks.get("before_send"), hooks.get("verify"))
-        if noteworthy:
-            self._emit(pod, node, reason, outcome)
-        log.debug("eviction_outcome", pod=pod.key, node=node, result=outcome.result, message=outcome.message)
-        return outcome
+        attempt = self._evict(pod, node, deadline, hooks.get("before_send"), hooks.get("verify"))
+        return self._told("eviction_outcome", pod, node, attempt, lambda o: self._emit(pod, node, reason, o))
 
     def restart(
         self,
@@ -252,14 +249,33 @@ class Evictor:
                 return EvictionOutcome("failed", message), False
             return None
 
-        outcome, noteworthy = self._attempt(
+        attempt = self._attempt(
             _Request(pod, deadline, "PATCH", path, send, answer),
             hooks.get("before_send"),
             hooks.get("verify"),
         )
+        return self._told(
+            "restart_outcome",
+            pod,
+            node,
+            attempt,
+            lambda o: self._emit_restart(pod, node, reason, deployment, o),
+        )
+
+    def _told(
+        self,
+        event: str,
+        pod: Pod,
+        node: str,
+        attempt: tuple[EvictionOutcome, bool],
+        emit: Callable[[EvictionOutcome], None],
+    ) -> EvictionOutcome:
+        """What an eviction and a restart do with their outcome: ``emit`` its Events when it is worth them
+        (the attempt's second part), then a debug log line ``event``."""
+        outcome, noteworthy = attempt
         if noteworthy:
-            self._emit_restart(pod, node, reason, deployment, outcome)
-        log.debug("restart_outcome", pod=pod.key, node=node, result=outcome.result, message=outcome.message)
+            emit(outcome)
+        log.debug(event, pod=pod.key, node=node, result=outcome.result, message=outcome.message)
         return outcome
 
     # -- request ----------------------------------------------------------------------------------------
