@@ -36,9 +36,10 @@ from descheduler.kube.leader import LeaderElector
 from descheduler.kube.metrics_api import MetricsServerApi
 from descheduler.kube.taints import NodeTainter
 from descheduler.kube.verify import ServerReader
-from descheduler.planner import DETAILED, SUMMARISED, loop_warnings
+from descheduler.planner import loop_warnings
 from descheduler.planner.steer import has_our_taint
 from descheduler.report import render_html
+from descheduler.report.options import add_report_options, skip_form
 from descheduler.service.audit import observe_record, readiness, render_record_text, usage_unavailable
 from descheduler.service.cycle import CycleRecord, CycleRunner
 from descheduler.service.edges import Edges, Signals, Timing
@@ -484,7 +485,7 @@ def cmd_once(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_FAILED
-        service.runner.skip_form = DETAILED if args.explain == "all" else SUMMARISED
+        service.runner.skip_form = skip_form(args.explain)
         record = service.runner.run_cycle()
     finally:
         service.shutdown()  # releases the Lease and flushes the events of this cycle's evictions
@@ -555,17 +556,10 @@ def add_service_parsers(sub: Any) -> None:
         epilog="example: descheduler once --config config.yaml --dry-run --output text",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    once.add_argument(
-        "--output",
-        choices=("json", "text", "html"),
-        default="text",
-        help="record format (default text); html is one self-contained page: redirect it to a file",
-    )
-    once.add_argument(
-        "--explain",
-        choices=("summary", "all"),
-        default="summary",
-        help="summary (default, as the service audits): the filtered pods of a hotspot that stopped for its "
+    add_report_options(
+        once,
+        "record",
+        "summary (default, as the service audits): the filtered pods of a hotspot that stopped for its "
         "own reason as one entry per reason with a count; all: one entry per pod (JSON: skipForm)",
     )
     once.set_defaults(func=cmd_once)

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from descheduler.config.load import ConfigError, load_config
-from descheduler.planner import DETAILED, SUMMARISED
+from descheduler.report.options import add_report_options, skip_form
 from descheduler.report.text import render_html, render_json, render_text
 from descheduler.simulate.inputs import InputError, load_cluster, load_usage
 from descheduler.simulate.runner import run
@@ -79,7 +79,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             "notice: LowNodeLoad is not enabled in any profile's balance plugins: nothing will move",
             file=sys.stderr,
         )
-    form = DETAILED if args.explain == "all" else SUMMARISED
+    form = skip_form(args.explain)
     results = run(effective, snapshot, series, args.cycles, reschedule=args.reschedule, skip_form=form)
     renderers = {"json": render_json, "html": render_html, "text": render_text}
     output = renderers[args.output](results)
@@ -116,21 +116,14 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--cycles", type=_positive, default=1, metavar="N", help="number of cycles (default 1)"
     )
     parser.add_argument(
-        "--output",
-        choices=("json", "text", "html"),
-        default="text",
-        help="output format (default text); html is one self-contained page: redirect it to a file",
-    )
-    parser.add_argument(
         "--reschedule",
         action="store_true",
         help="re-create each evicted pod on the least-loaded node that fits, carrying its usage",
     )
-    parser.add_argument(
-        "--explain",
-        choices=("summary", "all"),
-        default="summary",
-        help="summary (default): the filtered pods of a hotspot that stopped for its own reason as one "
+    add_report_options(
+        parser,
+        "output",
+        "summary (default): the filtered pods of a hotspot that stopped for its own reason as one "
         "line per reason with a count; all: one line per pod (JSON says which: skipForm)",
     )
     parser.set_defaults(func=cmd_simulate)
