@@ -35,7 +35,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from descheduler.planner.model import EVICT, RESTART, PlannedEviction
 from descheduler.planner.state import AnomalyCount, Departure, Migration, PlannerState
@@ -142,6 +142,20 @@ class Rebuilt:
 # --- records from the state, and back ------------------------------------------------------------------
 
 
+class _Who(TypedDict):
+    """The fields that name a pod and where it stood, alike in ``Entry``, ``Migration`` and ``Departure``:
+    a record and the state it stands for carry them over one to one."""
+
+    pod: str
+    uid: str
+    node: str
+    workload: str
+
+
+def _who(of: Entry | Migration | Departure) -> _Who:
+    return _Who(pod=of.pod, uid=of.uid, node=of.node, workload=of.workload)
+
+
 def _usage(values: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((name, int(amount)) for name, amount in values.items() if name != "pods"))
 
@@ -188,10 +202,7 @@ def project(
         gone = left.get((m.pod, m.uid))
         out.append(
             Entry(
-                pod=m.pod,
-                uid=m.uid,
-                node=m.node,
-                workload=m.workload,
+                **_who(m),
                 workload_kind=m.workload_kind,
                 workload_name=m.workload_name,
                 at=max(m.started, open_.sent) if open_ is not None else m.started,
@@ -247,11 +258,8 @@ def rebuild(entries: Iterable[Entry], detectors: Detectors | None = None) -> Reb
     merged = merge(entries)
     migrations = tuple(
         Migration(
-            pod=e.pod,
-            uid=e.uid,
+            **_who(e),
             namespace=e.namespace,
-            node=e.node,
-            workload=e.workload,
             started=e.at,
             workload_kind=e.workload_kind,
             workload_name=e.workload_name,
@@ -264,10 +272,7 @@ def rebuild(entries: Iterable[Entry], detectors: Detectors | None = None) -> Reb
     )
     departures = tuple(
         Departure(
-            pod=e.pod,
-            uid=e.uid,
-            node=e.node,
-            workload=e.workload,
+            **_who(e),
             created=e.created,
             left=e.at,
             usage=dict(e.usage),
