@@ -332,17 +332,28 @@ def encode(entries: Sequence[Entry], *, writer: str, detectors: Detectors | None
     return head[:-1] + ',"records":[\n' + body + "\n]}\n" if records else head[:-1] + ',"records":[]}\n'
 
 
-def decode(text: str, source: str) -> tuple[Entry, ...]:
-    """Parse the stored form; any problem raises ``JournalUnreadable("invalid", ...)`` naming ``source``
-    and the field, so an operator can fix or delete the object."""
+def _invalid(source: str) -> Callable[[str, str], JournalUnreadable]:
+    """The error for a malformed stored form: it names ``source`` and the field (``where``)."""
 
     def bad(where: str, problem: str) -> JournalUnreadable:
         return JournalUnreadable("invalid", f"{source}: {where}: {problem}")
 
+    return bad
+
+
+def _json(text: str, bad: Callable[[str, str], JournalUnreadable]) -> Any:
+    """The stored form as JSON; text that is not JSON raises ``bad("data", ...)``."""
     try:
-        doc = json.loads(text)
+        return json.loads(text)
     except ValueError as exc:
         raise bad("data", f"not JSON ({exc})") from None
+
+
+def decode(text: str, source: str) -> tuple[Entry, ...]:
+    """Parse the stored form; any problem raises ``JournalUnreadable("invalid", ...)`` naming ``source``
+    and the field, so an operator can fix or delete the object."""
+    bad = _invalid(source)
+    doc = _json(text, bad)
     if not isinstance(doc, dict):
         raise bad("data", f"must be an object, got {type(doc).__name__}")
     if doc.get("version") != VERSION:
@@ -420,14 +431,8 @@ def _decode_record(item: Any, where: str, bad: Callable[[str, str], JournalUnrea
 def decode_detectors(text: str, source: str) -> Detectors:
     """The ``detectors`` key of the stored form (absent: none, as older versions wrote). A malformed one
     raises ``JournalUnreadable("invalid", ...)`` naming the field, like a malformed record."""
-
-    def bad(where: str, problem: str) -> JournalUnreadable:
-        return JournalUnreadable("invalid", f"{source}: {where}: {problem}")
-
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise bad("data", f"not JSON ({exc})") from None
+    bad = _invalid(source)
+    doc = _json(text, bad)
     raw = doc.get("detectors") if isinstance(doc, dict) else None
     if raw is None:
         return Detectors()
