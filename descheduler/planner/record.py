@@ -22,18 +22,22 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import TypedDict, Unpack
 
 from descheduler.planner.model import RESTART, Plan, PlannedEviction
 from descheduler.planner.state import Departure, Migration, PlannerState, reset_anomalies
 
 
+class Marks(TypedDict, total=False):
+    """What a caller knows of its evictions beyond the plan, passed on to ``add_migrations``: when the
+    server may last have applied each (``applied``, by pod key) and which are of unknown outcome."""
+
+    applied: Mapping[str, float] | None
+    unresolved: Collection[str]
+
+
 def commit(
-    state: PlannerState,
-    evictions: Sequence[PlannedEviction],
-    now: float,
-    *,
-    applied: Mapping[str, float] | None = None,
-    unresolved: Collection[str] = (),
+    state: PlannerState, evictions: Sequence[PlannedEviction], now: float, **marks: Unpack[Marks]
 ) -> PlannerState:
     """Record the evictions that (possibly) happened into the state the cycle's plan returned: the one path
     by which the live service, dry-run and ``simulate`` record a cycle.
@@ -45,7 +49,7 @@ def commit(
     """
     if not evictions:
         return state
-    recorded = add_migrations(state, evictions, now, applied=applied, unresolved=unresolved)
+    recorded = add_migrations(state, evictions, now, **marks)
     return reset_anomalies(add_departures(recorded, evictions, now), [e.node for e in evictions], now)
 
 
