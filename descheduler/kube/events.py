@@ -37,6 +37,23 @@ def truncate_utf8(text: str, limit: int) -> str:
     return data[: limit - 3].decode("utf-8", errors="ignore") + "..."
 
 
+@dataclass(frozen=True, slots=True)
+class Regarding:
+    """The namespaced object an Event is about (the Event's ``regarding`` reference), for
+    ``EventRecorder.record_object``."""
+
+    kind: str
+    api_version: str
+    namespace: str
+    name: str
+    uid: str = ""
+
+    @classmethod
+    def workload(cls, kind: str, namespace: str, name: str, uid: str = "") -> Regarding:
+        """A workload (Deployment, StatefulSet...): ReplicationController is ``v1``, the rest ``apps/v1``."""
+        return cls(kind, "v1" if kind == "ReplicationController" else "apps/v1", namespace, name, uid)
+
+
 @dataclass(frozen=True)
 class _Pending:
     namespace: str
@@ -101,39 +118,16 @@ class EventRecorder:
         self._enqueue(_Pending(NODE_EVENT_NAMESPACE, node, uid, type_, reason, action, message, at, "Node"))
 
     def record_object(
-        self,
-        kind: str,
-        api_version: str,
-        namespace: str,
-        name: str,
-        type_: str,
-        reason: str,
-        message: str,
-        *,
-        action: str,
-        uid: str = "",
+        self, regarding: Regarding, type_: str, reason: str, message: str, *, action: str
     ) -> None:
-        """Queue an event on a namespaced object (a Deployment). Never blocks, never raises."""
+        """Queue an event on a namespaced object (a Deployment, a workload the ping-pong guard backs off).
+        Never blocks, never raises."""
         if type_ not in ("Normal", "Warning"):
             raise ValueError(f"event type must be Normal or Warning, got {type_!r}")
-        at = self._wall_clock()
-        self._enqueue(_Pending(namespace, name, uid, type_, reason, action, message, at, kind, api_version))
-
-    def record_workload(
-        self,
-        kind: str,
-        namespace: str,
-        name: str,
-        uid: str,
-        type_: str,
-        reason: str,
-        message: str,
-        *,
-        action: str,
-    ) -> None:
-        """Queue an event on a workload (a Deployment, StatefulSet...). Never blocks, never raises."""
-        version = "v1" if kind == "ReplicationController" else "apps/v1"
-        self.record_object(kind, version, namespace, name, type_, reason, message, action=action, uid=uid)
+        at, r = self._wall_clock(), regarding
+        self._enqueue(
+            _Pending(r.namespace, r.name, r.uid, type_, reason, action, message, at, r.kind, r.api_version)
+        )
 
     def _enqueue(self, item: _Pending) -> None:
         with self._cond:

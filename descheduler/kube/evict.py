@@ -32,7 +32,7 @@ from descheduler.kube.errors import (
     ApiTimeoutError,
     ClientThrottledError,
 )
-from descheduler.kube.events import EventRecorder
+from descheduler.kube.events import EventRecorder, Regarding
 from descheduler.kube.ratelimit import TokenBucket
 
 log = structlog.get_logger("descheduler.kube.evict")
@@ -480,10 +480,7 @@ class Evictor:
             )
         self.events.record(pod, type_, why, pod_text, action="Restart")
         self.events.record_object(
-            "Deployment",
-            "apps/v1",
-            pod.namespace,
-            deployment,
+            Regarding.workload("Deployment", pod.namespace, deployment),
             type_,
             reason_code,
             workload_text,
@@ -496,7 +493,11 @@ class Evictor:
             return
         self.events.record(pod, type_, reason, message, action="Restart")
         self.events.record_object(
-            "Deployment", "apps/v1", pod.namespace, deployment, type_, reason, message, action="Restart"
+            Regarding.workload("Deployment", pod.namespace, deployment),
+            type_,
+            reason,
+            message,
+            action="Restart",
         )
 
     def report_resolved(self, pod: Pod, node: str, reason: str, result: str, message: str) -> None:

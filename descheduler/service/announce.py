@@ -11,6 +11,7 @@ from collections.abc import Iterable
 import structlog
 
 from descheduler.cluster.types import Pod
+from descheduler.kube.events import Regarding
 from descheduler.planner import Plan
 from descheduler.service.edges import Evictor, WorkloadEvents
 from descheduler.service.restarts import Followed
@@ -83,11 +84,8 @@ def backoffs(decided: Plan, events: WorkloadEvents | None, dry_run: bool) -> Non
         )
         if events is not None and backoff.kind and not dry_run:
             uid = backoff.workload if "/" not in backoff.workload else ""
-            events.record_workload(
-                backoff.kind,
-                backoff.namespace,
-                backoff.name,
-                uid,
+            events.record_object(
+                Regarding.workload(backoff.kind, backoff.namespace, backoff.name, uid),
                 "Warning",
                 "PingPongBackoff",
                 backoff.message(),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, Unpack
 
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, UsageSnapshot
+from descheduler.kube.events import Regarding
 from descheduler.kube.evict import EvictHooks
 from descheduler.planner.journal import Detectors, Entry
 from descheduler.planner.verify import ServerView
@@ -93,17 +94,8 @@ class Evictor(Protocol):
 class WorkloadEvents(Protocol):
     """Events on workloads (``kube/events.py``): the ping-pong guard's Warning when it backs one off."""
 
-    def record_workload(
-        self,
-        kind: str,
-        namespace: str,
-        name: str,
-        uid: str,
-        type_: str,
-        reason: str,
-        message: str,
-        *,
-        action: str,
+    def record_object(
+        self, regarding: Regarding, type_: str, reason: str, message: str, *, action: str
     ) -> None: ...
 
 

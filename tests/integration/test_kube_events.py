@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from descheduler.kube.api import KubeApi
-from descheduler.kube.events import EventRecorder
+from descheduler.kube.events import EventRecorder, Regarding
 from tests.apiserver import ApiServer
 
 pytestmark = pytest.mark.integration
@@ -20,11 +20,8 @@ def test_a_workload_event_names_the_workload_in_its_namespace(
 ) -> None:
     recorder = EventRecorder(kube_api)
     try:
-        recorder.record_workload(
-            kind,
-            "shop",
-            "web",
-            "uid-1",
+        recorder.record_object(
+            Regarding.workload(kind, "shop", "web", "uid-1"),
             "Warning",
             "PingPongBackoff",
             "not moved until ...",

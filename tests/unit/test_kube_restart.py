@@ -12,6 +12,7 @@ import pytest
 from descheduler.cluster.types import Pod
 from descheduler.kube.api import Response
 from descheduler.kube.errors import ApiTimeoutError
+from descheduler.kube.events import Regarding
 from descheduler.kube.evict import RESTARTED_AT, STRATEGIC_MERGE_PATCH, Evictor
 from tests.unit.builders import NOW
 
@@ -42,18 +43,9 @@ class Events:
     def record(self, pod: Pod, type_: str, reason: str, message: str, *, action: str = "Evict") -> None:
         self.on_pods.append((pod.key, type_, reason))
 
-    def record_object(
-        self,
-        kind: str,
-        api_version: str,
-        namespace: str,
-        name: str,
-        type_: str,
-        reason: str,
-        message: str,
-        **_: Any,
-    ) -> None:
-        self.on_objects.append((f"{api_version}/{kind}", f"{namespace}/{name}", type_, reason))
+    def record_object(self, regarding: Regarding, type_: str, reason: str, message: str, **_: Any) -> None:
+        r = regarding
+        self.on_objects.append((f"{r.api_version}/{r.kind}", f"{r.namespace}/{r.name}", type_, reason))
 
 
 def evictor(answers: list[Response | Exception], *, dry_run: bool = False) -> tuple[Evictor, Api, Events]:

@@ -9,6 +9,7 @@ from prometheus_client import generate_latest
 from structlog.testing import capture_logs
 
 from descheduler.cluster.types import UsageSample, UsageSnapshot
+from descheduler.kube.events import Regarding
 from descheduler.planner import journal as records
 from descheduler.service.audit import observe_record
 from descheduler.service.cycle import CycleRunner
@@ -24,19 +25,11 @@ from tests.unit.test_service_restart import FakeJournal
 class FakeEvents:
     written: list[tuple[str, str, str, str, str, str]] = field(default_factory=list)
 
-    def record_workload(
-        self,
-        kind: str,
-        namespace: str,
-        name: str,
-        uid: str,
-        type_: str,
-        reason: str,
-        message: str,
-        *,
-        action: str,
+    def record_object(
+        self, regarding: Regarding, type_: str, reason: str, message: str, *, action: str
     ) -> None:
-        self.written.append((kind, f"{namespace}/{name}", uid, type_, reason, message))
+        r = regarding
+        self.written.append((r.kind, f"{r.namespace}/{r.name}", r.uid, type_, reason, message))
 
 
 @dataclass
