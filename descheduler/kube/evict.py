@@ -87,6 +87,10 @@ class EvictHooks(TypedDict, total=False):
     ``verify``); the patch carries it, so it applies to exactly that version (409 otherwise)."""
 
 
+_Said = tuple[str, str]
+"""An Event's reason and text."""
+
+
 @dataclass(frozen=True)
 class _Request:
     """One eviction or restart request as ``Evictor._attempt`` sends it."""
@@ -478,27 +482,27 @@ class Evictor:
                 f"{prefix}Rollout restart of Deployment {deployment} to move pod {pod.name} off node "
                 f'"{node}" failed: {outcome.message}'
             )
-        self.events.record(pod, type_, why, pod_text, action="Restart")
-        self.events.record_object(
-            Regarding.workload("Deployment", pod.namespace, deployment),
-            type_,
-            reason_code,
-            workload_text,
-            action="Restart",
-        )
+        self._restart_events(pod, deployment, type_, (why, pod_text), (reason_code, workload_text))
 
     def report_restart(self, pod: Pod, deployment: str, type_: str, reason: str, message: str) -> None:
         """How a restart we made turned out (``service/restarts.py``), on the Deployment and the pod."""
+        self._restart_events(pod, deployment, type_, (reason, message), (reason, message))
+
+    def _restart_events(
+        self,
+        pod: Pod,
+        deployment: str,
+        type_: str,
+        on_pod: _Said,
+        on_deployment: _Said,
+    ) -> None:
+        """The two Events every word on a restart writes, each a (reason, text): on the pod, on its
+        Deployment. None where events are off, or in a dry run that writes none."""
         if self.events is None or (self.dry_run and not self.events.write_in_dry_run):
             return
-        self.events.record(pod, type_, reason, message, action="Restart")
-        self.events.record_object(
-            Regarding.workload("Deployment", pod.namespace, deployment),
-            type_,
-            reason,
-            message,
-            action="Restart",
-        )
+        self.events.record(pod, type_, *on_pod, action="Restart")
+        deployment_ref = Regarding.workload("Deployment", pod.namespace, deployment)
+        self.events.record_object(deployment_ref, type_, *on_deployment, action="Restart")
 
     def report_resolved(self, pod: Pod, node: str, reason: str, result: str, message: str) -> None:
         """The final word on an ``unknown`` eviction (``evicted`` or ``failed``), once the cache showed it."""
