@@ -60,6 +60,10 @@ class Workload:
     placement: tuple[tuple[int, int], ...]
     """(node index, pods there): each part is its own Deployment bound to that node."""
     pdb: bool
+    priority: str = ""
+    """A PriorityClass of ``PRIORITIES`` (or none): both order a node's pods by priority first."""
+    qos: str = "Burstable"
+    """Kubernetes QoS class of its pods (``QOS``): both order by it after priority."""
 
 
 @dataclass(frozen=True)
@@ -70,10 +74,33 @@ class Shape:
     workloads: tuple[Workload, ...]
     low: Mapping[str, int]
     high: Mapping[str, int]
+    pools: tuple[str, ...] = ()
+    """Each node's pool (``pool`` label) when the shape has two node pools, else empty."""
+    pool_thresholds: Mapping[str, tuple[Mapping[str, int], Mapping[str, int]]] = field(default_factory=dict)
+    """Pool -> (low, high) thresholds."""
+    limits: Mapping[str, Any] = field(default_factory=dict)
+    """MigrationController limits of this shape (both read them)."""
+
+
+PRIORITIES = {"agree-low": 100, "agree-high": 100000}
+QOS = ("Guaranteed", "Burstable", "BestEffort")
+GENEROUS = {
+    "maxMigratingPerNode": 100,
+    "maxMigratingPerWorkload": 0,
+    "maxUnavailablePerWorkload": 0,
+    "objectLimiters": {},
+}
+"""The limits Koordinator's dry run cannot count (it counts PodMigrationJobs, which a dry run never creates)
+set so that neither side reaches them: the decisions compare without the dry-run accounting. A per-workload
+0 is no limit for us and Koordinator's table for it; either way nothing is counted."""
+TOP_LEVEL_LIMITS = ("maxNoOfPodsToEvictPerNode",)
+"""Limits of the DeschedulerConfiguration itself (the others are MigrationController's)."""
 
 
 def random_shape(seed: int) -> Shape:
-    """A small cluster with one to three nodes made hot by busy workloads and the rest quiet."""
+    """A small cluster with one to three nodes made hot by busy workloads and the rest quiet; from a
+    second generator (so the first one's shapes stay as they were): priorities, QoS classes, two node
+    pools with their own thresholds in half of the shapes, and MigrationController limits."""
     rng = random.Random(seed)
     nodes = tuple(rng.choice((4, 4, 8)) for _ in range(rng.randint(4, 8)))
     hot = rng.sample(range(len(nodes)), rng.randint(1, min(3, len(nodes) - 2)))
@@ -94,7 +121,38 @@ def random_shape(seed: int) -> Shape:
             workloads.append(Workload(f"app{i}", cores, tuple(sorted(parts.items())), rng.random() < 0.5))
     low = {"cpu": rng.choice((20, 25, 30, 35)), "memory": 30}
     high = {"cpu": rng.choice((50, 55, 60, 65, 70)), "memory": 80}
-    return Shape(seed, nodes, tuple(workloads), low, high)
+    extra = random.Random(seed * 7919 + 1)
+    workloads = [
+        Workload(
+            w.app,
+            w.cores,
+            w.placement,
+            w.pdb,
+            priority=extra.choice(("", "", *PRIORITIES)),
+            qos=extra.choice(QOS),
+        )
+        for w in workloads
+    ]
+    pools: tuple[str, ...] = ()
+    pool_thresholds: dict[str, tuple[Mapping[str, int], Mapping[str, int]]] = {}
+    if extra.random() < 0.5:
+        pools = tuple("a" if i % 2 == 0 else "b" for i in range(len(nodes)))
+        pool_thresholds = {
+            "a": (low, high),
+            "b": (
+                {"cpu": extra.choice((20, 25, 30)), "memory": 30},
+                {"cpu": extra.choice((45, 55, 65)), "memory": 80},
+            ),
+        }
+    limits: dict[str, Any] = {}
+    for key, choices in (
+        ("maxMigratingPerNode", (1, 2, 3)),
+        ("maxMigratingPerWorkload", (1, 2, "50%")),
+        ("maxNoOfPodsToEvictPerNode", (1, 2, 5)),
+    ):
+        if extra.random() < 0.5:
+            limits[key] = extra.choice(choices)
+    return Shape(seed, nodes, tuple(workloads), low, high, pools, pool_thresholds, limits)
 
 
 # --- comparing decisions ------------------------------------------------------------------------------------
@@ -106,6 +164,12 @@ class Decisions:
 
     sources: set[str] = field(default_factory=set)
     evictions: Counter[tuple[str, str]] = field(default_factory=Counter)
+    first: dict[str, str] = field(default_factory=dict)
+    """Node -> workload of its first would-be eviction (the choice no limit or dry-run accounting touches)."""
+
+    def add(self, node: str, app: str) -> None:
+        self.evictions[(node, app)] += 1
+        self.first.setdefault(node, app)
 
 
 @dataclass(frozen=True)
@@ -121,6 +185,11 @@ class Agreement:
     @property
     def same_evictions(self) -> bool:
         return self.ours.evictions == self.theirs.evictions
+
+    @property
+    def same_first(self) -> bool:
+        """The same workload first on every node both act on (and the same nodes)."""
+        return self.same_sources and self.ours.first == self.theirs.first
 
     def differences(self) -> list[str]:
         out = []
@@ -157,7 +226,7 @@ def koordinator_decisions(log: str, app_of: Mapping[str, str]) -> Decisions | No
             cycles[-1].sources.add(fields.get("node", ""))
         elif cycles:
             pod = fields.get("pod", "")
-            cycles[-1].evictions[(fields.get("node", ""), app_of.get(pod, pod))] += 1
+            cycles[-1].add(fields.get("node", ""), app_of.get(pod, pod))
     return cycles[0] if len(cycles) >= 2 else None
 
 
@@ -166,15 +235,34 @@ def our_decisions(record: Mapping[str, Any], app_of: Mapping[str, str]) -> Decis
     decided = Decisions()
     for eviction in record.get("evictions", []):
         decided.sources.add(eviction["node"])
-        decided.evictions[(eviction["node"], app_of.get(eviction["pod"], eviction["pod"]))] += 1
+        decided.add(eviction["node"], app_of.get(eviction["pod"], eviction["pod"]))
     return decided
 
 
 # --- one shape on the control plane -------------------------------------------------------------------------
 
 
-def _deployment(name: str, app: str, ns: str, node: str, replicas: int) -> dict[str, Any]:
+def _resources(qos: str) -> dict[str, Any]:
+    """Container resources giving a pod the QoS class ``qos``."""
+    amounts = {"cpu": "100m", "memory": "128Mi"}
+    if qos == "Guaranteed":
+        return {"requests": amounts, "limits": amounts}
+    if qos == "Burstable":
+        return {"requests": amounts}
+    return {}
+
+
+def _deployment(
+    name: str, app: str, ns: str, node: str, replicas: int, priority: str = "", qos: str = "Burstable"
+) -> dict[str, Any]:
     labels = {"app": app, "part": name}
+    spec: dict[str, Any] = {
+        "nodeName": node,
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "app", "image": "registry.invalid/app:1", "resources": _resources(qos)}],
+    }
+    if priority:
+        spec["priorityClassName"] = priority
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -182,22 +270,16 @@ def _deployment(name: str, app: str, ns: str, node: str, replicas: int) -> dict[
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "nodeName": node,
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [
-                        {
-                            "name": "app",
-                            "image": "registry.invalid/app:1",
-                            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
-                        }
-                    ],
-                },
-            },
+            "template": {"metadata": {"labels": labels}, "spec": spec},
         },
     }
+
+
+def priority_classes() -> list[dict[str, Any]]:
+    return [
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
+        for n, v in PRIORITIES.items()
+    ]
 
 
 def build_shape(plane: ControlPlane, shape: Shape, ns: str) -> dict[str, int]:
@@ -206,12 +288,15 @@ def build_shape(plane: ControlPlane, shape: Shape, ns: str) -> dict[str, int]:
 
     nodes = {f"{ns}-n{i}": cpus for i, cpus in enumerate(shape.nodes)}
     plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}])
-    plane.apply([objects.node(name, ns, cpu=str(cpus)) for name, cpus in nodes.items()])
+    node_docs = [objects.node(name, ns, cpu=str(cpus)) for name, cpus in nodes.items()]
+    for doc, pool in zip(node_docs, shape.pools, strict=False):
+        doc["metadata"]["labels"]["pool"] = pool
+    plane.apply(node_docs)
     names = list(nodes)
     docs: list[dict[str, Any]] = []
     for w in shape.workloads:
         for index, count in w.placement:
-            docs.append(_deployment(f"{w.app}-{index}", w.app, ns, names[index], count))
+            docs.append(_deployment(f"{w.app}-{index}", w.app, ns, names[index], count, w.priority, w.qos))
         if w.pdb:
             docs.append(
                 {
@@ -232,15 +317,31 @@ def shape_config(
 ) -> dict[str, Any]:
     """The one configuration document both deschedulers read (``migration``: MigrationController args set
     for both, e.g. to take the per-workload limits out of a comparison)."""
-    lnl = {
+    lnl: dict[str, Any] = {
         "lowThresholds": dict(shape.low),
         "highThresholds": dict(shape.high),
         "anomalyCondition": {"consecutiveAbnormalities": 1},
         "evictableNamespaces": {"include": [ns]},
     }
+    if shape.pools:
+        lnl["nodePools"] = [
+            {
+                "name": pool,
+                "nodeSelector": {"matchLabels": {"pool": pool}},
+                "lowThresholds": dict(low),
+                "highThresholds": dict(high),
+                "anomalyCondition": {"consecutiveAbnormalities": 1},
+            }
+            for pool, (low, high) in sorted(shape.pool_thresholds.items())
+        ]
+    limits = {k: v for k, v in shape.limits.items() if k not in TOP_LEVEL_LIMITS}
+    limits.update(migration or {})
     config = koordinator.koord_config(
-        kubeconfig, dry_run=True, interval="2s", low_node_load=lnl, migration=migration
+        kubeconfig, dry_run=True, interval="2s", low_node_load=lnl, migration=limits
     )
+    for key in TOP_LEVEL_LIMITS:
+        if key in shape.limits and not migration:
+            config[key] = shape.limits[key]
     config["nodeSelector"] = {"matchLabels": {GROUP_LABEL: ns}}
     return config
 
@@ -340,7 +441,9 @@ def compare_shape(
     shape: Shape,
     workdir: Path,
     migration: Mapping[str, Any] | None = None,
-) -> Agreement:
+) -> tuple[Agreement, Agreement]:
+    """Both deschedulers on one shape twice: with the shape's limits and PDBs (``migration`` added), then
+    with the PDBs deleted and ``GENEROUS`` limits (decisions without the dry-run accounting)."""
     from tests.controlplane.usage import ClusterUsage
 
     ns = f"agree-{shape.seed}"
@@ -356,29 +459,46 @@ def compare_shape(
                 f"{ns}/{p['metadata']['name']}": p["metadata"]["labels"]["app"]
                 for p in plane.running_pods(ns)
             }
-            config = shape_config(shape, ns, plane.kubeconfig, migration)
+            results = []
             with feeding(api, usage.model):
-                theirs = run_koordinator(binary, config, workdir, app_of)
-                ours = run_ours(config, backend.url, plane.kubeconfig, workdir, app_of)
-        return Agreement(shape.seed, ours, theirs)
+                for mode, extra in (("limits", migration), ("generous", GENEROUS)):
+                    if mode == "generous":
+                        plane.kubectl("delete", "pdb", "--all", "-n", ns, check=False)
+                    config = shape_config(shape, ns, plane.kubeconfig, extra)
+                    where = workdir / mode
+                    where.mkdir(parents=True, exist_ok=True)
+                    theirs = run_koordinator(binary, config, where, app_of)
+                    ours = run_ours(config, backend.url, plane.kubeconfig, where, app_of)
+                    results.append(Agreement(shape.seed, ours, theirs))
+        return results[0], results[1]
     finally:
         plane.kubectl("delete", "namespace", ns, "--wait=false", check=False)
         plane.kubectl("delete", "nodes", "-l", f"{GROUP_LABEL}={ns}", "--wait=false", check=False)
 
 
-def report(results: Sequence[Agreement]) -> str:
+def report(results: Sequence[Agreement], title: str = "") -> str:
     same_sources = sum(r.same_sources for r in results)
     same_evictions = sum(r.same_evictions for r in results)
+    same_first = sum(r.same_first for r in results)
     ours = sum(sum(r.ours.evictions.values()) for r in results)
     theirs = sum(sum(r.theirs.evictions.values()) for r in results)
     lines = [
-        f"shapes: {len(results)}; same nodes acted on: {same_sources}; same evictions by (node, workload): "
-        f"{same_evictions}; would-be evictions: ours {ours}, Koordinator {theirs}"
+        f"{title}shapes: {len(results)}; same nodes acted on: {same_sources}; same evictions by (node, "
+        f"workload): {same_evictions}; same first eviction per node: {same_first}; would-be evictions: "
+        f"ours {ours}, Koordinator {theirs}"
     ]
     for r in results:
         for difference in r.differences():
             lines.append(f"  shape {r.seed}: {difference}")
     return "\n".join(lines)
+
+
+def _decisions_json(d: Decisions) -> dict[str, Any]:
+    return {
+        "sources": sorted(d.sources),
+        "evictions": [[*k, v] for k, v in sorted(d.evictions.items())],
+        "first": dict(sorted(d.first.items())),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -404,7 +524,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tests.support.service import UsageBackend
 
     built = koordinator.build(args.source)
-    results: list[Agreement] = []
+    results: list[tuple[Shape, Agreement, Agreement]] = []
     with tempfile.TemporaryDirectory(prefix="koord-agreement-") as tmp:
         workdir = args.keep if args.keep is not None else Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
@@ -416,38 +536,45 @@ def main(argv: Sequence[str] | None = None) -> int:
             plane.wait_for(
                 "the NodeMetric CRD", lambda: plane.kubectl("get", "nodemetrics", check=False).returncode == 0
             )
+            plane.apply(priority_classes())
             api = connect(str(plane.kubeconfig), qps=200, burst=400)
             for seed in range(args.first_seed, args.first_seed + args.shapes):
                 shape = random_shape(seed)
                 shape_dir = workdir / f"shape-{seed}"
                 shape_dir.mkdir(exist_ok=True)
-                result = compare_shape(plane, api, backend, built.binary, shape, shape_dir, args.migration)
-                results.append(result)
-                print(
-                    f"shape {seed}: {'agree' if result.same_evictions else 'differ'}: "
-                    + "; ".join(result.differences()),
-                    flush=True,
+                limited, generous = compare_shape(
+                    plane, api, backend, built.binary, shape, shape_dir, args.migration
                 )
+                results.append((shape, limited, generous))
+                for mode, result in (("limits", limited), ("generous", generous)):
+                    print(
+                        f"shape {seed} ({mode}): {'agree' if result.same_evictions else 'differ'}: "
+                        + "; ".join(result.differences()),
+                        flush=True,
+                    )
         finally:
             backend.close()
             plane.stop()
-    print(report(results))
+    print(report([r[1] for r in results], "with the shapes' limits and PDBs: "))
+    print(report([r[2] for r in results], "generous limits, no PDBs: "))
     if args.json is not None:
         args.json.write_text(
             json.dumps(
                 [
                     {
-                        "seed": r.seed,
-                        "ours": {
-                            "sources": sorted(r.ours.sources),
-                            "evictions": [[*k, v] for k, v in sorted(r.ours.evictions.items())],
+                        "seed": shape.seed,
+                        "shape": {
+                            "nodes": shape.nodes,
+                            "pools": shape.pools,
+                            "limits": dict(shape.limits),
+                            "workloads": [w.__dict__ for w in shape.workloads],
                         },
-                        "koordinator": {
-                            "sources": sorted(r.theirs.sources),
-                            "evictions": [[*k, v] for k, v in sorted(r.theirs.evictions.items())],
+                        **{
+                            mode: {"ours": _decisions_json(r.ours), "koordinator": _decisions_json(r.theirs)}
+                            for mode, r in (("limits", limited), ("generous", generous))
                         },
                     }
-                    for r in results
+                    for shape, limited, generous in results
                 ],
                 indent=1,
             )
