@@ -58,12 +58,16 @@ OURS_NOGUARD = "load-aware-noguard"
 OURS_RAW = "load-aware-raw"
 """Ours deciding on the raw usage samples, as before the migration-aware estimate (``raw_sample.py``)."""
 PEER = "k8s-descheduler"
+KOORD = "koordinator"
+"""Koordinator's koord-descheduler (LowNodeLoad + MigrationController, ``EvictDirectly``); its usage is the
+NodeMetrics the benchmark writes from the model our Prometheus scrapes (``benchmarks/koordinator.py``)."""
 ACCOUNTS = {
     OURS: "load-aware-descheduler",
     OURS_TAINT: "load-aware-descheduler",
     OURS_NOGUARD: "load-aware-descheduler",
     OURS_RAW: "load-aware-descheduler",
     PEER: "k8s-descheduler",
+    KOORD: "koord-descheduler",
 }
 
 LOW_CPU = 40.0
@@ -85,12 +89,50 @@ PEER_QUERY = (
     ' "instance", "$1", "instance", "(.*):[0-9]+"), 0, 1)'
 )
 """The node CPU utilisation in <0; 1>, labelled ``instance=<node name>``, as LowNodeUtilization wants."""
+PEER_MEMORY_QUERY = (
+    "clamp(label_replace(1 - node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes,"
+    ' "instance", "$1", "instance", "(.*):[0-9]+"), 0, 1)'
+)
+"""The node memory utilisation, for the memory-hotspot shape (the peer takes one figure per node)."""
+GI = 2**30
+
+
+@dataclass(frozen=True)
+class Hotspot:
+    """Which resource makes the hot nodes hot, and the sizes of the pods in its units (cores or GiB)."""
+
+    resource: str
+    capacity: float
+    base: float
+    busy: float
+    quiet: float
+    busy_cores: float
+    quiet_cores: float
+    busy_gib: float
+    quiet_gib: float
+
+
+HOTSPOTS = {
+    "cpu": Hotspot("cpu", NODE_CPUS, BASE_CORES, HOT_POD_CORES, COOL_POD_CORES, HOT_POD_CORES, COOL_POD_CORES,
+                   0.25, 0.25),
+    # 2 GiB of the node's own + 6 busy pods of 2 GiB = 14 of 16 GiB (87.5 %); two evictions cure it
+    # (62.5 %); the quiet nodes use 2 + 10 x 0.3 = 5 GiB (31 %). CPU stays under 40 % everywhere.
+    "memory": Hotspot("memory", 16.0, 2.0, 2.0, 0.3, 0.1, 0.08, 2.0, 0.3),
+}  # fmt: skip
+"""``--hotspot``: the issue-16 shape (CPU) and one whose hot nodes are hot by memory."""
+
+
+def thresholds(hotspot: str) -> tuple[dict[str, float], dict[str, float]]:
+    """Low and high thresholds for every descheduler: cpu 40/70, and memory 40/70 in the memory shape."""
+    if hotspot == "memory":
+        return {"cpu": LOW_CPU, "memory": LOW_CPU}, {"cpu": HIGH_CPU, "memory": HIGH_CPU}
+    return {"cpu": LOW_CPU}, {"cpu": HIGH_CPU}
 
 
 # --- pure figures ------------------------------------------------------------------------------------------
 
 
-def needed_evictions(pod_cores: Sequence[float], *, base: float, cpus: int, high: float) -> int:
+def needed_evictions(pod_cores: Sequence[float], *, base: float, cpus: float, high: float) -> int:
     """The fewest pods whose removal brings a node strictly under ``high`` percent: largest first."""
     used = base + sum(pod_cores)
     count = 0
@@ -108,7 +150,7 @@ def unneeded_evictions(
     cores: Mapping[str, float],
     *,
     base: float,
-    cpus: int,
+    cpus: float,
     high: float,
 ) -> int:
     """Evictions from a node that was not hot when the request reached the server.
@@ -141,7 +183,7 @@ def arrivals(
     cores: Mapping[str, float],
     *,
     base: float,
-    cpus: int,
+    cpus: float,
     high: float,
 ) -> tuple[list[str], list[str]]:
     """Of the pods ``new`` (pod -> node) that just started running, those that landed on a node already
@@ -167,9 +209,13 @@ def arrivals(
 _KLOG_CYCLE = re.compile(
     r'^I(\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2}\.\d+)\s+\d+ \S+\] "Number of evictions/requests"'
 )
+_KOORD_CYCLE = re.compile(
+    r'^I(\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2}\.\d+)\s+\d+ \S+\] "try to process nodePool"'
+)
+"""koord-descheduler (``--v=4``) starts each LowNodeLoad pass over a node pool with this line."""
 
 
-def cycle_times(log_text: str, *, peer: bool, year: int) -> list[float]:
+def cycle_times(log_text: str, *, peer: bool, year: int, koord: bool = False) -> list[float]:
     """Unix times at which each cycle ended, read from the log lines' own timestamps.
 
     The log is read after the run, not counted while it runs: klog (the peer) flushes its buffer only every
@@ -178,8 +224,8 @@ def cycle_times(log_text: str, *, peer: bool, year: int) -> list[float]:
     """
     out: list[float] = []
     for line in log_text.splitlines():
-        if peer:
-            m = _KLOG_CYCLE.match(line)
+        if peer or koord:
+            m = (_KOORD_CYCLE if koord else _KLOG_CYCLE).match(line)
             if m:
                 month, day, hour, minute, sec = m.groups()
                 stamp = datetime(year, int(month), int(day), int(hour), int(minute)).timestamp()
@@ -337,6 +383,7 @@ class Settings:
     object_window_s: float
     taint: bool = False
     guard: bool = True
+    hotspot: str = "cpu"
 
 
 def ours_config(group: str, prometheus_url: str, ports: Ports, settings: Settings) -> dict[str, Any]:
@@ -378,8 +425,8 @@ def ours_config(group: str, prometheus_url: str, ports: Ports, settings: Setting
                     {
                         "name": "LowNodeLoad",
                         "args": {
-                            "lowThresholds": {"cpu": LOW_CPU},
-                            "highThresholds": {"cpu": HIGH_CPU},
+                            "lowThresholds": thresholds(settings.hotspot)[0],
+                            "highThresholds": thresholds(settings.hotspot)[1],
                             "anomalyCondition": {"consecutiveAbnormalities": settings.consecutive},
                             "hotspotTaint": {"enabled": settings.taint},
                             "pingPongGuard": {"enabled": settings.guard},
@@ -398,7 +445,35 @@ def ours_config(group: str, prometheus_url: str, ports: Ports, settings: Setting
     }
 
 
-def peer_policy(group: str, prometheus_url: str) -> dict[str, Any]:
+def koord_config(kubeconfig: Path, group: str, ports: Ports, settings: Settings) -> dict[str, Any]:
+    """The ACK guide's ConfigMap as koord-descheduler reads it (``EvictDirectly``), with what ours is given
+    on purpose: the same thresholds, interval, consecutive cycles, node expiry, per-workload window and
+    ``maxMigratingPerNode`` (2, the default of both), the same nodes."""
+    from benchmarks import koordinator
+
+    low, high = thresholds(settings.hotspot)
+    config = koordinator.koord_config(
+        kubeconfig,
+        dry_run=False,
+        interval=f"{settings.interval_s:g}s",
+        health_port=ports.healthz,
+        metrics_port=ports.metrics,
+        low_node_load={
+            "lowThresholds": low,
+            "highThresholds": high,
+            "anomalyCondition": {"consecutiveAbnormalities": settings.consecutive},
+            "nodeMetricExpirationSeconds": 30,
+        },
+        migration={
+            "maxMigratingPerNode": 2,
+            "objectLimiters": {"workload": {"duration": f"{settings.object_window_s:g}s"}},
+        },
+    )
+    config["nodeSelector"] = {"matchLabels": {GROUP_LABEL: group}}
+    return config
+
+
+def peer_policy(group: str, prometheus_url: str, hotspot: str = "cpu") -> dict[str, Any]:
     """LowNodeUtilization with ``metricsUtilization`` from Prometheus: one ``MetricResource`` threshold
     pair (it takes a single utilisation figure per node), the same 40/70, the same nodes."""
     return {
@@ -418,7 +493,9 @@ def peer_policy(group: str, prometheus_url: str) -> dict[str, Any]:
                             "targetThresholds": {"MetricResource": int(HIGH_CPU)},
                             "metricsUtilization": {
                                 "source": "Prometheus",
-                                "prometheus": {"query": PEER_QUERY},
+                                "prometheus": {
+                                    "query": PEER_MEMORY_QUERY if hotspot == "memory" else PEER_QUERY
+                                },
                             },
                         },
                     },
@@ -469,6 +546,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=f"{OURS}:2,{OURS_TAINT}:2,{PEER}:2,{PEER}:6",
         help="descheduler:interval-seconds, comma separated, run in this order",
     )
+    parser.add_argument(
+        "--hotspot", choices=sorted(HOTSPOTS), default="cpu", help="the resource that makes the hot nodes hot"
+    )
+    parser.add_argument(
+        "--koord-source", type=Path, default=None,
+        help=f"a checkout of Koordinator at its benchmarked commit (needed for {KOORD} runs: CRDs, binary)",
+    )  # fmt: skip
     parser.add_argument("--consecutive", type=int, default=2, help="our consecutiveAbnormalities")
     parser.add_argument("--object-window", type=float, default=10.0, help="our objectLimiters window, s")
     parser.add_argument("--settle", type=float, default=20.0, help="seconds to keep running once cured")
@@ -481,6 +565,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for tool, _ in runs:
         if tool not in ACCOUNTS:
             parser.error(f"--runs: unknown descheduler {tool!r} (known: {', '.join(ACCOUNTS)})")
+        if tool == KOORD and args.koord_source is None:
+            parser.error(f"--runs {KOORD} needs --koord-source")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="peers-"))
     # SIGTERM unwinds like Ctrl-C, so the control plane, Prometheus and the descheduler are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -512,6 +598,10 @@ def run_all(args: argparse.Namespace, runs: Sequence[tuple[str, float]], workdir
         )
     comps = build.CONTROL_PLANE + ((build.PEER_DESCHEDULER,) if any(t == PEER for t, _ in runs) else ())
     binaries = build.ensure_all(comps)
+    if any(t == KOORD for t, _ in runs):
+        from benchmarks import koordinator
+
+        binaries["koord-descheduler"] = koordinator.build(args.koord_source).binary
     users = [f"system:serviceaccount:{BENCH_NAMESPACE}:{sa}" for sa in ACCOUNTS.values()]
     policy = {
         "apiVersion": "audit.k8s.io/v1",
@@ -530,20 +620,28 @@ def run_all(args: argparse.Namespace, runs: Sequence[tuple[str, float]], workdir
     try:
         backend.start(workdir / "prometheus")
         kubeconfigs = setup_accounts(plane, workdir)
+        if "koord-descheduler" in binaries:
+            from benchmarks import koordinator
+
+            for crd in koordinator.crd_paths(args.koord_source):
+                plane.kubectl("apply", "--server-side", "-f", str(crd))
         for index, (tool, interval) in enumerate(runs):
             taint, guard = tool == OURS_TAINT, tool != OURS_NOGUARD
-            settings = Settings(interval, args.consecutive, args.object_window, taint=taint, guard=guard)
+            settings = Settings(
+                interval, args.consecutive, args.object_window, taint=taint, guard=guard, hotspot=args.hotspot
+            )
             name = f"{tool} ({interval:g}s)"
             group = f"run{index}-{tool.replace('+', '-')}"
             print(f"\n== {name}: building the cluster {group}", flush=True)
             built = time.monotonic()
             cluster = build_cluster(
-                plane, api, group, args.nodes, args.hot_fraction, args.pods_per_node, args.quiet_cpu_request
-            )
+                plane, api, group, args.nodes, args.hot_fraction, args.pods_per_node, args.quiet_cpu_request,
+                HOTSPOTS[args.hotspot],
+            )  # fmt: skip
             print(f"cluster built in {time.monotonic() - built:.0f}s", flush=True)
             row = run_one(
                 plane, api, backend, cluster, tool, name, settings, kubeconfigs[tool],
-                binaries.get("descheduler"), workdir / group, args,
+                binaries.get("koord-descheduler" if tool == KOORD else "descheduler"), workdir / group, args,
             )  # fmt: skip
             rows.append(row)
             print(table([row]), flush=True)
@@ -586,6 +684,11 @@ class Cluster:
     start_pods: dict[str, str]
     """Pod name -> node, as the run starts."""
     pdbs: list[str]
+    hotspot: Hotspot = HOTSPOTS["cpu"]
+    sizes: dict[str, float] = field(default_factory=dict)
+    """What a pod of each Deployment uses of the hotspot's resource (cores or GiB): the pure figures'."""
+    rss: dict[str, float] = field(default_factory=dict)
+    """Memory (bytes) a pod of each Deployment uses, when the shape sets it (the memory hotspot)."""
 
     @property
     def nodes(self) -> list[str]:
@@ -600,6 +703,7 @@ def build_cluster(
     hot_fraction: float,
     quiet_per_node: int,
     quiet_cpu: str,
+    hotspot: Hotspot = HOTSPOTS["cpu"],
 ) -> Cluster:
     """The skew: the hot nodes alone are schedulable while the busy Deployments start, so all their pods
     land there; then the cool nodes open and the quiet Deployments fill them."""
@@ -619,7 +723,11 @@ def build_cluster(
     busy = [f"busy-{i:02d}" for i in range(n_busy)]
     n_quiet = math.ceil(len(cool) * quiet_per_node / QUIET_REPLICAS)
     quiet = [f"quiet-{i:03d}" for i in range(n_quiet)]
-    cores = {**dict.fromkeys(busy, HOT_POD_CORES), **dict.fromkeys(quiet, COOL_POD_CORES)}
+    cores = {**dict.fromkeys(busy, hotspot.busy_cores), **dict.fromkeys(quiet, hotspot.quiet_cores)}
+    sizes = {**dict.fromkeys(busy, hotspot.busy), **dict.fromkeys(quiet, hotspot.quiet)}
+    rss: dict[str, float] = {}
+    if hotspot.resource == "memory":
+        rss = {**dict.fromkeys(busy, hotspot.busy_gib * GI), **dict.fromkeys(quiet, hotspot.quiet_gib * GI)}
 
     def apps(names: list[str], cpu: str, memory: str, replicas: int) -> list[dict[str, Any]]:
         docs: list[dict[str, Any]] = []
@@ -651,7 +759,7 @@ def build_cluster(
         f"pods per hot node {sorted(per_node[n] for n in hot)}",
         flush=True,
     )
-    return Cluster(group, hot, cool, cores, start_pods, busy + quiet)
+    return Cluster(group, hot, cool, cores, start_pods, busy + quiet, hotspot, sizes, rss)
 
 
 def teardown(plane: ControlPlane, group: str) -> None:
@@ -673,7 +781,10 @@ class Usage:
     def __init__(self, api: KubeApi, cluster: Cluster) -> None:
         from tests.controlplane.usage import ClusterUsage
 
-        inner = ClusterUsage(api, cluster.group, dict.fromkeys(cluster.nodes, NODE_CPUS), cluster.cores)
+        inner = ClusterUsage(
+            api, cluster.group, dict.fromkeys(cluster.nodes, NODE_CPUS), cluster.cores, cluster.rss or None
+        )
+        self.hotspot = cluster.hotspot
         self.inner = inner
         self.initial = set(cluster.start_pods)
         self.landed_hot: list[str] = []
@@ -681,7 +792,8 @@ class Usage:
         self.landed: dict[str, tuple[str, float]] = {n: (node, 0.0) for n, node in cluster.start_pods.items()}
         """Pod -> (node, time it was first seen running there)."""
         original = inner.sync
-        pod_cores = {**{p: cluster.cores[app_of(p)] for p in cluster.start_pods}}
+        pod_cores = {**{p: cluster.sizes[app_of(p)] for p in cluster.start_pods}}
+        h = cluster.hotspot
 
         def sync() -> None:
             before = set(inner.placements)
@@ -692,17 +804,27 @@ class Usage:
                 return
             present = {name: inner.placements[name] for ns, name in inner.model.pods() if ns == cluster.group}
             for name in present:
-                pod_cores.setdefault(name, cluster.cores[app_of(name)])
+                pod_cores.setdefault(name, cluster.sizes[app_of(name)])
             for name, node in new.items():
                 self.landed[name] = (node, now)
-            already, made = arrivals(new, present, pod_cores, base=BASE_CORES, cpus=NODE_CPUS, high=HIGH_CPU)
+            already, made = arrivals(new, present, pod_cores, base=h.base, cpus=h.capacity, high=HIGH_CPU)
             self.landed_hot += already
             self.made_hot += made
 
         inner.sync = sync  # type: ignore[method-assign]
 
     def percent(self, node: str) -> float:
+        """The node's true usage of the hotspot's resource now, in percent."""
+        if self.hotspot.resource == "memory":
+            return self.inner.memory_percent(node)
         return self.inner.node_percent(node)
+
+    def percents(self, nodes: Sequence[str]) -> dict[str, float]:
+        """``percent`` of every node (the memory figure sums every pod: one pass, not one per node)."""
+        if self.hotspot.resource != "memory":
+            return {n: self.inner.node_percent(n) for n in nodes}
+        usage = self.inner.model.usage()
+        return {n: 100.0 * (usage[n][1] + sum(p[3] for p in usage[n][2])) / (16 * GI) for n in nodes}
 
 
 @dataclass
@@ -750,19 +872,23 @@ def run_one(
 
     workdir.mkdir(parents=True, exist_ok=True)
     row = Row(name)
+    h = cluster.hotspot
     pods_on: dict[str, list[float]] = {n: [] for n in cluster.nodes}
     for pod, node in cluster.start_pods.items():
-        pods_on[node].append(cluster.cores[app_of(pod)])
-    needed = {
-        n: needed_evictions(c, base=BASE_CORES, cpus=NODE_CPUS, high=HIGH_CPU) for n, c in pods_on.items()
-    }
+        pods_on[node].append(cluster.sizes[app_of(pod)])
+    needed = {n: needed_evictions(c, base=h.base, cpus=h.capacity, high=HIGH_CPU) for n, c in pods_on.items()}
     row.needed = sum(needed.values())
     usage = Usage(api, cluster)
     budgets = BudgetWatch(api, cluster.group)
     log_path = workdir / "descheduler.log"
+    feeder: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if tool == KOORD:
+        from benchmarks.koordinator_agreement import feeding
+
+        feeder = feeding(api, usage.inner.model)
     with usage.inner.following(), budgets.running():
         backend.install(usage.inner.model, full_window=True, timeout=60)
-        start_percent = {n: usage.percent(n) for n in cluster.nodes}
+        start_percent = usage.percents(cluster.nodes)
         row.hot_nodes = sum(v > HIGH_CPU for v in start_percent.values())
         if tool in (OURS, OURS_TAINT, OURS_NOGUARD, OURS_RAW):
             ports = Ports.free()
@@ -775,10 +901,19 @@ def run_one(
                 argv = [sys.executable, "-m", "benchmarks.raw_sample", *argv[3:]]
             env = subprocess_env()
             marker = '"event": "cycle_summary"'
+        elif tool == KOORD:
+            from benchmarks import koordinator
+
+            assert peer_binary is not None
+            config = workdir / "koord.yaml"
+            config.write_text(yaml.safe_dump(koord_config(kubeconfig, cluster.group, Ports.free(), settings)))
+            argv = koordinator.command(peer_binary, config)
+            env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+            marker = '"try to process nodePool"'
         else:
             assert peer_binary is not None
             policy = workdir / "policy.yaml"
-            policy.write_text(yaml.safe_dump(peer_policy(cluster.group, backend.url)))
+            policy.write_text(yaml.safe_dump(peer_policy(cluster.group, backend.url, settings.hotspot)))
             secrets = workdir / "serviceaccount"
             secrets.mkdir(exist_ok=True)
             token = json.loads(kubeconfig.read_text())["users"][0]["user"]["token"]
@@ -791,9 +926,9 @@ def run_one(
             env = {**os.environ, "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
             env.pop("KUBECONFIG", None)
             marker = "Number of evictions/requests"
-        with log_path.open("wb") as log:
+        with log_path.open("wb") as log, feeder:
             t0 = time.time()
-            proc = subprocess.Popen(argv, cwd=REPO if tool != PEER else workdir, env=env, stdout=log,
+            proc = subprocess.Popen(argv, cwd=workdir if tool in (PEER, KOORD) else REPO, env=env, stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
             try:
                 first_seen_t, cured_t = None, None
@@ -809,7 +944,7 @@ def run_one(
                     cycles = log_path.read_text(errors="replace").count(marker)
                     if first_seen_t is None and cycles >= 1:
                         first_seen_t, queries_at_first = now, _queries_now(backend.url)
-                    hot = [n for n in cluster.nodes if usage.percent(n) > HIGH_CPU]
+                    hot = [n for n, v in usage.percents(cluster.nodes).items() if v > HIGH_CPU]
                     if not hot and cured_t is None:
                         cured_t, row.seconds_to_cure = now, now - t0
                         print(f"{name}: no node hot after {now - t0:.1f}s", flush=True)
@@ -828,7 +963,7 @@ def run_one(
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait(timeout=10)
-        end_percent = {n: usage.percent(n) for n in cluster.nodes}
+        end_percent = usage.percents(cluster.nodes)
     row.peak_rss_mib, row.cpu_seconds = figures
     row.run_seconds = stop_t - t0
     row.pdb_samples, row.pdb_violations = budgets.samples, budgets.violations
@@ -852,13 +987,16 @@ def run_one(
     row.unneeded = unneeded_evictions(
         [(e.received, e.name) for e in done],
         usage.landed,
-        {pod: cluster.cores[app_of(pod)] for pod in usage.landed},
-        base=BASE_CORES,
-        cpus=NODE_CPUS,
+        {pod: cluster.sizes[app_of(pod)] for pod in usage.landed},
+        base=h.base,
+        cpus=h.capacity,
         high=HIGH_CPU,
     )
     times = cycle_times(
-        log_path.read_text(errors="replace"), peer=tool == PEER, year=time.localtime(t0).tm_year
+        log_path.read_text(errors="replace"),
+        peer=tool == PEER,
+        year=time.localtime(t0).tm_year,
+        koord=tool == KOORD,
     )
     if cured_t is not None:
         row.cycles_to_cure = sum(t <= cured_t for t in times)
@@ -876,7 +1014,7 @@ def run_one(
         row.request_mix = {k: v / cycles_after for k, v in mix.items()}
     if done:
         row.first_eviction_s = min(e.received for e in done) - t0
-    if tool != PEER:
+    if tool not in (PEER, KOORD):
         row.backoffs, row.backoff_skips = backoff_figures(log_path.read_text(errors="replace"))
     (workdir / "audit.jsonl").write_text("\n".join(json.dumps(e.__dict__) for e in events))
     return row

@@ -10,13 +10,20 @@ from pathlib import Path
 import pytest
 
 from benchmarks.peers import (
+    BASE_CORES,
     HIGH_CPU,
+    HOT_PODS_PER_NODE,
+    HOTSPOTS,
     LOW_CPU,
+    NODE_CPUS,
+    PEER_MEMORY_QUERY,
     PEER_QUERY,
+    QUIET_REPLICAS,
     Row,
     Settings,
     arrivals,
     cycle_times,
+    koord_config,
     needed_evictions,
     ours_config,
     parse_audit,
@@ -226,3 +233,47 @@ def test_cycles_are_read_from_each_logs_own_timestamps() -> None:
     )
     ours = cycle_times(ours_log, peer=False, year=2026)
     assert ours == [pytest.approx(1795447585.046095), pytest.approx(1795447586.874108)]
+
+
+def test_koordinators_cycles_are_its_node_pool_passes() -> None:
+    log = "\n".join(
+        [
+            'I1127 07:30:01.000000   99 low_node_load.go:150] "try to process nodePool" nodePool="default"',
+            'I1127 07:30:01.100000   99 evict.go:80] "Evicting pods from node" node="n1"',
+            'I1127 07:30:03.250000   99 low_node_load.go:150] "try to process nodePool" nodePool="default"',
+        ]
+    )
+    times = cycle_times(log, peer=False, koord=True, year=2026)
+    assert len(times) == 2 and times[1] - times[0] == pytest.approx(2.25)
+    assert cycle_times(log, peer=True, year=2026) == []
+
+
+@pytest.mark.parametrize("hotspot", sorted(HOTSPOTS))
+def test_koordinator_gets_the_same_policy_as_ours(hotspot: str) -> None:
+    settings = Settings(2.0, 2, 10.0, hotspot=hotspot)
+    koord = koord_config(Path("/tmp/kc"), "run0", Ports(1, 2), settings)
+    ours = ours_config("run0", "http://127.0.0.1:9090", Ports(1, 2), settings)
+    k_args = {pc["name"]: pc["args"] for pc in koord["profiles"][0]["pluginConfig"]}
+    o_args = {pc["name"]: pc["args"] for pc in ours["profiles"][0]["pluginConfig"]}
+    for key in ("lowThresholds", "highThresholds", "anomalyCondition", "nodeMetricExpirationSeconds"):
+        assert k_args["LowNodeLoad"][key] == o_args["LowNodeLoad"][key]
+    assert k_args["MigrationController"]["objectLimiters"] == o_args["MigrationController"]["objectLimiters"]
+    assert k_args["MigrationController"]["defaultJobMode"] == "EvictDirectly"
+    assert koord["dryRun"] is False and koord["deschedulingInterval"] == ours["deschedulingInterval"]
+    assert koord["nodeSelector"] == ours["nodeSelector"]
+    assert (hotspot == "memory") == ("memory" in k_args["LowNodeLoad"]["highThresholds"])
+    assert load_config_document(koord, "<koord>").low_node_load is not None
+
+
+def test_the_memory_shape_has_hot_nodes_by_memory_only_and_two_evictions_cure_each() -> None:
+    h = HOTSPOTS["memory"]
+    busy, quiet = [h.busy] * HOT_PODS_PER_NODE, [h.quiet] * QUIET_REPLICAS
+    assert needed_evictions(busy, base=h.base, cpus=h.capacity, high=HIGH_CPU) == 2
+    assert needed_evictions(quiet, base=h.base, cpus=h.capacity, high=HIGH_CPU) == 0
+    assert 100 * (h.base + sum(quiet) + h.busy) / h.capacity < HIGH_CPU  # a destination stays cool
+    cores = [h.busy_cores] * HOT_PODS_PER_NODE
+    assert needed_evictions(cores, base=BASE_CORES, cpus=NODE_CPUS, high=LOW_CPU) == 0
+    policy = peer_policy("run0", "http://p", "memory")
+    assert policy["profiles"][0]["pluginConfig"][1]["args"]["metricsUtilization"]["prometheus"]["query"] == (
+        PEER_MEMORY_QUERY
+    )

@@ -21,10 +21,17 @@ class ClusterUsage:
     """Where pods run, as the API server says, turned into node and pod usage."""
 
     def __init__(
-        self, api: KubeApi, namespace: str, nodes: Mapping[str, int], cores: Mapping[str, float]
+        self,
+        api: KubeApi,
+        namespace: str,
+        nodes: Mapping[str, int],
+        cores: Mapping[str, float],
+        rss: Mapping[str, float] | None = None,
     ) -> None:
         self.namespace = namespace
         self.cores = dict(cores)
+        self.rss = dict(rss or {})
+        """Memory (bytes) a pod of each app uses; the model's default (256 MiB) for the others."""
         self.model = SimulatedNodes()
         for name, cpus in nodes.items():
             self.model.add_node(name, base_cores=0.3, cpus=cpus, mem_total=16 * GI)
@@ -53,12 +60,21 @@ class ClusterUsage:
                 self.model.remove_pod(self.namespace, name)
             for name in running.keys() - known:
                 pod = running[name]
-                self.model.add_pod(self.namespace, name, pod.node_name, self.cores[pod.labels["app"]])
+                app = pod.labels["app"]
+                if app in self.rss:
+                    self.model.add_pod(self.namespace, name, pod.node_name, self.cores[app], self.rss[app])
+                else:
+                    self.model.add_pod(self.namespace, name, pod.node_name, self.cores[app])
                 self.placements[name] = pod.node_name
 
     def node_percent(self, node: str) -> float:
         """The node's true CPU usage now, in percent of its cores."""
         return self.model.cpu_percent(node)
+
+    def memory_percent(self, node: str) -> float:
+        """The node's true memory usage now (its own plus its pods' RSS), in percent of its memory."""
+        _, own, pods = self.model.usage()[node]
+        return 100.0 * (own + sum(rss for *_, rss in pods)) / (16 * GI)
 
     @contextlib.contextmanager
     def following(self, interval: float = 0.1) -> Iterator[ClusterUsage]:
