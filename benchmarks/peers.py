@@ -345,6 +345,66 @@ def table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
+def _spread(values: Sequence[float | int | None], spec: str = ".0f") -> str:
+    """Median and range of one figure over repeated runs: ``12 (10-15)``; ``-`` where no run has it."""
+    import statistics
+
+    known = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if not known:
+        return "-"
+    median = format(statistics.median(known), spec)
+    low, high = format(min(known), spec), format(max(known), spec)
+    return median if low == high else f"{median} ({low}-{high})"
+
+
+def usage_reads_per_cycle(row: Row) -> float:
+    """How often a descheduler reads usage per cycle: Prometheus queries, or for Koordinator the NodeMetric
+    requests it sends (its informer watches them; a re-list or re-watch counts)."""
+    if not row.name.startswith(KOORD):
+        return row.queries_per_cycle
+    return sum(v for k, v in row.request_mix.items() if k.endswith(" nodemetrics"))
+
+
+def spread_table(rows: Sequence[Row]) -> str:
+    """Repeated runs of each descheduler as one row each: median (min-max) of every figure, and how many
+    runs cured the cluster before the timeout."""
+    by_name: dict[str, list[Row]] = {}
+    for r in rows:
+        by_name.setdefault(r.name, []).append(r)
+    head = [
+        "descheduler", "runs", "evictions", "refused", "unneeded", "replacements on a hot node",
+        "cured (runs)", "cycles until none hot", "s until none hot", "PDB violations", "CPU s",
+        "peak RSS MiB",
+        "API requests per cycle", "usage reads per cycle",
+    ]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, runs in by_name.items():
+        cured = [r for r in runs if r.seconds_to_cure is not None]
+        cells = [
+            name,
+            str(len(runs)),
+            _spread([r.evictions for r in runs]),
+            _spread([r.refused for r in runs]),
+            _spread([r.unneeded for r in runs]),
+            _spread([r.landed_hot + r.made_hot for r in runs]),
+            f"{len(cured)} of {len(runs)}",
+            _spread([r.cycles_to_cure for r in cured]),
+            _spread([r.seconds_to_cure for r in cured], ".1f"),
+            _spread([r.pdb_violations for r in runs]),
+            _spread([r.cpu_seconds for r in runs], ".1f"),
+            _spread([r.peak_rss_mib for r in runs]),
+            _spread([r.requests_per_cycle for r in runs], ".1f"),
+            _spread([usage_reads_per_cycle(r) for r in runs], ".1f"),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def rows_from_json(paths: Sequence[Path]) -> list[Row]:
+    """Rows written with ``--json`` (one file per run of the script)."""
+    return [Row(**item) for path in paths for item in json.loads(path.read_text())]
+
+
 def prometheus_queries(metrics_text: str) -> float:
     """Queries Prometheus has answered so far, from its own ``prometheus_http_requests_total``."""
     total = 0.0
@@ -560,7 +620,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, audit log)")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows to this JSON file")
+    parser.add_argument(
+        "--summarise", type=Path, nargs="+", default=None,
+        help="print one row per descheduler, median (min-max), from these --json files, and run nothing",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.summarise:
+        print(spread_table(rows_from_json(args.summarise)))
+        return 0
     runs = [(spec.split(":")[0], float(spec.split(":")[1])) for spec in args.runs.split(",")]
     for tool, _ in runs:
         if tool not in ACCOUNTS:

@@ -30,6 +30,8 @@ from benchmarks.peers import (
     peer_command,
     peer_policy,
     prometheus_queries,
+    rows_from_json,
+    spread_table,
     table,
     unneeded_evictions,
 )
@@ -277,3 +279,23 @@ def test_the_memory_shape_has_hot_nodes_by_memory_only_and_two_evictions_cure_ea
     assert policy["profiles"][0]["pluginConfig"][1]["args"]["metricsUtilization"]["prometheus"]["query"] == (
         PEER_MEMORY_QUERY
     )
+
+
+def test_repeated_runs_become_one_row_with_median_and_range(tmp_path: Path) -> None:
+    rows = [
+        Row("koordinator (2s)", evictions=8, seconds_to_cure=10.0, cycles_to_cure=5,
+            request_mix={"watch nodemetrics": 0.5, "create pods/eviction": 1.0}),
+        Row("koordinator (2s)", evictions=12, seconds_to_cure=None, request_mix={}),
+        Row("koordinator (2s)", evictions=10, seconds_to_cure=14.0, cycles_to_cure=7, request_mix={}),
+        Row("load-aware (2s)", evictions=8, seconds_to_cure=20.0, cycles_to_cure=9, queries_per_cycle=7.5),
+    ]  # fmt: skip
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps([r.__dict__ for r in rows]))
+    text = spread_table(rows_from_json([path]))
+    koord = next(line for line in text.splitlines() if line.startswith("| koordinator"))
+    ours = next(line for line in text.splitlines() if line.startswith("| load-aware"))
+    cells = [c.strip() for c in koord.strip("|").split("|")]
+    assert cells[1:4] == ["3", "10 (8-12)", "0"]
+    assert cells[6:9] == ["2 of 3", "6 (5-7)", "12.0 (10.0-14.0)"]
+    assert cells[-1] == "0.0 (0.0-0.5)"
+    assert [c.strip() for c in ours.strip("|").split("|")][-1] == "7.5"
