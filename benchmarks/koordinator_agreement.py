@@ -346,36 +346,92 @@ def shape_config(
     return config
 
 
-def write_node_metrics(api: KubeApi, model: SimulatedNodes) -> None:
-    """Each node's NodeMetric status, as koordlet would report it, from the model Prometheus scrapes."""
-    now = datetime.now(UTC)
-    for node, (cores, memory, pods) in model.usage().items():
-        usage = [koordinator.PodUsage(ns, name, c, int(rss)) for ns, name, c, rss in pods]
-        status = koordinator.node_metric_status(cores, int(memory), usage, now)
+def due_nodes(
+    current: Mapping[str, Any],
+    written: Mapping[str, Any],
+    written_at: Mapping[str, float],
+    now: float,
+    refresh: float,
+) -> list[str]:
+    """Nodes whose NodeMetric must be written now: usage changed since the last write, never written, or
+    last written ``refresh`` seconds ago or more (its ``updateTime`` must stay within the expiry)."""
+    return sorted(
+        node
+        for node, usage in current.items()
+        if written.get(node) != usage or now - written_at.get(node, float("-inf")) >= refresh
+    )
+
+
+class NodeMetricFeeder:
+    """Each node's NodeMetric status, as koordlet would report it, from the model Prometheus scrapes.
+
+    A node is written as soon as its usage changes (what Prometheus serves changes at once too), and every
+    ``refresh`` seconds anyway; with no GET before each PUT (the last written object is kept), so a pass
+    over a hundred nodes with one change is one request, not two hundred. A failed write is retried on the
+    next pass from a fresh GET; the thread never dies of it."""
+
+    def __init__(self, api: KubeApi, model: SimulatedNodes, refresh: float = 10.0) -> None:
+        self.api, self.model, self.refresh = api, model, refresh
+        self._objects: dict[str, dict[str, Any]] = {}
+        self._written: dict[str, Any] = {}
+        self._written_at: dict[str, float] = {}
+        self.errors = 0
+        self.writes = 0
+        self.slowest_pass = 0.0
+
+    def _object(self, node: str) -> dict[str, Any]:
+        if node in self._objects:
+            return self._objects[node]
         try:
-            current = api.request("GET", f"{NODE_METRICS}/{node}")
+            return dict(self.api.request("GET", f"{NODE_METRICS}/{node}"))
         except Exception:
-            current = api.request(
-                "POST", NODE_METRICS, body={**koordinator.node_metric(node, {}), "status": {}}
-            )
-        current["status"] = status
-        api.request("PUT", f"{NODE_METRICS}/{node}/status", body=current)
+            body = {**koordinator.node_metric(node, {}), "status": {}}
+            return dict(self.api.request("POST", NODE_METRICS, body=body))
+
+    def write(self) -> None:
+        started = time.monotonic()
+        current = {
+            node: (cores, memory, tuple(sorted(pods)))
+            for node, (cores, memory, pods) in self.model.usage().items()
+        }
+        now = datetime.now(UTC)
+        for node in due_nodes(current, self._written, self._written_at, started, self.refresh):
+            cores, memory, pods = current[node]
+            usage = [koordinator.PodUsage(ns, name, c, int(rss)) for ns, name, c, rss in pods]
+            try:
+                obj = self._object(node)
+                obj["status"] = koordinator.node_metric_status(cores, int(memory), usage, now)
+                self._objects[node] = dict(self.api.request("PUT", f"{NODE_METRICS}/{node}/status", body=obj))
+            except Exception:
+                self.errors += 1
+                self._objects.pop(node, None)
+                continue
+            self.writes += 1
+            self._written[node], self._written_at[node] = current[node], started
+        self.slowest_pass = max(self.slowest_pass, time.monotonic() - started)
+
+
+def write_node_metrics(api: KubeApi, model: SimulatedNodes) -> None:
+    """Every node's NodeMetric status once (a one-off feeder)."""
+    NodeMetricFeeder(api, model).write()
 
 
 @contextlib.contextmanager
-def feeding(api: KubeApi, model: SimulatedNodes, interval: float = 1.0) -> Iterator[None]:
-    """Keep the NodeMetrics fresh (koordlet reports every 60 s by default; a short interval is harmless)."""
+def feeding(api: KubeApi, model: SimulatedNodes, interval: float = 0.5) -> Iterator[NodeMetricFeeder]:
+    """Keep the NodeMetrics fresh (koordlet reports every 60 s by default; writing each change within
+    ``interval`` gives Koordinator the same usage our Prometheus has)."""
     stop = threading.Event()
+    feeder = NodeMetricFeeder(api, model)
 
     def run() -> None:
         while not stop.wait(interval):
-            write_node_metrics(api, model)
+            feeder.write()
 
-    write_node_metrics(api, model)
+    feeder.write()
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     try:
-        yield
+        yield feeder
     finally:
         stop.set()
         thread.join(5)

@@ -948,7 +948,7 @@ def run_one(
     usage = Usage(api, cluster)
     budgets = BudgetWatch(api, cluster.group)
     log_path = workdir / "descheduler.log"
-    feeder: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    feeder: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
     if tool == KOORD:
         from benchmarks.koordinator_agreement import feeding
 
@@ -993,7 +993,7 @@ def run_one(
             env = {**os.environ, "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
             env.pop("KUBECONFIG", None)
             marker = "Number of evictions/requests"
-        with log_path.open("wb") as log, feeder:
+        with log_path.open("wb") as log, feeder as fed:
             t0 = time.time()
             proc = subprocess.Popen(argv, cwd=workdir if tool in (PEER, KOORD) else REPO, env=env, stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
@@ -1031,6 +1031,12 @@ def run_one(
                     proc.kill()
                     proc.wait(timeout=10)
         end_percent = usage.percents(cluster.nodes)
+    if fed is not None:
+        print(
+            f"{name}: NodeMetric feeder {fed.writes} writes, {fed.errors} failed, slowest pass "
+            f"{fed.slowest_pass:.2f}s",
+            flush=True,
+        )
     row.peak_rss_mib, row.cpu_seconds = figures
     row.run_seconds = stop_t - t0
     row.pdb_samples, row.pdb_violations = budgets.samples, budgets.violations

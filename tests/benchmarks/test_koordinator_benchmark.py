@@ -150,3 +150,16 @@ def test_one_document_for_both_with_pools_and_the_limits_of_the_mode(generous: b
         for key, value in shape.limits.items():
             assert (config if key in a.TOP_LEVEL_LIMITS else migration)[key] == value
     load_config_document(config, "<agreement>")
+
+
+def test_a_node_metric_is_written_when_its_usage_changes_or_its_refresh_is_due() -> None:
+    written = {"n1": (0.3, 1, ()), "n2": (0.3, 1, ()), "n3": (0.3, 1, ())}
+    at = {"n1": 100.0, "n2": 100.0, "n3": 91.0}
+    current = {
+        "n1": (0.3, 1, ()),
+        "n2": (0.9, 1, (("ns", "p", 0.6, 1),)),
+        "n3": (0.3, 1, ()),
+        "n4": (0.3, 1, ()),
+    }
+    assert a.due_nodes(current, written, at, now=101.0, refresh=10.0) == ["n2", "n3", "n4"]
+    assert a.due_nodes(written, written, at, now=100.5, refresh=10.0) == []
