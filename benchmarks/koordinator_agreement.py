@@ -340,7 +340,7 @@ def shape_config(
         kubeconfig, dry_run=True, interval="2s", low_node_load=lnl, migration=limits
     )
     for key in TOP_LEVEL_LIMITS:
-        if key in shape.limits and not migration:
+        if key in shape.limits and migration is not GENEROUS:
             config[key] = shape.limits[key]
     config["nodeSelector"] = {"matchLabels": {GROUP_LABEL: ns}}
     return config
