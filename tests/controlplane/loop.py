@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,21 +141,38 @@ class BudgetWatch:
 
 
 @contextlib.contextmanager
-def watching_budget(api: KubeApi, namespace: str, name: str) -> Iterator[BudgetWatch]:
-    watch = BudgetWatch(api, namespace, name)
+def sampling(check: Callable[[], None], name: str, every: float = 0.1) -> Iterator[None]:
+    """Call ``check`` every ``every`` seconds in a thread of its own while the block runs."""
     stop = threading.Event()
 
     def run() -> None:
-        while not stop.wait(0.1):
-            watch.check()
+        while not stop.wait(every):
+            check()
 
-    thread = threading.Thread(target=run, name="pdb-watch", daemon=True)
+    thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     try:
-        yield watch
+        yield
     finally:
         stop.set()
         thread.join(timeout=5)
+
+
+@contextlib.contextmanager
+def watching_budget(api: KubeApi, namespace: str, name: str) -> Iterator[BudgetWatch]:
+    watch = BudgetWatch(api, namespace, name)
+    with sampling(watch.check, "pdb-watch"):
+        yield watch
+
+
+def fresh_namespace(plane: ControlPlane, name: str) -> str:
+    """A namespace with its default ServiceAccount in place (pods need it)."""
+    plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}])
+    plane.wait_for(
+        "ServiceAccount default",
+        lambda: plane.kubectl("get", "sa", "default", "-n", name, check=False).returncode == 0,
+    )
+    return name
 
 
 NOT_INSTALLED = {"Deployment", "CronJob", "Job"}

@@ -31,6 +31,7 @@ from tests.controlplane.loop import (
     HIGH_CPU,
     HotCluster,
     build_hot_cluster,
+    fresh_namespace,
     hot_cluster_serving_usage,
     install_manifests,
     loop_config,
@@ -145,12 +146,7 @@ def steered(
     usage_backend: UsageBackend,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Steered]:
-    ns = "hotspot-taint"
-    control_plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}])
-    control_plane.wait_for(
-        "ServiceAccount default",
-        lambda: control_plane.kubectl("get", "sa", "default", "-n", ns, check=False).returncode == 0,
-    )
+    ns = fresh_namespace(control_plane, "hotspot-taint")
     workdir = tmp_path_factory.mktemp("hotspot-taint")
     cluster = build_hot_cluster(control_plane, admin_api_module, ns)
     control_plane.kubectl("taint", "nodes", cluster.hot, "team=a:PreferNoSchedule")

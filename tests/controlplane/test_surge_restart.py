@@ -13,7 +13,6 @@ restarted Deployment never drop below 1, and the moment each old pod is gone is 
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,7 +27,15 @@ import yaml
 from descheduler.kube.api import KubeApi
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
-from tests.controlplane.loop import HIGH_CPU, HotCluster, install_manifests, lease_namespace, loop_config
+from tests.controlplane.loop import (
+    HIGH_CPU,
+    HotCluster,
+    fresh_namespace,
+    install_manifests,
+    lease_namespace,
+    loop_config,
+    sampling,
+)
 from tests.controlplane.usage import ClusterUsage
 from tests.support.service import (
     LEASE,
@@ -138,19 +145,8 @@ class Watch:
 @contextmanager
 def watching(api: KubeApi, namespace: str) -> Iterator[Watch]:
     watch = Watch(api, namespace)
-    stop = threading.Event()
-
-    def run() -> None:
-        while not stop.wait(0.1):
-            watch.check()
-
-    thread = threading.Thread(target=run, name="availability-watch", daemon=True)
-    thread.start()
-    try:
+    with sampling(watch.check, "availability-watch"):
         yield watch
-    finally:
-        stop.set()
-        thread.join(timeout=5)
 
 
 def config(
@@ -236,12 +232,7 @@ def cured(
     usage_backend: UsageBackend,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Cured]:
-    ns = "surge-restart"
-    control_plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}])
-    control_plane.wait_for(
-        "ServiceAccount default",
-        lambda: control_plane.kubectl("get", "sa", "default", "-n", ns, check=False).returncode == 0,
-    )
+    ns = fresh_namespace(control_plane, "surge-restart")
     workdir = tmp_path_factory.mktemp("surge-restart")
     cluster = build(control_plane, admin_api_module, ns)
     before = generations(control_plane, ns)
