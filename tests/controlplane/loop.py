@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -185,3 +186,23 @@ def install_manifests(plane: ControlPlane) -> list[dict[str, Any]]:
     docs = [d for d in yaml.safe_load_all(rendered) if d and d.get("kind") not in NOT_INSTALLED]
     plane.apply(docs)
     return docs
+
+
+@contextlib.contextmanager
+def identity_with_components(plane: ControlPlane, components: Sequence[str], folder: Path) -> Iterator[Path]:
+    """A kubeconfig of the descheduler's ServiceAccount with the shipped RBAC plus the ClusterRoles of the
+    optional ``components`` (removed again afterwards: the shared control plane's other tests check the
+    shipped RBAC alone)."""
+    docs = install_manifests(plane)
+    added = [
+        yaml.safe_load((MANIFESTS / "components" / component / name).read_text())
+        for component in components
+        for name in ("clusterrole.yaml", "clusterrolebinding.yaml")
+    ]
+    plane.apply(added)
+    (account,) = [d["metadata"] for d in docs if d["kind"] == "ServiceAccount"]
+    try:
+        yield plane.token_kubeconfig(account["namespace"], account["name"], folder / "kubeconfig")
+    finally:
+        for doc in reversed(added):
+            plane.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"], "--ignore-not-found")

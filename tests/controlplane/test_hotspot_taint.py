@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from descheduler.kube.api import KubeApi
 from descheduler.kube.errors import ApiStatusError
@@ -33,12 +32,11 @@ from tests.controlplane.loop import (
     build_hot_cluster,
     fresh_namespace,
     hot_cluster_serving_usage,
-    install_manifests,
+    identity_with_components,
     loop_config,
 )
 from tests.support.service import (
     LEASE,
-    MANIFESTS,
     Descheduler,
     Ports,
     UsageBackend,
@@ -105,23 +103,10 @@ def tainting_identity(
 ) -> Iterator[Path]:
     """The descheduler's ServiceAccount with the shipped RBAC plus the hotspot-taint component (removed
     again afterwards: the shared control plane's other tests check the shipped RBAC alone)."""
-    docs = install_manifests(control_plane)
-    component = MANIFESTS / "components" / "hotspot-taint"
-    added = [
-        yaml.safe_load((component / name).read_text())
-        for name in ("clusterrole.yaml", "clusterrolebinding.yaml")
-    ]
-    control_plane.apply(added)
-    (account,) = [d["metadata"] for d in docs if d["kind"] == "ServiceAccount"]
-    try:
-        yield control_plane.token_kubeconfig(
-            account["namespace"], account["name"], tmp_path_factory.mktemp("taint-identity") / "kubeconfig"
-        )
-    finally:
-        for doc in reversed(added):
-            control_plane.kubectl(
-                "delete", doc["kind"].lower(), doc["metadata"]["name"], "--ignore-not-found"
-            )
+    with identity_with_components(
+        control_plane, ["hotspot-taint"], tmp_path_factory.mktemp("taint-identity")
+    ) as path:
+        yield path
 
 
 # --- a hotspot cured with the taint on ----------------------------------------------------------------------

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from descheduler.kube.api import KubeApi
 from tests.controlplane import objects
@@ -31,7 +30,7 @@ from tests.controlplane.loop import (
     HIGH_CPU,
     HotCluster,
     fresh_namespace,
-    install_manifests,
+    identity_with_components,
     lease_namespace,
     loop_config,
     sampling,
@@ -39,7 +38,6 @@ from tests.controlplane.loop import (
 from tests.controlplane.usage import ClusterUsage
 from tests.support.service import (
     LEASE,
-    MANIFESTS,
     NAMESPACE,
     Descheduler,
     Ports,
@@ -171,23 +169,10 @@ def restarting_identity(
 ) -> Iterator[Path]:
     """The descheduler's ServiceAccount with the shipped RBAC plus the surge-restart and hotspot-taint
     components (removed afterwards: the shared control plane's other tests check the shipped RBAC alone)."""
-    docs = install_manifests(control_plane)
-    added = [
-        yaml.safe_load((MANIFESTS / "components" / component / name).read_text())
-        for component in COMPONENTS
-        for name in ("clusterrole.yaml", "clusterrolebinding.yaml")
-    ]
-    control_plane.apply(added)
-    (account,) = [d["metadata"] for d in docs if d["kind"] == "ServiceAccount"]
-    try:
-        yield control_plane.token_kubeconfig(
-            account["namespace"], account["name"], tmp_path_factory.mktemp("surge-identity") / "kubeconfig"
-        )
-    finally:
-        for doc in reversed(added):
-            control_plane.kubectl(
-                "delete", doc["kind"].lower(), doc["metadata"]["name"], "--ignore-not-found"
-            )
+    with identity_with_components(
+        control_plane, COMPONENTS, tmp_path_factory.mktemp("surge-identity")
+    ) as path:
+        yield path
 
 
 def generations(plane: ControlPlane, namespace: str) -> dict[str, int]:
