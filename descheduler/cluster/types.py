@@ -88,6 +88,20 @@ class OwnerRef:
 
 
 @dataclass(frozen=True, slots=True)
+class PodClaimRef:
+    """One entry of a pod's ``spec.resourceClaims``: a shared claim by name, or a template whose
+    generated claim (named in ``status.resourceClaimStatuses``) belongs to this pod alone."""
+
+    name: str
+    claim_name: str = ""
+    """``resourceClaimName``: an existing claim, possibly shared with other pods."""
+    template_name: str = ""
+    """``resourceClaimTemplateName``: the replacement pod gets a fresh claim from this template."""
+    generated_claim_name: str = ""
+    """The claim generated from the template for this pod ("" until the controller made it)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
     namespace: str
     name: str
@@ -117,6 +131,8 @@ class Pod:
     is_static: bool = False
     has_resource_claims: bool = False
     scheduler_name: str = "default-scheduler"
+    resource_claims: tuple[PodClaimRef, ...] = ()
+    """``spec.resourceClaims`` joined with ``status.resourceClaimStatuses`` (DRA); empty without claims."""
 
     @property
     def key(self) -> str:
@@ -183,6 +199,103 @@ class Namespace:
     """The pause annotation's value when it pauses evictions in this namespace, else ""."""
 
 
+AttributeValue = bool | int | str
+"""A device attribute (resource.k8s.io/v1 DeviceAttribute): bool, int, string, or a semantic version
+kept as its string in ``Device.versions``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One device of a ResourceSlice. Attribute and capacity names are fully qualified
+    (``domain/name``; an unqualified name in the slice gets the driver's name as its domain)."""
+
+    name: str
+    attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
+    versions: frozenset[str] = frozenset()
+    """Qualified names of the attributes that are semantic versions (``version`` in the API)."""
+    capacity: Mapping[str, int] = field(default_factory=dict)
+    """Quantities as integers in the unit the planner uses for memory (bytes) and plain counts."""
+    unsupported: str = ""
+    """Why this device cannot be reasoned about (partitionable: ``consumesCounters``; shareable:
+    ``allowMultipleAllocations``; binding conditions); such devices are never counted as free."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSlice:
+    """A resource.k8s.io/v1 ResourceSlice: devices of one driver's pool, available to one node, to all
+    nodes, or to the nodes a selector picks."""
+
+    name: str
+    driver: str
+    pool: str
+    pool_generation: int
+    slice_count: int
+    node_name: str = ""
+    all_nodes: bool = False
+    node_selector: tuple[NodeSelectorTerm, ...] = ()
+    """``spec.nodeSelector`` terms (ORed); empty with neither node_name nor all_nodes: no node."""
+    devices: tuple[Device, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClass:
+    """A resource.k8s.io/v1 DeviceClass: CEL selectors every device of the class must satisfy."""
+
+    name: str
+    selectors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    """One request of a claim (``spec.devices.requests[]``). ``first_available`` holds the
+    subrequests of a ``firstAvailable`` request, in order of preference."""
+
+    name: str
+    device_class: str = ""
+    selectors: tuple[str, ...] = ()
+    allocation_mode: str = "ExactCount"
+    count: int = 1
+    admin_access: bool = False
+    first_available: tuple[DeviceRequest, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AllocatedDevice:
+    """One ``status.allocation.devices.results[]`` entry: the device a request got."""
+
+    request: str
+    driver: str
+    pool: str
+    device: str
+    admin_access: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClaim:
+    """A resource.k8s.io/v1 ResourceClaim as the planner needs it."""
+
+    namespace: str
+    name: str
+    uid: str
+    requests: tuple[DeviceRequest, ...] = ()
+    constraints: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """``spec.devices.constraints`` as (matchAttribute, requests it applies to; empty: all)."""
+    allocated: bool = False
+    node_name: str = ""
+    """The node the allocation is bound to ("" when not allocated or not node-local)."""
+    results: tuple[AllocatedDevice, ...] = ()
+    reserved_for: tuple[str, ...] = ()
+    """UIDs of the pods in ``status.reservedFor``."""
+    owner: OwnerRef | None = None
+    """The controller owner (the pod, for a claim generated from a template)."""
+    problem: str = ""
+    """A field that could not be read; the claim's pods then never move."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterSnapshot:
     """Everything the planner may look at in the cluster at one instant."""
@@ -192,6 +305,10 @@ class ClusterSnapshot:
     pdbs: tuple[PodDisruptionBudget, ...] = ()
     workloads: tuple[Workload, ...] = ()
     namespaces: tuple[Namespace, ...] = ()
+    resource_slices: tuple[ResourceSlice, ...] = ()
+    resource_claims: tuple[ResourceClaim, ...] = ()
+    device_classes: tuple[DeviceClass, ...] = ()
+    """DRA objects; read only when ``evictResourceClaimPods`` is on (empty otherwise)."""
 
 
 @dataclass(frozen=True, slots=True)
