@@ -37,6 +37,8 @@ CONTROLLERS = (
     "serviceaccount-controller",
     "serviceaccount-token-controller",
     "root-ca-certificate-publisher-controller",
+    # Makes a pod's ResourceClaims from its ResourceClaimTemplates (DRA); kube-scheduler allocates them.
+    "resourceclaim-controller",
 )
 
 

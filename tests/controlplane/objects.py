@@ -119,3 +119,99 @@ def cluster_admin_account(name: str, namespace: str) -> list[Obj]:
             "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
         },
     ]
+
+
+# --- Dynamic Resource Allocation (resource.k8s.io/v1) ---------------------------------------------------
+
+DRA_API = "resource.k8s.io/v1"
+DRIVER = "gpu.example.com"
+"""A fake DRA driver: nothing runs for it; its ResourceSlices are written by the tests, kube-scheduler
+allocates from them and kwok runs the pods without preparing anything."""
+
+
+def device_class(name: str, expression: str = f'device.driver == "{DRIVER}"') -> Obj:
+    """A DeviceClass selecting devices with one CEL expression."""
+    return {
+        "apiVersion": DRA_API,
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": expression}}]},
+    }
+
+
+def device(name: str, *, model: str = "a100", index: int = 0, memory: str = "40Gi") -> Obj:
+    """One device of a ResourceSlice: a model and an index attribute and a memory capacity."""
+    return {
+        "name": name,
+        "attributes": {"model": {"string": model}, "index": {"int": index}},
+        "capacity": {"memory": {"value": memory}},
+    }
+
+
+def resource_slice(
+    name: str, node_name: str, devices: list[Obj], *, group: str, driver: str = DRIVER, node_uid: str = ""
+) -> Obj:
+    """The slice a node-local driver publishes: one pool named after the node, in one slice. With
+    ``node_uid`` the Node owns it, so the garbage collector removes it with the test's nodes."""
+    metadata: Obj = {"name": name, "labels": {GROUP_LABEL: group}}
+    if node_uid:
+        metadata["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid}
+        ]
+    return {
+        "apiVersion": DRA_API,
+        "kind": "ResourceSlice",
+        "metadata": metadata,
+        "spec": {
+            "driver": driver,
+            "nodeName": node_name,
+            "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+def _device_spec(device_class_name: str, selectors: list[str], count: int) -> Obj:
+    exactly: Obj = {"deviceClassName": device_class_name, "allocationMode": "ExactCount", "count": count}
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    return {"requests": [{"name": "gpu", "exactly": exactly}]}
+
+
+def claim_template(
+    name: str, device_class_name: str, *, selectors: list[str] | None = None, count: int = 1
+) -> Obj:
+    """A ResourceClaimTemplate: each pod that names it gets a claim of its own (request ``gpu``)."""
+    return {
+        "apiVersion": DRA_API,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": _device_spec(device_class_name, selectors or [], count)}},
+    }
+
+
+def resource_claim(
+    name: str, device_class_name: str, *, selectors: list[str] | None = None, count: int = 1
+) -> Obj:
+    """A ResourceClaim made by hand: every pod that names it shares its devices."""
+    return {
+        "apiVersion": DRA_API,
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {"devices": _device_spec(device_class_name, selectors or [], count)},
+    }
+
+
+def with_claims(template: Obj, *, template_name: str = "", claim_name: str = "") -> Obj:
+    """``template`` (a pod template or a Pod) with one claim ``gpu``, from a ResourceClaimTemplate or a
+    shared ResourceClaim, used by its container."""
+    ref: Obj = {"name": "gpu"}
+    if template_name:
+        ref["resourceClaimTemplateName"] = template_name
+    else:
+        ref["resourceClaimName"] = claim_name
+    spec = template["spec"]
+    spec["resourceClaims"] = [ref]
+    for container in spec["containers"]:
+        container["resources"]["claims"] = [{"name": "gpu"}]
+    return template
