@@ -56,6 +56,10 @@ EXPECTED_CLUSTER_RULES: list[tuple[str, str, tuple[str, ...]]] = [
     ("apps", "statefulsets", ("get", "list", "watch")),
     ("policy", "poddisruptionbudgets", ("get", "list", "watch")),
     ("", "namespaces", ("list", "watch")),  # their pause annotation
+    # DRA, read only: watched only with evictResourceClaimPods (a device move needs a free device)
+    ("resource.k8s.io", "resourceslices", ("list", "watch")),
+    ("resource.k8s.io", "resourceclaims", ("list", "watch")),
+    ("resource.k8s.io", "deviceclasses", ("list", "watch")),
     ("", "pods/eviction", ("create",)),
     ("events.k8s.io", "events", ("create",)),
     ("", "events", ("create",)),
