@@ -31,7 +31,9 @@ from descheduler.cluster.parse import (
     INT32_MAX,
     INT32_MIN,
     KEPT_POD_ANNOTATIONS,
+    MAX_POD_CLAIMS,
     RAW_ALLOCATABLE_ANNOTATION,
+    claim_refs,
     pause_value,
     resource_value,
     rollout_of,
@@ -44,6 +46,7 @@ from descheduler.cluster.types import (
     NodeSelectorTerm,
     OwnerRef,
     Pod,
+    PodClaimRef,
     Taint,
     Toleration,
     Workload,
@@ -159,6 +162,17 @@ class _Affinity(_S):
     node_affinity: _NodeAffinity | None = None
 
 
+class _PodResourceClaim(_S):
+    name: str
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class _PodResourceClaimStatus(_S):
+    name: str
+    resource_claim_name: str | None = None
+
+
 class _PodSpec(_S):
     node_name: str | None = None
     priority: int | None = None
@@ -167,7 +181,7 @@ class _PodSpec(_S):
     node_selector: dict[str, str] | None = None
     tolerations: list[_Toleration] | None = None
     volumes: list[_Volume] | None = None
-    resource_claims: Any = None
+    resource_claims: list[_PodResourceClaim] | None = None
     containers: list[_Container] | None = None
     init_containers: list[_Container] | None = None
     overhead: msgspec.Raw = _NULL
@@ -187,6 +201,7 @@ class _PodStatus(_S):
     conditions: list[_Condition] | None = None
     container_statuses: list[_ContainerStatus] | None = None
     init_container_statuses: list[_ContainerStatus] | None = None
+    resource_claim_statuses: list[_PodResourceClaimStatus] | None = None
 
 
 class _Pod(_S):
@@ -431,6 +446,23 @@ def convert_pod(obj: _Pod, sharer: Sharer) -> Pod:
         is_static=annotations.get("kubernetes.io/config.source", "api") != "api",
         has_resource_claims=bool(spec.resource_claims),
         scheduler_name=text(spec.scheduler_name or "default-scheduler"),
+        resource_claims=_claims(spec, status),
+    )
+
+
+def _claims(spec: _PodSpec, status: _PodStatus | None) -> tuple[PodClaimRef, ...]:
+    """``parse._pod_claims``: the same join (``claim_refs``); odd entries go to the exact parser."""
+    claims = spec.resource_claims or []
+    statuses = (status.resource_claim_statuses if status is not None else None) or []
+    if not claims and not statuses:
+        return ()
+    if len(claims) > MAX_POD_CLAIMS or len(statuses) > MAX_POD_CLAIMS:
+        raise Unhandled("spec.resourceClaims")
+    if any(not c.name for c in claims) or any(not s.name for s in statuses):
+        raise Unhandled("spec.resourceClaims[].name")
+    return claim_refs(
+        ((c.name, c.resource_claim_name or "", c.resource_claim_template_name or "") for c in claims),
+        ((s.name, s.resource_claim_name or "") for s in statuses),
     )
 
 

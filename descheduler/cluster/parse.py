@@ -34,7 +34,6 @@ from typing import Any, TypeVar
 
 from descheduler.cluster.requests import pod_requests
 from descheduler.cluster.types import (
-    ClusterSnapshot,
     LabelSelector,
     LabelSelectorRequirement,
     Namespace,
@@ -42,6 +41,7 @@ from descheduler.cluster.types import (
     NodeSelectorTerm,
     OwnerRef,
     Pod,
+    PodClaimRef,
     PodDisruptionBudget,
     Rollout,
     Taint,
@@ -454,7 +454,65 @@ def parse_pod(obj: Obj) -> Pod:
         is_static=source != "api",
         has_resource_claims=bool(spec.get("resourceClaims")),
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        resource_claims=_pod_claims(obj, spec, status),
     )
+
+
+MAX_POD_CLAIMS = 128
+"""``spec.resourceClaims`` holds at most 128 entries (the API's limit)."""
+
+
+def claim_refs(
+    claims: Iterable[tuple[str, str, str]], statuses: Iterable[tuple[str, str]]
+) -> tuple[PodClaimRef, ...]:
+    """``spec.resourceClaims`` (name, claim, template) joined by name with ``status.resourceClaimStatuses``
+    (name, generated claim; the first status of a name counts). Both parsers call this, so they agree."""
+    generated: dict[str, str] = {}
+    for name, claim in statuses:
+        generated.setdefault(name, claim)
+    return tuple(
+        PodClaimRef(name, claim, template, generated.get(name, "") if template else "")
+        for name, claim, template in claims
+    )
+
+
+def _claim_field(obj: Obj, entry: Mapping[str, Any], key: str, path: str) -> str:
+    value = entry.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ObjectError(f"{_describe(obj)}: {path}.{key} must be a string, got {show(value)}")
+    return value
+
+
+def _pod_claims(obj: Obj, spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[PodClaimRef, ...]:
+    claims = []
+    entries = _list(obj, spec, "resourceClaims", "spec.resourceClaims")
+    if len(entries) > MAX_POD_CLAIMS:
+        raise ObjectError(f"{_describe(obj)}: spec.resourceClaims has more than {MAX_POD_CLAIMS} entries")
+    for i, entry in enumerate(entries):
+        path = f"spec.resourceClaims[{i}]"
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str) or not entry["name"]:
+            raise ObjectError(f"{_describe(obj)}: {path} needs a name")
+        claims.append(
+            (
+                entry["name"],
+                _claim_field(obj, entry, "resourceClaimName", path),
+                _claim_field(obj, entry, "resourceClaimTemplateName", path),
+            )
+        )
+    statuses = []
+    entries = _list(obj, status, "resourceClaimStatuses", "status.resourceClaimStatuses")
+    if len(entries) > MAX_POD_CLAIMS:
+        raise ObjectError(
+            f"{_describe(obj)}: status.resourceClaimStatuses has more than {MAX_POD_CLAIMS} entries"
+        )
+    for i, entry in enumerate(entries):
+        path = f"status.resourceClaimStatuses[{i}]"
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str) or not entry["name"]:
+            raise ObjectError(f"{_describe(obj)}: {path} needs a name")
+        statuses.append((entry["name"], _claim_field(obj, entry, "resourceClaimName", path)))
+    return claim_refs(claims, statuses)
 
 
 def _pod_ready(obj: Obj, status: Mapping[str, Any]) -> bool:
@@ -645,39 +703,3 @@ def iter_objects(documents: Iterable[Any]) -> Iterable[Obj]:
                 yield from iter_objects([item])
         else:
             yield doc
-
-
-def build_snapshot(objects: Iterable[Obj], problems: list[str] | None = None) -> ClusterSnapshot:
-    """Build a snapshot from Kubernetes objects; kinds the planner does not use are ignored.
-
-    With a ``problems`` list, each bad object adds its line there and is left out (so a file's mistakes
-    are all reported at once); without one the first bad object raises ``ObjectError``."""
-    nodes: list[Node] = []
-    pods: list[Pod] = []
-    pdbs: list[PodDisruptionBudget] = []
-    workloads: list[Workload] = []
-    namespaces: list[Namespace] = []
-    for obj in objects:
-        kind = obj.get("kind")
-        try:
-            if kind == "Node":
-                nodes.append(parse_node(obj))
-            elif kind == "Pod":
-                pods.append(parse_pod(obj))
-            elif kind == "PodDisruptionBudget":
-                pdbs.append(parse_pdb(obj))
-            elif kind in WORKLOAD_KINDS:
-                workloads.append(parse_workload(obj))
-            elif kind == "Namespace":
-                namespaces.append(parse_namespace(obj))
-        except ObjectError as exc:
-            if problems is None:
-                raise
-            problems.append(str(exc))
-    return ClusterSnapshot(
-        nodes=tuple(nodes),
-        pods=tuple(pods),
-        pdbs=tuple(pdbs),
-        workloads=tuple(workloads),
-        namespaces=tuple(namespaces),
-    )

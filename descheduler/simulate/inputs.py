@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from descheduler.cluster import dump
+from descheduler.cluster.build import build_snapshot
 from descheduler.cluster.parse import (
     INT64_MAX,
     MAX_QUANTITY_CHARS,
     ObjectError,
-    build_snapshot,
     iter_objects,
     show,
 )

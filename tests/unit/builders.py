@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from descheduler.cluster.parse import build_snapshot, iter_objects
+from descheduler.cluster.build import build_snapshot
+from descheduler.cluster.parse import iter_objects
 from descheduler.cluster.types import ClusterSnapshot, UsageSample, UsageSnapshot
 from descheduler.config.load import EffectiveConfig, load_config_document
 from descheduler.planner import Plan, PlannerState, commit, plan

@@ -14,7 +14,8 @@ from typing import Any
 
 import yaml
 
-from descheduler.cluster.parse import build_snapshot, iter_objects
+from descheduler.cluster.build import build_snapshot
+from descheduler.cluster.parse import iter_objects
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, UsageSnapshot
 from descheduler.config.load import EffectiveConfig, load_config_document
 from descheduler.planner.journal import Detectors, Entry

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
+from descheduler.cluster.build import build_snapshot
 from descheduler.cluster.parse import (
     ObjectError,
-    build_snapshot,
     iter_objects,
     parse_node,
     parse_pdb,

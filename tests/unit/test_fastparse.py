@@ -322,6 +322,23 @@ def finished_pod() -> Obj:
     return pod
 
 
+def device_pod() -> Obj:
+    """A pod holding devices through DRA: a claim from a template (generated name in the status) and a
+    shared claim by name."""
+    pod = plain_pod()
+    pod["spec"]["nodeName"] = "gpu-1"
+    pod["spec"]["resourceClaims"] = [
+        {"name": "gpu", "resourceClaimTemplateName": "gpu-template"},
+        {"name": "shared", "resourceClaimName": "team-gpu"},
+    ]
+    pod["status"] = {
+        "phase": "Running",
+        "qosClass": "BestEffort",
+        "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "web-0-gpu-x7k2"}],
+    }
+    return pod
+
+
 def real_node() -> Obj:
     return {
         "apiVersion": "v1",
@@ -429,6 +446,7 @@ REALISTIC: list[tuple[str, str, Callable[[], Obj], bool]] = [
     ("a pending pod with nothing but a container", "Pod", plain_pod, True),
     ("a terminating static mirror pod", "Pod", terminating_static_pod, True),
     ("a finished pod with host paths, ephemeral volumes and claims", "Pod", finished_pod, True),
+    ("a pod with claims from a template and by name", "Pod", device_pod, True),
     ("a cordoned, tainted node", "Node", real_node, True),
     ("a node with Koordinator's raw-allocatable (left to parse.py)", "Node", raw_allocatable_node, False),
     ("a ReplicaSet owned by a Deployment", "ReplicaSet", replica_set, True),
@@ -466,6 +484,27 @@ def put(path: tuple[Any, ...], value: Any) -> Callable[[Obj], None]:
 ODD: list[tuple[str, str, Callable[[], Obj], Callable[[Obj], None]]] = [
     ("a label value that is a number", "Pod", real_pod, put(("metadata", "labels", "n"), 5)),
     ("a null uid", "Pod", real_pod, put(("metadata", "uid"), None)),
+    ("a nameless claim", "Pod", device_pod, put(("spec", "resourceClaims", 0, "name"), "")),
+    ("a claim status without name", "Pod", device_pod, drop(("status", "resourceClaimStatuses", 0, "name"))),
+    (
+        "a null generated claim",
+        "Pod",
+        device_pod,
+        put(("status", "resourceClaimStatuses", 0, "resourceClaimName"), None),
+    ),
+    (
+        "a numeric template",
+        "Pod",
+        device_pod,
+        put(("spec", "resourceClaims", 0, "resourceClaimTemplateName"), 5),
+    ),
+    ("claims as an object", "Pod", device_pod, put(("spec", "resourceClaims"), {})),
+    (
+        "a status for no claim",
+        "Pod",
+        plain_pod,
+        put(("status",), {"qosClass": "BestEffort", "resourceClaimStatuses": [{"name": ""}]}),
+    ),
     ("no name", "Pod", real_pod, drop(("metadata", "name"))),
     ("an empty name", "Pod", real_pod, put(("metadata", "name"), "")),
     ("a numeric namespace", "Pod", real_pod, put(("metadata", "namespace"), 7)),
@@ -678,6 +717,7 @@ SCALARS = st.one_of(
             "api",
             "file",
             "kubernetes.io/config.mirror",
+            "gpu",
         ]
     ),
 )
@@ -715,6 +755,10 @@ KEYS = st.sampled_from(
         "generation",
         "observedGeneration",
         "updatedReplicas",
+        "resourceClaims",
+        "resourceClaimName",
+        "resourceClaimTemplateName",
+        "resourceClaimStatuses",
         "x",
     ]
 )

@@ -25,10 +25,10 @@ import pytest
 
 from descheduler.cli import main
 from descheduler.cluster import dump
+from descheduler.cluster.build import build_snapshot
 from descheduler.cluster.parse import (
     INT64_MAX,
     RAW_ALLOCATABLE_ANNOTATION,
-    build_snapshot,
     parse_node,
     parse_pod,
 )
