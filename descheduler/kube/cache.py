@@ -39,6 +39,7 @@ from typing import Any, TypeVar, cast
 
 import structlog
 
+from descheduler.cluster.dra import parse_device_class, parse_resource_claim, parse_resource_slice
 from descheduler.cluster.fastparse import FAST_KINDS, FastKind, exact_item, key_of, resource_version_of
 from descheduler.cluster.parse import (
     ObjectError,
@@ -89,6 +90,23 @@ RESOURCES: tuple[ResourceSpec, ...] = (
         True,
     ),
     ResourceSpec("namespaces", "/api/v1/namespaces", "Namespace", parse_namespace, False),
+    ResourceSpec(
+        "resourceslices",
+        "/apis/resource.k8s.io/v1/resourceslices",
+        "ResourceSlice",
+        parse_resource_slice,
+        False,
+    ),
+    ResourceSpec(
+        "resourceclaims",
+        "/apis/resource.k8s.io/v1/resourceclaims",
+        "ResourceClaim",
+        parse_resource_claim,
+        True,
+    ),
+    ResourceSpec(
+        "deviceclasses", "/apis/resource.k8s.io/v1/deviceclasses", "DeviceClass", parse_device_class, False
+    ),
 )
 """What the cache can watch; RBAC needs list+watch on each one watched."""
 DEFAULT_WATCH_TIMEOUT = 10.0
@@ -96,7 +114,12 @@ DEFAULT_WATCH_TIMEOUT = 10.0
 re-opening a watch from its resourceVersion is cheap for the server (served from its watch cache)."""
 DEFAULT_READ_GRACE = 5.0
 """How much longer than the watch's own timeout the client waits for a byte before giving up on it."""
-DEFAULT_RESOURCES = frozenset(spec.name for spec in RESOURCES)
+DRA_RESOURCES = frozenset({"resourceslices", "resourceclaims", "deviceclasses"})
+"""Dynamic Resource Allocation (resource.k8s.io/v1): watched only with ``evictResourceClaimPods``, the one
+setting under which a device-holding pod may move (its destination needs a free matching device). A
+cluster without the v1 API (before Kubernetes 1.34) cannot list them: the cache then never syncs, and
+the stalled resources are named."""
+DEFAULT_RESOURCES = frozenset(spec.name for spec in RESOURCES) - DRA_RESOURCES
 """Watched unless ``resources`` says otherwise; namespaces for their pause annotation (list and watch
 only, as the shipped RBAC grants)."""
 
@@ -110,6 +133,9 @@ _SNAPSHOT_PARTS = (
     "statefulsets",
     "replicationcontrollers",
     "namespaces",
+    "resourceslices",
+    "resourceclaims",
+    "deviceclasses",
 )
 
 
@@ -681,7 +707,8 @@ class _Reflector:
 
 
 class ClusterCache:
-    """Nodes, pods, PDBs, workloads and namespaces, in memory. ``snapshot()`` never calls the API."""
+    """Nodes, pods, PDBs, workloads and namespaces (and, when asked for, DRA's ResourceSlices,
+    ResourceClaims and DeviceClasses), in memory. ``snapshot()`` never calls the API."""
 
     def __init__(
         self,
@@ -825,7 +852,8 @@ class ClusterCache:
         last = self._last_snapshot
         if last is not None and all(a is b for a, b in zip(last[0], parts, strict=True)):
             return last[1]
-        nodes, pods, pdbs, replicasets, deployments, statefulsets, controllers, namespaces = parts
+        (nodes, pods, pdbs, replicasets, deployments, statefulsets, controllers, namespaces) = parts[:8]
+        slices, claims, classes = parts[8:]
         if self.node_selector is not None:
             names = {node.name for node in nodes}
             pods = tuple(pod for pod in pods if pod.node_name in names)
@@ -835,6 +863,9 @@ class ClusterCache:
             pdbs=pdbs,
             workloads=replicasets + deployments + statefulsets + controllers,
             namespaces=namespaces,
+            resource_slices=slices,
+            resource_claims=claims,
+            device_classes=classes,
         )
         self._last_snapshot = (parts, snapshot)
         return snapshot

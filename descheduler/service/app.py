@@ -26,7 +26,7 @@ from descheduler.config.load import EffectiveConfig, load_config
 from descheduler.config.lownodeload import NodePool, effective_anomaly_condition
 from descheduler.config.models import LabelSelectorConfig
 from descheduler.kube.api import DEFAULT_USER_AGENT, KubeApi
-from descheduler.kube.cache import ClusterCache
+from descheduler.kube.cache import DEFAULT_RESOURCES, DRA_RESOURCES, ClusterCache
 from descheduler.kube.connection import REACH_BUDGET_SECONDS, connect, unreachable_reason
 from descheduler.kube.errors import KubeError
 from descheduler.kube.events import EventRecorder
@@ -85,6 +85,14 @@ def selector_string(selector: LabelSelectorConfig | str | None) -> str | None:
     return ",".join(parts) or None
 
 
+def cache_resources(effective: EffectiveConfig) -> frozenset[str]:
+    """What the cache watches: DRA objects only when a device-holding pod may move
+    (``evictResourceClaimPods``), so a cluster that does not use it pays nothing and needs no DRA RBAC."""
+    if effective.migration.evict_resource_claim_pods:
+        return DEFAULT_RESOURCES | DRA_RESOURCES
+    return DEFAULT_RESOURCES
+
+
 class Service:
     """Everything one process runs; built from an effective configuration and a kubeconfig."""
 
@@ -108,6 +116,7 @@ class Service:
             self.api,
             node_selector=selector_string(config.node_selector),
             watch_timeout=config.watch_cache.watch_timeout,
+            resources=cache_resources(effective),
         )
         self.usage = build_source(config.metrics_providers, metrics_api=MetricsServerApi(self.api))
         self.events = EventRecorder(self.api)

@@ -114,6 +114,17 @@ RESOURCES: tuple[ResourceType, ...] = (
     ),
     ResourceType("events.k8s.io", "v1", "events", "Event", True, ("ev",), storage="events"),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
+    ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
+    ResourceType("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
+    ResourceType(
+        "resource.k8s.io",
+        "v1",
+        "resourceclaims",
+        "ResourceClaim",
+        True,
+        subresources=("status",),
+        status_subresource=True,
+    ),
     ResourceType("metrics.k8s.io", "v1beta1", "nodes", "NodeMetrics", False, verbs=("get", "list")),
     ResourceType("metrics.k8s.io", "v1beta1", "pods", "PodMetrics", True, verbs=("get", "list")),
 )
