@@ -2,12 +2,14 @@
 
 An operator who saw an odd decision can capture the cluster as the descheduler sees it and replay it
 offline, change the configuration and replay again. The cluster file is what
-``kubectl get nodes,pods,pdb,rs,deploy,sts,rc,ns -A -o json`` prints (one ``List``, objects as the API
-server returns them), gzipped; it is written page by page, each item copied as it came, never decoded
-into dicts. With ``--prometheus`` the nodes and pods are also turned into snapshot values as their pages
-go by (the live cache's decoder), and the usage file holds every node's and pod's usage as the live
-service reads it (the same queries), with each sample's age, as JSON: ``simulate`` reads it like YAML
-(JSON is YAML), and at 150,000 pods PyYAML's emitter would take some 40 s where ``json`` takes under one.
+``kubectl get nodes,pods,pdb,rs,deploy,sts,rc,ns,resourceslices,resourceclaims,deviceclasses -A -o json``
+prints (one ``List``, objects as the API server returns them), gzipped; the DRA kinds only where the server serves
+them and lets us list them (a notice says when not). It is written page by page, each item copied as it
+came, never decoded into dicts. With ``--prometheus`` the nodes and pods are also turned into snapshot
+values as their pages go by (the live cache's decoder), and the usage file holds every node's and pod's
+usage as the live service reads it (the same queries), with each sample's age, as JSON: ``simulate``
+reads it like YAML (JSON is YAML), and at 150,000 pods PyYAML's emitter would take some 40 s where
+``json`` takes under one.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from descheduler.cluster.fastparse import FAST_KINDS, exact_item
 from descheduler.cluster.parse import ObjectError, parse_node, parse_pod
 from descheduler.cluster.types import Node, Pod, UsageSample
 from descheduler.kube.api import KubeApi
-from descheduler.kube.cache import DEFAULT_RESOURCES, RESOURCES, Interner
-from descheduler.kube.errors import DecodeError, KubeError
+from descheduler.kube.cache import DRA_RESOURCES, RESOURCES, Interner
+from descheduler.kube.errors import ApiStatusError, DecodeError, KubeError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -82,6 +84,9 @@ class Written:
     nodes: list[Node] = field(default_factory=list)
     pods: list[Pod] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    not_listed: list[str] = field(default_factory=list)
+    """DRA kinds the server would not list (an API it does not serve, or no permission), and why:
+    the dump holds none of them, so ``simulate`` sees no devices."""
 
 
 def write_cluster(api: KubeApi, path: Path, page_size: int = PAGE_SIZE, *, collect: bool = False) -> Written:
@@ -100,14 +105,21 @@ def write_cluster(api: KubeApi, path: Path, page_size: int = PAGE_SIZE, *, colle
     with gzip.open(path, "wb", compresslevel=6) as out:
         out.write(b'{"apiVersion": "v1", "items": [\n')
         separator = b""
-        for spec in (r for r in RESOURCES if r.name in DEFAULT_RESOURCES):
+        for spec in RESOURCES:
             token: str | None = None
             seen = written.counts[spec.kind] = 0
             kept = collect and spec.kind in ("Node", "Pod")
             while True:
                 query = {"limit": page_size, "continue": token}
                 where = f"GET {spec.path}"
-                body = api.request_bytes("GET", spec.path, query=query)
+                try:
+                    body = api.request_bytes("GET", spec.path, query=query)
+                except ApiStatusError as exc:
+                    if spec.name not in DRA_RESOURCES or token is not None or exc.status not in (403, 404):
+                        raise
+                    written.not_listed.append(f"{spec.kind}: {exc}")
+                    del written.counts[spec.kind]
+                    break
                 try:
                     page = _PAGE.decode(body)
                 except msgspec.MsgspecError as exc:
@@ -221,6 +233,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         print(
             f"notice: {problem} (simulate refuses this object until it is fixed or removed)", file=sys.stderr
         )
+    for why in written.not_listed:
+        print(f"notice: not in the dump: {why}", file=sys.stderr)
     if left_out:
         shown = ", ".join(left_out[:10]) + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else "")
         print(

@@ -12,7 +12,8 @@ import yaml
 from benchmarks.fakeprom import FakePrometheus
 from descheduler.cli import main
 from descheduler.simulate.inputs import load_cluster
-from tests.apiserver import ApiServer, objects
+from tests.apiserver import ApiServer, Fault, objects
+from tests.controlplane import objects as dra
 from tests.support.configs import low_node_load_yaml
 
 CONFIG = low_node_load_yaml(
@@ -121,3 +122,39 @@ def test_a_snapshot_of_an_unreachable_cluster_fails_with_the_reason(
     code = main(["snapshot", "--kubeconfig", str(kubeconfig), "--output", str(tmp_path / "out")])
     assert code == 1
     assert "error: reading the cluster" in capsys.readouterr().err
+
+
+def test_dra_objects_are_in_the_dump_and_simulate_reads_them(
+    cluster: ApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster.create(dra.device_class("gpu"))
+    cluster.create(dra.resource_slice("node-hot-gpus", "node-hot", [dra.device("gpu-0")], group="g"))
+    cluster.create(
+        {**dra.resource_claim("shared", "gpu"), "metadata": {"name": "shared", "namespace": "default"}}
+    )
+    out = tmp_path / "incident"
+    assert main(["snapshot", "--kubeconfig", str(cluster.kubeconfig_path), "--output", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "1 ResourceSlice, 1 ResourceClaim, 1 DeviceClass" in err and "not in the dump" not in err
+    snapshot = load_cluster(out / "cluster.json.gz")
+    assert [(s.name, [d.name for d in s.devices]) for s in snapshot.resource_slices] == [
+        ("node-hot-gpus", ["gpu-0"])
+    ]
+    assert [c.key for c in snapshot.resource_claims] == ["default/shared"]
+    assert [c.name for c in snapshot.device_classes] == ["gpu"]
+
+
+@pytest.mark.parametrize("status", [404, 403])
+def test_a_server_that_will_not_list_dra_objects_still_gets_a_dump_with_a_notice(
+    cluster: ApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], status: int
+) -> None:
+    """A cluster before Kubernetes 1.34 serves no resource.k8s.io/v1 (404); an identity without the
+    read grant gets 403: the rest is written, and the notice says what is missing."""
+    cluster.inject(Fault(group="resource.k8s.io", resource="resourceslices", status=status))
+    out = tmp_path / "incident"
+    assert main(["snapshot", "--kubeconfig", str(cluster.kubeconfig_path), "--output", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "notice: not in the dump: ResourceSlice:" in err
+    assert "ResourceSlice," not in err.splitlines()[0] and "0 ResourceClaim" in err
+    snapshot = load_cluster(out / "cluster.json.gz")
+    assert sorted(p.key for p in snapshot.pods) == sorted(POD_USAGE)
