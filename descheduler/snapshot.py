@@ -3,11 +3,11 @@
 An operator who saw an odd decision can capture the cluster as the descheduler sees it and replay it
 offline, change the configuration and replay again. The cluster file is what
 ``kubectl get nodes,pods,pdb,rs,deploy,sts,rc,ns,resourceslices,resourceclaims,deviceclasses -A -o json``
-prints (one ``List``, objects as the API server returns them), gzipped; the DRA kinds only where the server serves
-them and lets us list them (a notice says when not). It is written page by page, each item copied as it
-came, never decoded into dicts. With ``--prometheus`` the nodes and pods are also turned into snapshot
-values as their pages go by (the live cache's decoder), and the usage file holds every node's and pod's
-usage as the live service reads it (the same queries), with each sample's age, as JSON: ``simulate``
+prints (one ``List``, objects as the API server returns them), gzipped; the DRA kinds only where the
+server serves them and lets us list them (a notice says when not). It is written page by page, each item
+copied as it came, never decoded into dicts. With ``--prometheus`` the nodes and pods are also turned into
+snapshot values as their pages go by (the live cache's decoder), and the usage file holds every node's and
+pod's usage as the live service reads it (the same queries), with each sample's age, as JSON: ``simulate``
 reads it like YAML (JSON is YAML), and at 150,000 pods PyYAML's emitter would take some 40 s where
 ``json`` takes under one.
 """
