@@ -7,8 +7,9 @@ kube-apiserver serves as consistent reads (no ``resourceVersion``: from etcd's l
 watch cache proven current). ``planner/verify.py`` decides over what comes back.
 
 Requests per eviction: a bare pod 1; a StatefulSet's or ReplicationController's pod 3 (pod, controller,
-the workload's pods); a Deployment's pod 5 (pod, ReplicaSet, Deployment, its ReplicaSets, its pods). Never
-per candidate: only for pods the plan chose. Any failure (an error status other than 404, a timeout, a
+the workload's pods); a Deployment's pod 5 (pod, ReplicaSet, Deployment, its ReplicaSets, its pods); plus
+one per ResourceClaim of a pod holding DRA devices (``read_claims``). Never per candidate: only for pods
+the plan chose. Any failure (an error status other than 404, a timeout, a
 broken connection, an object that cannot be parsed) makes the view ``problem``: nothing is evicted on it.
 """
 
@@ -16,10 +17,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from descheduler.cluster.dra import parse_resource_claim
 from descheduler.cluster.parse import ObjectError, parse_pod, parse_selector, parse_workload
-from descheduler.cluster.types import LabelSelector, Pod, Workload
+from descheduler.cluster.types import LabelSelector, Pod, ResourceClaim, Workload
 from descheduler.kube.api import KubeApi, path_segment
 from descheduler.kube.errors import ApiStatusError, KubeError
 from descheduler.planner.verify import ServerView
@@ -31,6 +34,17 @@ _PATHS = {
     "ReplicationController": "/api/v1/namespaces/{ns}/replicationcontrollers",
 }
 """The controllers whose expected replicas the planner reads (as the cache watches them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimsView:
+    """A pod's ResourceClaims as the server holds them right before its eviction."""
+
+    claims: Mapping[str, ResourceClaim | None] = field(default_factory=dict)
+    """Claim name -> the claim (None: the server has no claim of that name)."""
+    problem: str = ""
+    """Why a claim could not be read: nothing is evicted on it."""
+    requests: int = 0
 
 
 class _Unreadable(Exception):
@@ -81,6 +95,29 @@ class ServerReader:
             return ServerView(pod=None, problem=str(exc), requests=reads.count)
         finally:
             self.requests += reads.count
+
+    def read_claims(self, namespace: str, names: Sequence[str], deadline: float) -> ClaimsView:
+        """The named ResourceClaims of ``namespace`` as the server holds them (one GET each)."""
+        reads = _Reads(self, deadline)
+        claims: dict[str, ResourceClaim | None] = {}
+        try:
+            for name in names:
+                raw = reads._get(
+                    f"/apis/resource.k8s.io/v1/namespaces/{path_segment(namespace)}/resourceclaims/"
+                    + path_segment(name)
+                )
+                parsed = (
+                    None
+                    if raw is None
+                    else reads._parse(parse_resource_claim, {"kind": "ResourceClaim", **raw})
+                )
+                assert parsed is None or isinstance(parsed, ResourceClaim)
+                claims[name] = parsed
+        except _Unreadable as exc:
+            return ClaimsView(claims, problem=str(exc), requests=reads.count)
+        finally:
+            self.requests += reads.count
+        return ClaimsView(claims, requests=reads.count)
 
 
 class _Reads:

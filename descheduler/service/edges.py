@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol, Unpack
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, UsageSnapshot
 from descheduler.kube.events import Regarding
 from descheduler.kube.evict import EvictHooks
+from descheduler.kube.verify import ClaimsView
 from descheduler.planner.journal import Detectors, Entry
 from descheduler.planner.verify import ServerView
 from descheduler.service.restarts import DEFAULT_RESTART_DEADLINE
@@ -104,6 +105,10 @@ class Verifier(Protocol):
     resources the server disagreed with."""
 
     def read(self, pod: Pod, deadline: float) -> ServerView: ...
+
+    def read_claims(self, namespace: str, names: Sequence[str], deadline: float) -> ClaimsView:
+        """The pod's ResourceClaims (only for a pod holding DRA devices)."""
+        ...
 
     def resync(self, resources: Sequence[str]) -> object: ...
 

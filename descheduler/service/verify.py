@@ -1,6 +1,7 @@
 """One cycle's server-side verification: each planned eviction's pod and workload are read from the API
 server (``Verifier``: ``kube/verify.py``) and the rules that read them applied again (``planner/verify.py``).
-A disagreement stops the eviction, says why, and has the stale cache resources listed again."""
+A pod holding DRA devices also has its ResourceClaims read (``claim_disagreement``). A disagreement stops
+the eviction, says why, and has the stale cache resources listed again."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
+from descheduler.cluster.types import Pod
 from descheduler.config.load import EffectiveConfig
-from descheduler.planner import Plan, PlannedEviction
+from descheduler.kube.verify import ClaimsView
+from descheduler.planner import Plan, PlannedEviction, reasons
 from descheduler.planner.candidates import resolve_priority_threshold
 from descheduler.planner.index import ClusterIndex
 from descheduler.planner.model import RESTART
@@ -56,12 +59,19 @@ class ServerCheck:
         the evictions this cycle already sent (they count as the planner counted them)."""
         started = self.monotonic()
         view = self.verifier.read(planned.pod, self.deadline)
-        seconds = round(self.monotonic() - started, 4)
         self.requests += view.requests
         cached = self.index.workload_of(planned.pod)
         found = recheck(
             planned, cached, view, self.settings, decided.state, list(sent), self.threshold, self.now
         )
+        requests = view.requests
+        if found is None and view.pod is not None and view.pod.resource_claims:
+            names = [ref.generated_claim_name for ref in view.pod.resource_claims if ref.generated_claim_name]
+            claims = self.verifier.read_claims(view.pod.namespace, names, self.deadline)
+            requests += claims.requests
+            self.requests += claims.requests
+            found = claim_disagreement(view.pod, claims)
+        seconds = round(self.monotonic() - started, 4)
         self.last = found
         if found is None and planned.action == RESTART:
             self.versions[planned.pod.key] = next(
@@ -73,7 +83,7 @@ class ServerCheck:
                 "",
             )
         if found is None:
-            log.info("eviction_verified", pod=planned.pod.key, requests=view.requests, seconds=seconds)
+            log.info("eviction_verified", pod=planned.pod.key, requests=requests, seconds=seconds)
             return None
         log.warning(
             "eviction_not_verified",
@@ -82,9 +92,49 @@ class ServerCheck:
             code=found.code,
             message=found.message,
             resync=list(found.stale),
-            requests=view.requests,
+            requests=requests,
             seconds=seconds,
         )
         if found.stale:
             self.verifier.resync(found.stale)
         return found.message
+
+
+CLAIMS = ("resourceclaims",)
+
+
+def claim_disagreement(pod: Pod, found: ClaimsView) -> Disagreement | None:
+    """Why ``pod`` (as the server holds it) must not be evicted on its claims as the server holds them, or
+    None. Only a claim generated from a template for this pod alone, allocated, frees its device and gets
+    the replacement a fresh one: a claim that is shared (named by the pod, or reserved for other pods too),
+    not allocated, gone or not the pod's own stops the eviction (the cache may have said otherwise: it
+    lists claims again)."""
+    if found.problem:
+        return Disagreement(reasons.VERIFY_UNREADABLE, f"claims of pod {pod.key}: {found.problem}")
+    for ref in pod.resource_claims:
+        if not ref.template_name:
+            return Disagreement(
+                reasons.VERIFY_REFUSED,
+                f"pod {pod.key} uses ResourceClaim {ref.claim_name} by name: shared, its device would "
+                "not be freed",
+            )
+        name = ref.generated_claim_name
+        claim = found.claims.get(name) if name else None
+        if claim is None:
+            what = f"claim {name} is gone" if name else "no claim generated yet"
+            return Disagreement(
+                reasons.VERIFY_REFUSED, f"pod {pod.key} claim {ref.name}: {what}", stale=CLAIMS
+            )
+        problem = ""
+        others = sorted(set(claim.reserved_for) - {pod.uid})
+        if not claim.allocated:
+            problem = "not allocated"
+        elif others:
+            problem = f"reserved for {len(others)} other pod(s) too: shared, its device would not be freed"
+        elif claim.owner is None or claim.owner.uid != pod.uid:
+            problem = "not owned by the pod (not generated for it)"
+        if problem:
+            return Disagreement(
+                reasons.VERIFY_REFUSED, f"pod {pod.key} ResourceClaim {claim.key}: {problem}", stale=CLAIMS
+            )
+    return None

@@ -1,7 +1,8 @@
 """DRA objects in the watch cache, against the test API server: ResourceSlices, ResourceClaims (every
 namespace) and DeviceClasses are listed, watched and parsed into the snapshot only when the cache is asked
 for them (the service asks when ``evictResourceClaimPods`` is on); one the parser refuses is left out and
-named like any other object."""
+named like any other object. Before a device-holding pod is evicted its claims are read again
+(``ServerReader.read_claims``)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import pytest
 from descheduler.config.load import load_config_document
 from descheduler.kube.api import KubeApi
 from descheduler.kube.cache import DEFAULT_RESOURCES, DRA_RESOURCES, ClusterCache
+from descheduler.kube.verify import ServerReader
 from descheduler.service.app import cache_resources
-from tests.apiserver import ApiServer
+from tests.apiserver import ApiServer, Fault
 from tests.apiserver import objects as api_objects
 from tests.apiserver.waiting import eventually
 from tests.controlplane import objects
@@ -150,3 +152,26 @@ def test_the_service_watches_them_only_when_resource_claim_pods_may_move(evict_c
     wanted = cache_resources(load_config_document(doc))
     assert wanted & DRA_RESOURCES == (DRA_RESOURCES if evict_claim_pods else frozenset())
     assert wanted >= DEFAULT_RESOURCES
+
+
+def test_read_claims_gets_each_claim_from_the_server_and_says_which_are_gone(
+    apiserver: ApiServer, kube_api: KubeApi
+) -> None:
+    seed(apiserver)
+    reader = ServerReader(kube_api)
+    view = reader.read_claims("default", ["trainer-0-gpu", "gone"], time.monotonic() + 10)
+    assert view.problem == "" and view.requests == 2 and reader.requests == 2
+    held = view.claims["trainer-0-gpu"]
+    assert held is not None and held.allocated and held.reserved_for == ("pod-uid-0",)
+    assert view.claims["gone"] is None
+    assert [r.path for r in apiserver.requests_for(verb="get", resource="resourceclaims")] == [
+        "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/trainer-0-gpu",
+        "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/gone",
+    ]
+
+
+def test_read_claims_reports_a_failed_read_as_a_problem(apiserver: ApiServer, kube_api: KubeApi) -> None:
+    seed(apiserver)
+    apiserver.inject(Fault(verb="get", resource="resourceclaims", status=500, message="etcd down"))
+    view = ServerReader(kube_api).read_claims("default", ["trainer-0-gpu"], time.monotonic() + 10)
+    assert "etcd down" in view.problem and view.requests == 1
