@@ -8,7 +8,7 @@ watch cache proven current). ``planner/verify.py`` decides over what comes back.
 
 Requests per eviction: a bare pod 1; a StatefulSet's or ReplicationController's pod 3 (pod, controller,
 the workload's pods); a Deployment's pod 5 (pod, ReplicaSet, Deployment, its ReplicaSets, its pods); plus
-one per ResourceClaim of a pod holding DRA devices (``read_claims``). Never per candidate: only for pods
+one LIST per ResourceClaim of a pod holding DRA devices (``read_claims``). Never per candidate: only for pods
 the plan chose. Any failure (an error status other than 404, a timeout, a
 broken connection, an object that cannot be parsed) makes the view ``problem``: nothing is evicted on it.
 """
@@ -97,22 +97,19 @@ class ServerReader:
             self.requests += reads.count
 
     def read_claims(self, namespace: str, names: Sequence[str], deadline: float) -> ClaimsView:
-        """The named ResourceClaims of ``namespace`` as the server holds them (one GET each)."""
+        """The named ResourceClaims of ``namespace`` as the server holds them: one LIST each, selecting
+        the name (the shipped RBAC grants list and watch on claims, not get)."""
         reads = _Reads(self, deadline)
         claims: dict[str, ResourceClaim | None] = {}
+        path = f"/apis/resource.k8s.io/v1/namespaces/{path_segment(namespace)}/resourceclaims"
         try:
             for name in names:
-                raw = reads._get(
-                    f"/apis/resource.k8s.io/v1/namespaces/{path_segment(namespace)}/resourceclaims/"
-                    + path_segment(name)
-                )
-                parsed = (
-                    None
-                    if raw is None
-                    else reads._parse(parse_resource_claim, {"kind": "ResourceClaim", **raw})
-                )
-                assert parsed is None or isinstance(parsed, ResourceClaim)
-                claims[name] = parsed
+                found = reads._list(path, f"metadata.name={name}", key="fieldSelector")
+                claims[name] = None
+                for raw in found[:1]:
+                    parsed = reads._parse(parse_resource_claim, {"kind": "ResourceClaim", **raw})
+                    assert isinstance(parsed, ResourceClaim)
+                    claims[name] = parsed
         except _Unreadable as exc:
             return ClaimsView(claims, problem=str(exc), requests=reads.count)
         finally:
@@ -215,18 +212,18 @@ class _Reads:
             raise _Unreadable(f"GET {path}: the answer is not an object")
         return found
 
-    def _list(self, path: str, selector: str) -> Sequence[Mapping[str, Any]]:
+    def _list(self, path: str, selector: str, key: str = "labelSelector") -> Sequence[Mapping[str, Any]]:
         self.count += 1
         try:
             found = self.reader.api.request(
                 "GET",
                 path,
-                query={"labelSelector": selector},
+                query={key: selector},
                 timeout=self._timeout(),
                 deadline=self.deadline,
             )
         except KubeError as exc:
-            raise _Unreadable(f"LIST {path}?labelSelector={selector}: {exc}") from None
+            raise _Unreadable(f"LIST {path}?{key}={selector}: {exc}") from None
         items = found.get("items") if isinstance(found, Mapping) else None
         if not isinstance(items, list) or not all(isinstance(i, Mapping) for i in items):
             raise _Unreadable(f"LIST {path}: the answer holds no list of objects")

@@ -164,14 +164,16 @@ def test_read_claims_gets_each_claim_from_the_server_and_says_which_are_gone(
     held = view.claims["trainer-0-gpu"]
     assert held is not None and held.allocated and held.reserved_for == ("pod-uid-0",)
     assert view.claims["gone"] is None
-    assert [r.path for r in apiserver.requests_for(verb="get", resource="resourceclaims")] == [
-        "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/trainer-0-gpu",
-        "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/gone",
+    lists = apiserver.requests_for(verb="list", resource="resourceclaims")
+    assert [(r.path, r.query["fieldSelector"]) for r in lists] == [
+        ("/apis/resource.k8s.io/v1/namespaces/default/resourceclaims", "metadata.name=trainer-0-gpu"),
+        ("/apis/resource.k8s.io/v1/namespaces/default/resourceclaims", "metadata.name=gone"),
     ]
+    assert apiserver.requests_for(verb="get") == []  # the shipped RBAC grants no get on claims
 
 
 def test_read_claims_reports_a_failed_read_as_a_problem(apiserver: ApiServer, kube_api: KubeApi) -> None:
     seed(apiserver)
-    apiserver.inject(Fault(verb="get", resource="resourceclaims", status=500, message="etcd down"))
+    apiserver.inject(Fault(verb="list", resource="resourceclaims", status=500, message="etcd down"))
     view = ServerReader(kube_api).read_claims("default", ["trainer-0-gpu"], time.monotonic() + 10)
     assert "etcd down" in view.problem and view.requests == 1
