@@ -40,7 +40,7 @@ from typing import Any
 from benchmarks import synth
 from benchmarks.closedloop import World, replacement_pod, twice_within
 from benchmarks.common import quiet_logs, summary_line, verdict
-from descheduler.cluster.parse import build_snapshot
+from descheduler.cluster.build import build_snapshot
 from descheduler.cluster.types import ClusterSnapshot, Pod, UsageSample, UsageSnapshot
 from descheduler.planner import PlannerState, commit, plan
 from descheduler.planner.candidates import PodFilter

@@ -39,7 +39,7 @@ from benchmarks import synth
 from benchmarks.balance_quality import lower_bound
 from benchmarks.closedloop import World, replacement_pod
 from benchmarks.common import quiet_logs, summary_line, verdict
-from descheduler.cluster.parse import build_snapshot
+from descheduler.cluster.build import build_snapshot
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, Taint, UsageSample, UsageSnapshot
 from descheduler.planner import PlannerState, commit, plan
 from descheduler.planner.estimate import NodeEstimate, UsageEstimator

@@ -45,7 +45,7 @@ from typing import Any
 
 from benchmarks import synth
 from benchmarks.common import median, quiet_logs, summary_line, verdict
-from descheduler.cluster.parse import build_snapshot
+from descheduler.cluster.build import build_snapshot
 from descheduler.cluster.types import ClusterSnapshot, Pod, UsageSnapshot
 from descheduler.planner import DETAILED, SUMMARISED, Plan, PlannerState, SkipForm, plan, pod_usage_nodes
 from descheduler.planner.fit import DestinationSet

@@ -31,7 +31,7 @@ from typing import Any
 
 from benchmarks import synth
 from benchmarks.common import quiet_logs, summary_line, verdict
-from descheduler.cluster.parse import build_snapshot
+from descheduler.cluster.build import build_snapshot
 from descheduler.config.providers import PrometheusSettings
 from descheduler.planner import PlannerState, pod_usage_nodes
 from descheduler.usage.prometheus import PrometheusSource

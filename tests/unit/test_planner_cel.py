@@ -1,0 +1,92 @@
+"""DRA device selectors: CEL evaluated against a device as kube-scheduler's environment defines it."""
+
+from __future__ import annotations
+
+import pytest
+
+from descheduler.cluster.types import Device
+from descheduler.planner.cel import MAX_COST, CelError, compile_selector, device_view, selects
+
+DRIVER = "gpu.example.com"
+GPU = Device(
+    name="gpu-0",
+    attributes={
+        f"{DRIVER}/model": "a100",
+        f"{DRIVER}/index": 3,
+        f"{DRIVER}/healthy": True,
+        f"{DRIVER}/driverVersion": "1.2.3-rc.1",
+        "pci.example.com/root": "0000:00",
+    },
+    versions=frozenset({f"{DRIVER}/driverVersion"}),
+    capacity={f"{DRIVER}/memory": 40 * 2**30},
+)
+A = f"device.attributes['{DRIVER}']"
+C = f"device.capacity['{DRIVER}']"
+
+HOLDS: list[tuple[str, bool]] = [
+    (f"device.driver == '{DRIVER}'", True),
+    ("device.driver == 'other.example.com'", False),
+    (f"{A}.model == 'a100'", True),
+    (f"{A}.model == 'h100'", False),
+    (f"{A}.index >= 3 && {A}.healthy", True),
+    ("device.attributes['pci.example.com'].root.startsWith('0000')", True),
+    (f"{A}.model.matches('^a[0-9]+$')", True),
+    (f"has({A}.model)", True),
+    ("has(device.attributes['unknown.example.com'].model)", False),
+    ("'model' in device.attributes['unknown.example.com']", False),
+    (f"{C}.memory.compareTo(quantity('40Gi')) == 0", True),
+    (f"{C}.memory.isGreaterThan(quantity('32Gi'))", True),
+    (f"{C}.memory.isLessThan(quantity('32Gi'))", False),
+    (f"{C}.memory == quantity('40Gi')", True),
+    (f"{C}.memory.asInteger() == {40 * 2**30}", True),
+    (f"{C}.memory.sub(quantity('8Gi')).isGreaterThan(quantity('32Gi'))", False),
+    ("quantity('1500m').isInteger()", False),
+    ("isQuantity('2Gi') && !isQuantity('two')", True),
+    (f"{A}.driverVersion.isLessThan(semver('1.2.3'))", True),
+    (f"{A}.driverVersion.isGreaterThan(semver('1.2.3-beta.9'))", True),
+    (f"{A}.driverVersion.major() == 1 && {A}.driverVersion.minor() == 2", True),
+    ("semver('1.10.0').compareTo(semver('1.9.0')) == 1", True),
+    ("isSemver('1.2') || !isSemver('1.2.0')", False),
+    ("device.allowMultipleAllocations", False),
+    ("[1, 2, 3].all(x, x > 0)", True),
+]
+
+
+@pytest.mark.parametrize(("expression", "expected"), HOLDS)
+def test_selectors_hold_or_not_on_the_device(expression: str, expected: bool) -> None:
+    assert selects(compile_selector(expression), device_view(DRIVER, GPU)) is expected
+
+
+FAILS: list[tuple[str, str]] = [
+    (f"{A}.memoryType == 'hbm'", "no such member in mapping: 'memoryType'"),
+    ("device.attributes['unknown.example.com'].model == 'a100'", "no such member in mapping: 'model'"),
+    ("gpuCount(device) > 1", "undeclared reference to 'gpuCount'"),
+    (f"{A}.index > 'x'", "no matching overload for '>' applied to (int, string)"),
+    (f"{C}.memory > quantity('1Gi')", "no matching overload for '>' applied to (quantity, quantity)"),
+    ("quantity('lots').sign() == 1", "'lots' is not a quantity"),
+    ("semver('v1').major() == 1", "'v1' is not a semantic version"),
+    ("device.driver", "expression yields a string, not a bool"),
+    (f"{A}.index", "expression yields a int, not a bool"),
+    ("device.driver ==", "syntax error at line 1"),
+    ("[1, 2].reduce(a, b, 0, a + b) == 3", "undeclared reference to 'reduce'"),
+    ("9223372036854775807 + 1 > 0", "overflow"),
+    ("(" * 40 + "true" + ")" * 40, "nested too deeply"),
+    (
+        "[" + ", ".join(["1"] * 200) + "].all(x, [" + ", ".join(["1"] * 200) + "].all(y, x == y))",
+        f"estimated cost above {MAX_COST}",
+    ),
+    ("x" * 10241, "longer than 10240 characters"),
+]
+
+
+@pytest.mark.parametrize(("expression", "message"), FAILS, ids=[f[1] for f in FAILS])
+def test_expressions_that_cannot_be_evaluated_give_one_short_line(expression: str, message: str) -> None:
+    with pytest.raises(CelError) as error:
+        selects(compile_selector(expression), device_view(DRIVER, GPU))
+    text = str(error.value)
+    assert message in text
+    assert len(text) <= 200 and "\n" not in text and "activation" not in text.lower()
+
+
+def test_an_expression_is_compiled_once() -> None:
+    assert compile_selector("device.driver != ''") is compile_selector("device.driver != ''")
