@@ -32,6 +32,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from descheduler.cluster.selectors import pod_node_affinity_matches, untolerated_taint
 from descheduler.cluster.types import Pod
 from descheduler.planner.classify import Levels, NodeView, weighted_score
+from descheduler.planner.devices import DeviceIndex
 from descheduler.planner.reasons import format_amount
 
 AFFINITY = "fail nodeSelector/affinity"
@@ -39,6 +40,7 @@ TAINT = "have an untolerated taint"
 REQUESTS = "lack allocatable for its requests"
 LOAD = "would go over their high threshold"
 PROD_LOAD = "would go over their prod high threshold"
+DEVICES = "lack free devices matching its resource claims"
 
 MAX_FAILURES = 16
 """Failed demands remembered per group: enough for the few pod shapes that miss, cheap to compare."""
@@ -77,9 +79,16 @@ class DestinationSet:
     """The low nodes of a pool (for the prod pass: the nodes low on both counts), coolest first."""
 
     def __init__(
-        self, views: Sequence[NodeView], weights: Mapping[str, int], node_fit: bool, prod: bool
+        self,
+        views: Sequence[NodeView],
+        weights: Mapping[str, int],
+        node_fit: bool,
+        prod: bool,
+        devices: DeviceIndex | None = None,
     ) -> None:
         self.weights = weights
+        self.devices = devices
+        """The cycle's DRA devices (``evictResourceClaimPods``): a device-holding pod needs free ones."""
         self.node_fit = node_fit
         self.prod = prod
         self.views = {v.name: v for v in views}
@@ -160,6 +169,8 @@ class DestinationSet:
             for name, used in prod.usage.items():
                 if used + prod_usage.get(name, 0) > prod.high[name]:
                     return PROD_LOAD
+        if self.devices is not None and pod.resource_claims and not self.devices.fits(pod, node):
+            return DEVICES
         return ""
 
     # --- groups, bounds and remembered failures -------------------------------------------------------
@@ -353,8 +364,10 @@ class DestinationSet:
             failures[problem] = failures.get(problem, 0) + 1
         message = self._message(failures)
         # Reservations only make destinations fuller: a pod asking at least this much fails for the rest of
-        # the cycle, and what the lane's nodes have left is now known exactly.
-        self._remember(lane, demand, message)
+        # the cycle, and what the lane's nodes have left is now known exactly. Not after a device-holding
+        # pod: it may have failed on devices alone, which a pod without claims does not need.
+        if not (self.devices is not None and pod.resource_claims):
+            self._remember(lane, demand, message)
         self._refresh(lane, list(demand))
         return None, message
 
@@ -375,6 +388,8 @@ class DestinationSet:
         for name, amount in pod.requests.items():
             requested[name] = requested.get(name, 0) + amount
         view.reserved_pods += 1
+        if self.devices is not None and pod.resource_claims:
+            self.devices.take(pod, view.node)
         if view.name in self.views:
             if self.node_fit and had_slot and self._slots_left(view) <= 0:
                 self._with_slots -= 1

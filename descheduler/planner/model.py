@@ -172,9 +172,12 @@ class PlannedEviction:
     action: str = EVICT
     """``evict``, or ``restart``: a rollout restart of the pod's Deployment (``workload_name``), whose new
     pod is created before this one stops; counted against every limit exactly as an eviction."""
+    devices: str = ""
+    """For a pod holding DRA devices: the devices its destination would give it, of how many free
+    matching ones there (``devices.DeviceIndex.describe``); "" otherwise."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "action": self.action,
             "pod": self.pod.key,
             "node": self.node,
@@ -187,6 +190,9 @@ class PlannedEviction:
             "pool": self.pool,
             "pass": "prod" if self.prod else "load",
         }
+        if self.devices:
+            out["devices"] = self.devices
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from descheduler.planner.classify import (
     usage_problem,
     weighted_score,
 )
+from descheduler.planner.devices import DeviceIndex, take_moved
 from descheduler.planner.fit import DestinationSet
 from descheduler.planner.index import ClusterIndex, IndexCache, WorkloadRef
 from descheduler.planner.limits import GLOBAL, NODE, LimitHit, LimitTracker
@@ -253,6 +254,8 @@ class _Cycle:
         departures = (_restart_departure(d, index, now) if d.restart else d for d in state.departures)
         self.departures = tuple(d for d in departures if d.left + remembered > now)
         self.estimator = parts.estimator(usage, self.index, self.departures, settings.usage_window)
+        self.devices: DeviceIndex | None = None
+        """DRA devices, with ``evictResourceClaimPods`` only (``devices.py``)."""
 
     # --- the cycle ------------------------------------------------------------------------------------
 
@@ -298,6 +301,14 @@ class _Cycle:
                 self.limits.record(done.pod, done.node, self.index.workload_of(done.pod))
                 self.pdbs.record(done.pod)
             self.filter = self.parts.pod_filter(s, self.index)
+            if s.evict_resource_claim_pods:
+                self.devices = DeviceIndex(self.snapshot)
+                moved = [
+                    (d.pod, self.index.nodes[d.destination])
+                    for d in already
+                    if d.destination in self.index.nodes
+                ]
+                take_moved(self.devices, moved)
             self._rejections: dict[str, Rejection | None] = {}
             self._rank_keys = self.index.pod_memo("rank key")
             for pool in s.pools:
@@ -517,7 +528,9 @@ class _Cycle:
             if view.requested is None:
                 # What ``NodeView.requested_now`` sums (the view's pods are the index's), kept across cycles.
                 view.requested = dict(self.parts.requested(self.index, view.name))
-        destinations = self.parts.destinations(targets, pool.weights, self.settings.node_fit, prod)
+        destinations = self.parts.destinations(
+            targets, pool.weights, self.settings.node_fit, prod, devices=self.devices
+        )
         headroom = destinations.headroom()
 
         def heat(view: NodeView) -> tuple[float, str]:
@@ -692,6 +705,12 @@ class _Cycle:
             if rejected is not None:
                 skips.append((pod, rejected.code, rejected.message))
                 continue
+            if pod.resource_claims and self.devices is not None:
+                # Not a remembered verdict: a claim changes (allocated, shared) while its pod does not.
+                claim_problem = self.devices.check(pod)
+                if claim_problem is not None:
+                    skips.append((pod, claim_problem.code, claim_problem.message))
+                    continue
             sample = samples.get(f"{pod.namespace}/{pod.name}")  # pod.key, without the property call
             if sample is None or now - sample.timestamp > expiration:
                 _, problem = self._pod_usage(pod, resources)
@@ -752,6 +771,7 @@ class _Cycle:
                 pool=drain.pool.name,
                 prod=prod,
                 action=action,
+                devices=self.devices.describe(pod, destination.node) if self.devices is not None else "",
             )
         )
         self.limits.record(pod, source.name, workload)

@@ -69,6 +69,8 @@ class Move:
     workload: str
     result: str
     message: str
+    devices: str = ""
+    """For a pod holding DRA devices: what its destination gives it (the record's ``devices``)."""
 
     @property
     def applied(self) -> bool:
@@ -113,6 +115,7 @@ def _moves(record: Mapping[str, Any]) -> list[Move]:
                 workload=f"{kind} {name}".strip(),
                 result=str(item.get("result", "")),
                 message=str(item.get("message", "")),
+                devices=str(item.get("devices", "")),
             )
         )
     return moves
@@ -344,11 +347,15 @@ def _section(view: CycleView, number: int) -> str:
     parts.append(f'<div class="scroll">{_chart_svg(view, number)}</div>')
     if view.moves:
         has_result = any(m.result for m in view.moves)
-        headers = ["#", "pod", "workload", "from", "to", "reason"] + (
-            ["result", "detail"] if has_result else []
+        has_devices = any(m.devices for m in view.moves)
+        headers = (
+            ["#", "pod", "workload", "from", "to", "reason"]
+            + (["devices"] if has_devices else [])
+            + (["result", "detail"] if has_result else [])
         )
         rows = [
             [str(m.number), m.pod, m.workload, m.source, m.destination, m.reason]
+            + ([m.devices] if has_devices else [])
             + ([m.result, m.message] if has_result else [])
             for m in view.moves
         ]

@@ -210,11 +210,20 @@ def _node_table(plan: Plan) -> list[str]:
 
 def _eviction_table(plan: Plan) -> list[str]:
     """The planned moves; an ACTION column only when some are surge-first restarts
-    (``surgeSingleReplica``), so without any the table is as it always was."""
+    (``surgeSingleReplica``) and a DEVICES column only when some hold DRA devices, so without any the
+    table is as it always was."""
     if not plan.evictions:
         return ["  Evictions: none"]
     restarts = any(e.action == RESTART for e in plan.evictions)
-    headers = ["POD", "NODE", "DESTINATION", *(["ACTION"] if restarts else []), "REASON"]
+    devices = any(e.devices for e in plan.evictions)
+    headers = [
+        "POD",
+        "NODE",
+        "DESTINATION",
+        *(["ACTION"] if restarts else []),
+        "REASON",
+        *(["DEVICES"] if devices else []),
+    ]
     rows = [
         [
             e.pod.key,
@@ -222,6 +231,7 @@ def _eviction_table(plan: Plan) -> list[str]:
             e.destination,
             *(["would-restart" if e.action == RESTART else "would-evict"] if restarts else []),
             e.reason,
+            *([e.devices] if devices else []),
         ]
         for e in plan.evictions
     ]

@@ -61,7 +61,9 @@ class UsageSeries:
 
 def load_cluster(path: str | Path) -> ClusterSnapshot:
     """Kubernetes objects as ``kubectl get nodes,pods,pdb,rs,deploy,sts -A -o json`` (or ``-o yaml``) prints
-    them, gzipped or not; multi-document and ``kind: List`` both work.
+    them, gzipped or not; multi-document and ``kind: List`` both work. With ``evictResourceClaimPods``,
+    add ``resourceslices,resourceclaims,deviceclasses``: DRA-holding pods then move only where a matching
+    device is free.
 
     JSON is read item by item (``cluster.dump``), so a dump of a large cluster needs little more memory
     than its snapshot. Every bad object, duplicate and dangling reference is reported at once in one

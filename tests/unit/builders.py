@@ -32,6 +32,8 @@ NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC).timestamp()
 """The clock of every test cycle unless a test moves it."""
 
 Obj = dict[str, Any]
+DRA_API = "resource.k8s.io/v1"
+GPU_DRIVER = "gpu.example.com"
 
 
 def cpu(cores: str, memory: str = "1Gi") -> dict[str, str]:
@@ -266,6 +268,7 @@ class World:
         usage_age: float = 0.0,
         affinity_in: tuple[str, Iterable[str]] | None = None,
         spec_extra: Mapping[str, Any] | None = None,
+        claim_statuses: Mapping[str, str] | None = None,
     ) -> World:
         """A running pod on node ``on``. ``owner`` names a Deployment (its ReplicaSet owns the pod)
         unless ``owner_kind`` says otherwise (``StatefulSet``, ``DaemonSet``, ``Job``...).
@@ -322,6 +325,10 @@ class World:
         }
         if qos is not None:
             status["qosClass"] = qos
+        if claim_statuses:
+            status["resourceClaimStatuses"] = [
+                {"name": k, "resourceClaimName": v} for k, v in claim_statuses.items()
+            ]
         self.objects.append(
             {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
         )
@@ -329,6 +336,115 @@ class World:
             key = f"{namespace}/{name}"
             self.pod_usage[key] = dict(usage)
             self.pod_age[key] = usage_age
+        return self
+
+    # --- DRA ----------------------------------------------------------------------------------------
+
+    def device_class(self, name: str, *selectors: str) -> World:
+        """A DeviceClass whose devices satisfy every CEL ``selectors``."""
+        spec = {"selectors": [{"cel": {"expression": e}} for e in selectors]}
+        self.objects.append(
+            {"apiVersion": DRA_API, "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+        )
+        return self
+
+    def resource_slice(
+        self,
+        name: str,
+        devices: Iterable[Mapping[str, Any]],
+        *,
+        node: str | None = None,
+        all_nodes: bool = False,
+        node_labels: Mapping[str, str] | None = None,
+        driver: str = GPU_DRIVER,
+        pool: str | None = None,
+        generation: int = 1,
+        count: int = 1,
+    ) -> World:
+        """A ResourceSlice of ``driver``: for one ``node``, for all nodes, or for the nodes carrying
+        ``node_labels``. ``devices`` are API device objects (``gpu(...)`` builds one)."""
+        spec: Obj = {
+            "driver": driver,
+            "pool": {"name": pool or node or name, "generation": generation, "resourceSliceCount": count},
+            "devices": [dict(d) for d in devices],
+        }
+        if node is not None:
+            spec["nodeName"] = node
+        elif all_nodes:
+            spec["allNodes"] = True
+        else:
+            exprs = [{"key": k, "operator": "In", "values": [v]} for k, v in (node_labels or {}).items()]
+            spec["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": exprs}]}
+        self.objects.append(
+            {"apiVersion": DRA_API, "kind": "ResourceSlice", "metadata": {"name": name}, "spec": spec}
+        )
+        return self
+
+    def device_pod(
+        self,
+        name: str,
+        *,
+        on: str,
+        requests: Iterable[Mapping[str, Any]],
+        allocated: Iterable[str] = (),
+        owner: str | None = "gpu-app",
+        namespace: str = "default",
+        usage: Mapping[str, str] | None = None,
+        reserved_for: Iterable[str] | None = None,
+        constraints: Iterable[Mapping[str, Any]] = (),
+        claim: str | None = None,
+        slice_pool: str | None = None,
+        **pod: Any,
+    ) -> World:
+        """A pod whose one claim ``gpu`` comes from a template; its generated claim ``<name>-gpu`` holds
+        ``requests`` (``spec.devices.requests``), is allocated to the devices named in ``allocated``
+        (of the pool ``slice_pool``, default the node's) and reserved for the pod (or ``reserved_for``,
+        pod uids). ``claim=""`` leaves the claim out (not generated yet)."""
+        claim_name = f"{name}-gpu" if claim is None else claim
+        pod_uid = _uid("Pod", namespace, name)
+        self.pod(
+            name,
+            on=on,
+            owner=owner,
+            namespace=namespace,
+            usage=usage if usage is not None else cpu("2"),
+            spec_extra={"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu-template"}]},
+            claim_statuses={"gpu": claim_name} if claim_name else None,
+            **pod,
+        )
+        if not claim_name:
+            return self
+        obj: Obj = {
+            "apiVersion": DRA_API,
+            "kind": "ResourceClaim",
+            "metadata": {
+                "name": claim_name,
+                "namespace": namespace,
+                "uid": _uid("ResourceClaim", namespace, claim_name),
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": pod_uid, "controller": True}
+                ],
+            },
+            "spec": {"devices": {"requests": [dict(r) for r in requests], "constraints": list(constraints)}},
+        }
+        devices = list(allocated)
+        if devices:
+            results = [
+                {"request": "gpu", "driver": GPU_DRIVER, "pool": slice_pool or on, "device": d}
+                for d in devices
+            ]
+            selector = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [on]}]}
+            obj["status"] = {
+                "allocation": {
+                    "devices": {"results": results},
+                    "nodeSelector": {"nodeSelectorTerms": [selector]},
+                },
+                "reservedFor": [
+                    {"resource": "pods", "name": name, "uid": uid}
+                    for uid in (reserved_for if reserved_for is not None else [pod_uid])
+                ],
+            }
+        self.objects.append(obj)
         return self
 
     def remove_pod(self, name: str, namespace: str = "default") -> World:
@@ -387,6 +503,27 @@ class World:
             state = commit(result.state, result.evictions, now)
             plans.append(result)
         return plans
+
+
+def gpu(name: str, model: str = "a100", memory: str = "40Gi", **extra: Any) -> Obj:
+    """A ResourceSlice device of ``GPU_DRIVER`` with a ``model`` attribute and a ``memory`` capacity;
+    ``extra`` adds API fields (``consumesCounters``...)."""
+    return {
+        "name": name,
+        "attributes": {"model": {"string": model}},
+        "capacity": {"memory": {"value": memory}},
+        **extra,
+    }
+
+
+def exactly(device_class: str = "gpu", *selectors: str, count: int = 1, mode: str = "ExactCount") -> Obj:
+    """A claim request named ``gpu`` for ``count`` devices of ``device_class`` (``mode="All"``: all)."""
+    body: Obj = {"deviceClassName": device_class, "allocationMode": mode}
+    if mode == "ExactCount":
+        body["count"] = count
+    if selectors:
+        body["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    return {"name": "gpu", "exactly": body}
 
 
 def evicted(result: Plan) -> list[str]:

@@ -75,7 +75,7 @@ def outcome(
             reasons.FILTERED_PVC,
         ),
         ({"resource_claims": True}, {}, reasons.FILTERED_RESOURCE_CLAIMS),
-        ({"resource_claims": True}, {"evictResourceClaimPods": True}, "evicted"),
+        ({"resource_claims": True}, {"evictResourceClaimPods": True}, reasons.RESOURCE_CLAIM_SHARED),
         ({"labels": {"movable": "yes"}}, {"labelSelector": {"matchLabels": {"movable": "yes"}}}, "evicted"),
         ({}, {"labelSelector": {"matchLabels": {"movable": "yes"}}}, reasons.FILTERED_LABEL_SELECTOR),
         ({}, {"namespaces": {"exclude": ["default"]}}, reasons.FILTERED_NAMESPACE),

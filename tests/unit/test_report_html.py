@@ -213,3 +213,14 @@ def test_summarised_pods_are_counted_and_shown_per_hotspot_and_reason(
     table = page.split('<table class="summaries">')[1].split("</table>")[0]
     rows = re.findall(r"<tr><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td><td>(\d+)</td>", table)
     assert rows == [(s["node"], s["stop"], s["code"], str(s["count"])) for s in cycle["skipSummaries"]]
+
+
+def test_a_device_pods_row_says_which_devices_its_destination_gives() -> None:
+    record = one_hotspot()
+    (first, *_) = record["evictions"]
+    first["devices"] = "1 device(s) on cool (gpu.example.com/cool/gpu-0) of 2 free matching"
+    (section,) = re.findall(r'<table class="evictions">.*?</table>', render_html([record], ["c"], "r"))
+    assert "<th>devices</th>" in section
+    assert "1 device(s) on cool (gpu.example.com/cool/gpu-0) of 2 free matching" in section
+    plain = render_html([one_hotspot()], ["c"], "r")
+    assert "<th>devices</th>" not in plain

@@ -172,3 +172,41 @@ def test_usage_samples_may_list_one_value_per_cycle_and_the_last_repeats(tmp_pat
 def test_an_unreadable_cluster_file_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot read cluster file"):
         load_cluster(tmp_path / "missing.yaml")
+
+
+DRA_SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "dra-device-pods"
+
+
+def test_a_json_dump_with_dra_objects_gives_simulate_slices_claims_and_classes(tmp_path: Path) -> None:
+    """``kubectl get nodes,pods,...,resourceslices,resourceclaims,deviceclasses -A -o json`` gzipped: the
+    DRA objects reach the snapshot, and simulate moves the device pod only to the node with a free a100."""
+    import gzip
+    import json
+
+    import yaml
+
+    dump = tmp_path / "cluster.json.gz"
+    dump.write_bytes(
+        gzip.compress(json.dumps(yaml.safe_load((DRA_SCENARIO / "cluster.yaml").read_text())).encode())
+    )
+    snapshot = load_cluster(dump)
+    assert sorted(s.name for s in snapshot.resource_slices) == [
+        "a-gpu.example.com",
+        "c-gpu.example.com",
+        "d-gpu.example.com",
+    ]
+    assert sorted(c.key for c in snapshot.resource_claims) == ["ml/shared-gpu", "ml/train-0-gpu-x7k2p"]
+    assert [c.name for c in snapshot.device_classes] == ["gpu.example.com"]
+    args = ["--config", str(DRA_SCENARIO / "config.yaml"), "--usage", str(DRA_SCENARIO / "usage.yaml")]
+    assert main(["simulate", "--cluster", str(dump), *args, "--output", "json", "--cycles", "1"]) == 0
+
+
+def test_a_bad_resource_slice_in_a_dump_is_reported_by_name_and_field(tmp_path: Path) -> None:
+    text = (
+        (DRA_SCENARIO / "cluster.yaml")
+        .read_text()
+        .replace("resourceSliceCount: 1}", "resourceSliceCount: 0}", 1)
+    )
+    (tmp_path / "cluster.yaml").write_text(text)
+    with pytest.raises(InputError, match=r"ResourceSlice a-gpu.example.com: spec.pool.resourceSliceCount"):
+        load_cluster(tmp_path / "cluster.yaml")

@@ -1,0 +1,300 @@
+"""DRA-aware moves: a device-holding pod moves only to a low node with free devices its claims match.
+
+Every scenario: one hot node ``hot`` (its pod ``p`` holds ``hot/gpu-0``) and low nodes ``a`` (cooler)
+and ``b``; the pod goes to the coolest low node that has what its claim asks for, or stays with a reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from descheduler.planner import reasons
+from descheduler.planner.reference import REFERENCE, REFERENCE_BOUNDED
+from tests.unit.builders import GPU_DRIVER, World, cpu, exactly, gpu, settings
+
+MIGRATION = {"evictResourceClaimPods": True}
+A = f"device.attributes['{GPU_DRIVER}']"
+C = f"device.capacity['{GPU_DRIVER}']"
+CEL_ERROR = f"{reasons.RESOURCE_CLAIM_CEL_ERROR}: request p-gpu/gpu: selector of the request"
+
+
+def cluster() -> World:
+    """``hot`` over (high 5 cores of 10), ``a`` coolest and ``b`` next, both with room for any pod here
+    (40 cores); the class ``gpu`` selects the driver's devices."""
+    world = World().node("hot", usage=cpu("9.9"))
+    world.node("a", cpu="40", usage=cpu("1")).node("b", cpu="40", usage=cpu("2"))
+    world.deployment("gpu-app", replicas=4)
+    world.device_class("gpu", f"device.driver == '{GPU_DRIVER}'")
+    world.resource_slice("hot-gpus", [gpu("gpu-0")], node="hot")
+    return world
+
+
+def moved_pod(world: World, **options: Any) -> World:
+    options.setdefault("requests", [exactly("gpu")])
+    options.setdefault("allocated", ["gpu-0"])
+    return world.device_pod("p", on="hot", usage=cpu("4"), **options)
+
+
+def fate(world: World, migration: dict[str, Any] | None = None) -> str:
+    """Where ``p`` went ("-> node") or its skip code and message."""
+    result = world.plan(settings(migration=MIGRATION if migration is None else migration))
+    for eviction in result.evictions:
+        if eviction.pod.name == "p":
+            return f"-> {eviction.destination}"
+    skip = next(s for s in result.pod_skips if s.pod == "default/p")
+    return f"{skip.code}: {skip.message}"
+
+
+Scenario = Callable[[World], World]
+
+
+def slices(**per_node: list[dict[str, Any]]) -> Scenario:
+    def build(world: World) -> World:
+        for node, devices in per_node.items():
+            world.resource_slice(f"{node}-gpus", devices, node=node)
+        return moved_pod(world)
+
+    return build
+
+
+def both(world: World) -> World:
+    for node in ("a", "b"):
+        world.resource_slice(f"{node}-gpus", [gpu("gpu-0"), gpu("gpu-1", model="h100")], node=node)
+    return world
+
+
+def pod_with(**options: Any) -> Scenario:
+    return lambda world: moved_pod(both(world), **options)
+
+
+def taken_on_a(world: World) -> World:
+    """``a``'s only device is held by another pod's claim: not free."""
+    world.resource_slice("a-gpus", [gpu("gpu-0")], node="a").resource_slice(
+        "b-gpus", [gpu("gpu-0")], node="b"
+    )
+    world.device_pod(
+        "other", on="a", owner="gpu-app", requests=[exactly("gpu")], allocated=["gpu-0"], usage=cpu("0.1")
+    )
+    return moved_pod(world)
+
+
+def generations(world: World) -> World:
+    """``a``'s pool has an old generation with a device and a newer one without: the newest counts."""
+    world.resource_slice("a-old", [gpu("gpu-0")], node="a", pool="a", generation=1)
+    world.resource_slice("a-new", [], node="a", pool="a", generation=2)
+    world.resource_slice("b-gpus", [gpu("gpu-0")], node="b")
+    return moved_pod(world)
+
+
+def incomplete(world: World) -> World:
+    """``a``'s pool says two slices but only one is published: not usable."""
+    world.resource_slice("a-1", [gpu("gpu-0")], node="a", count=2)
+    world.resource_slice("b-gpus", [gpu("gpu-0")], node="b")
+    return moved_pod(world)
+
+
+def selected_slice(world: World) -> World:
+    """A network-attached pool for the nodes labelled ``rack=r2`` (``c`` only)."""
+    world.node("c", cpu="40", usage=cpu("3"), labels={"rack": "r2"})
+    world.resource_slice("fabric", [gpu("gpu-9")], node_labels={"rack": "r2"}, pool="fabric")
+    return moved_pod(world)
+
+
+def shared_pool(world: World) -> World:
+    """One device for all nodes, in a pool the whole cluster reaches: free."""
+    world.resource_slice("fabric", [gpu("gpu-9")], all_nodes=True, pool="fabric")
+    return moved_pod(world)
+
+
+def two_pods_one_device(world: World) -> World:
+    """Two device pods leave ``hot``; ``a`` has one free device: the second goes to ``b``, although ``a``
+    is still the cooler (``b`` at 7 cores of 40)."""
+    world.set_node_usage("b", cpu("7"))
+    world.resource_slice("a-gpus", [gpu("gpu-0")], node="a").resource_slice(
+        "b-gpus", [gpu("gpu-0")], node="b"
+    )
+    world.resource_slice("hot-more", [gpu("gpu-1")], node="hot", pool="hot-more")
+    world.device_pod(
+        "q", on="hot", usage=cpu("4.5"), requests=[exactly("gpu")], allocated=["gpu-1"], slice_pool="hot-more"
+    )
+    return moved_pod(world)
+
+
+def no_class(world: World) -> World:
+    return moved_pod(both(world), requests=[exactly("tpu")])
+
+
+def partitionable(world: World) -> World:
+    world.resource_slice(
+        "a-gpus", [gpu("gpu-0", consumesCounters=[{"counterSet": "s", "counters": {}}])], node="a"
+    )
+    world.resource_slice("b-gpus", [gpu("gpu-0")], node="b")
+    return moved_pod(world)
+
+
+def first_available(world: World) -> World:
+    """Prefers two h100s, else one a100: ``a`` has one h100 and one a100, so it takes the a100."""
+    request = {
+        "name": "gpu",
+        "firstAvailable": [
+            {
+                "name": "big",
+                "deviceClassName": "gpu",
+                "count": 2,
+                "selectors": [{"cel": {"expression": f"{A}.model == 'h100'"}}],
+            },
+            {
+                "name": "small",
+                "deviceClassName": "gpu",
+                "selectors": [{"cel": {"expression": f"{A}.model == 'a100'"}}],
+            },
+        ],
+    }
+    return moved_pod(both(world), requests=[request])
+
+
+def all_mode_taken(world: World) -> World:
+    """``All`` on ``a``: one of its two devices is held by another claim, so ``a`` cannot give all."""
+    world.resource_slice("a-gpus", [gpu("gpu-0"), gpu("gpu-1")], node="a")
+    world.resource_slice("b-gpus", [gpu("gpu-0"), gpu("gpu-1")], node="b")
+    world.device_pod("other", on="a", requests=[exactly("gpu")], allocated=["gpu-1"], usage=cpu("0.1"))
+    return moved_pod(world, requests=[exactly("gpu", mode="All")])
+
+
+SCENARIOS: list[tuple[str, Scenario, str]] = [
+    ("a free matching device on the coolest node", pod_with(), "-> a"),
+    ("no device on the coolest node", slices(b=[gpu("gpu-0")]), "-> b"),
+    (
+        "no device anywhere",
+        slices(),
+        f"{reasons.NO_DESTINATION}: no low node fits (2 checked): 2 lack free devices",
+    ),
+    (
+        "a selector true on b only",
+        lambda w: moved_pod(
+            slices(a=[gpu("x", model="t4")], b=[gpu("y")])(w) and w,
+            requests=[exactly("gpu", f"{A}.model == 'a100'")],
+        ),
+        "-> b",
+    ),
+    (
+        "a selector false everywhere",
+        pod_with(requests=[exactly("gpu", f"{A}.model == 'v100'")]),
+        f"{reasons.NO_DESTINATION}:",
+    ),
+    (
+        "a capacity selector",
+        pod_with(requests=[exactly("gpu", f"{C}.memory.isGreaterThan(quantity('80Gi'))")]),
+        f"{reasons.NO_DESTINATION}:",
+    ),
+    ("two devices where a has two", pod_with(requests=[exactly("gpu", count=2)]), "-> a"),
+    (
+        "three devices where nodes have two",
+        pod_with(requests=[exactly("gpu", count=3)]),
+        f"{reasons.NO_DESTINATION}:",
+    ),
+    ("All of a's devices", pod_with(requests=[exactly("gpu", mode="All")]), "-> a"),
+    ("All, one of a's devices taken", all_mode_taken, "-> b"),
+    ("firstAvailable falls back to its second choice", first_available, "-> a"),
+    ("a's device held by another claim", taken_on_a, "-> b"),
+    ("the newest pool generation only", generations, "-> b"),
+    ("an incomplete pool", incomplete, "-> b"),
+    ("a slice selecting nodes by label", selected_slice, "-> c"),
+    ("a slice for all nodes", shared_pool, "-> a"),
+    ("a partitionable device never counts", partitionable, "-> b"),
+    (
+        "an error in a request selector",
+        pod_with(requests=[exactly("gpu", f"{A}.memoryType == 'hbm'")]),
+        f"{CEL_ERROR} `{A}.memoryType == 'hbm'` cannot be evaluated on device gpu.example.com/a/gpu-0: "
+        "no such member in mapping: 'memoryType'",
+    ),
+    (
+        "an unknown function",
+        pod_with(requests=[exactly("gpu", "gpuCount(device) > 0")]),
+        f"{CEL_ERROR} `gpuCount(device) > 0` cannot be evaluated on device",
+    ),
+    (
+        "a syntax error",
+        pod_with(requests=[exactly("gpu", "device.driver ==")]),
+        f"{CEL_ERROR} `device.driver ==` cannot be evaluated: syntax error",
+    ),
+    (
+        "a class not found",
+        no_class,
+        f"{reasons.RESOURCE_CLAIM_UNSUPPORTED}: request p-gpu/gpu: DeviceClass tpu not found",
+    ),
+    (
+        "a claim shared with another pod",
+        pod_with(reserved_for=["uid-pod-default-p", "uid-other"]),
+        f"{reasons.RESOURCE_CLAIM_SHARED}: ResourceClaim default/p-gpu is reserved for",
+    ),
+    (
+        "a claim not allocated",
+        pod_with(allocated=[]),
+        f"{reasons.RESOURCE_CLAIM_UNALLOCATED}: ResourceClaim default/p-gpu is not allocated",
+    ),
+    (
+        "a claim not generated yet",
+        pod_with(claim=""),
+        f"{reasons.RESOURCE_CLAIM_UNALLOCATED}: claim gpu: no ResourceClaim generated",
+    ),
+    (
+        "admin access",
+        pod_with(requests=[{"name": "gpu", "exactly": {"deviceClassName": "gpu", "adminAccess": True}}]),
+        f"{reasons.RESOURCE_CLAIM_UNSUPPORTED}: ResourceClaim default/p-gpu request gpu asks for admin",
+    ),
+    (
+        "a constraint",
+        pod_with(constraints=[{"matchAttribute": f"{GPU_DRIVER}/model"}]),
+        f"{reasons.RESOURCE_CLAIM_UNSUPPORTED}: ResourceClaim default/p-gpu has constraints",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "build", "expected"), SCENARIOS, ids=[s[0] for s in SCENARIOS])
+def test_device_pods_move_only_where_their_claims_find_free_devices(
+    case: str, build: Scenario, expected: str
+) -> None:
+    assert fate(build(cluster())).startswith(expected)
+
+
+@pytest.mark.parametrize(("case", "build", "expected"), SCENARIOS, ids=[s[0] for s in SCENARIOS])
+def test_the_reference_parts_decide_device_pods_alike(case: str, build: Scenario, expected: str) -> None:
+    world = build(cluster())
+    config = settings(migration=MIGRATION)
+    fast = world.plan(config)
+    assert world.plan(config, parts=REFERENCE_BOUNDED) == fast
+    reference = world.plan(config, parts=REFERENCE)
+    assert [(e.pod.key, e.destination, e.devices) for e in reference.evictions] == [
+        (e.pod.key, e.destination, e.devices) for e in fast.evictions
+    ]
+
+
+def test_devices_taken_earlier_in_the_cycle_are_not_free() -> None:
+    result = two_pods_one_device(cluster()).plan(settings(migration=MIGRATION))
+    assert [(e.pod.name, e.destination) for e in result.evictions] == [("q", "a"), ("p", "b")]
+    assert result.evictions[0].devices == "1 device(s) on a (gpu.example.com/a/gpu-0) of 1 free matching"
+
+
+def test_without_the_switch_device_pods_stay_filtered() -> None:
+    assert fate(pod_with()(cluster()), migration={}).startswith(reasons.FILTERED_RESOURCE_CLAIMS)
+
+
+def test_a_pod_with_a_claim_by_name_is_never_moved() -> None:
+    world = both(cluster()).pod("p", on="hot", owner="gpu-app", usage=cpu("4"), resource_claims=True)
+    assert fate(world).startswith(
+        f"{reasons.RESOURCE_CLAIM_SHARED}: uses ResourceClaim default/gpu-claim by name"
+    )
+
+
+def test_the_audit_names_the_devices_a_destination_gives() -> None:
+    result = pod_with(requests=[exactly("gpu", count=2)])(cluster()).plan(settings(migration=MIGRATION))
+    (eviction,) = result.evictions
+    assert (
+        eviction.devices
+        == "2 device(s) on a (gpu.example.com/a/gpu-0, gpu.example.com/a/gpu-1) of 2 free matching"
+    )
+    assert eviction.to_dict()["devices"] == eviction.devices
