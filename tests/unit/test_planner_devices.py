@@ -135,6 +135,14 @@ def partitionable(world: World) -> World:
     return moved_pod(world)
 
 
+def all_mode_partitionable(world: World) -> World:
+    """``All`` on ``a``: one of its matching devices is partitionable, which this check never hands out."""
+    counters = [{"counterSet": "s", "counters": {}}]
+    world.resource_slice("a-gpus", [gpu("gpu-0"), gpu("gpu-1", consumesCounters=counters)], node="a")
+    world.resource_slice("b-gpus", [gpu("gpu-0"), gpu("gpu-1")], node="b")
+    return moved_pod(world, requests=[exactly("gpu", mode="All")])
+
+
 def first_available(world: World) -> World:
     """Prefers two h100s, else one a100: ``a`` has one h100 and one a100, so it takes the a100."""
     request = {
@@ -198,6 +206,7 @@ SCENARIOS: list[tuple[str, Scenario, str]] = [
     ),
     ("All of a's devices", pod_with(requests=[exactly("gpu", mode="All")]), "-> a"),
     ("All, one of a's devices taken", all_mode_taken, "-> b"),
+    ("All, one of a's devices partitionable", all_mode_partitionable, "-> b"),
     ("firstAvailable falls back to its second choice", first_available, "-> a"),
     ("a's device held by another claim", taken_on_a, "-> b"),
     ("the newest pool generation only", generations, "-> b"),
