@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from descheduler.planner import reasons
+from descheduler.planner import PlannerState, plan, reasons
 from descheduler.planner.reference import REFERENCE, REFERENCE_BOUNDED
-from tests.unit.builders import GPU_DRIVER, World, cpu, exactly, gpu, settings
+from tests.unit.builders import GPU_DRIVER, NOW, World, cpu, exactly, gpu, settings
 
 MIGRATION = {"evictResourceClaimPods": True}
 A = f"device.attributes['{GPU_DRIVER}']"
@@ -307,3 +307,13 @@ def test_the_audit_names_the_devices_a_destination_gives() -> None:
         == "2 device(s) on a (gpu.example.com/a/gpu-0, gpu.example.com/a/gpu-1) of 2 free matching"
     )
     assert eviction.to_dict()["devices"] == eviction.devices
+
+
+def test_a_replan_counts_the_devices_of_the_cycles_earlier_evictions() -> None:
+    """After a refusal the service plans again with ``already``: q's device on ``a`` stays taken."""
+    world = two_pods_one_device(cluster())
+    config = settings(migration=MIGRATION)
+    first = world.plan(config)
+    sent = [e for e in first.evictions if e.pod.name == "q"]
+    again = plan(world.snapshot(), world.usage(), config, PlannerState(), NOW, already=sent)
+    assert [(e.pod.name, e.destination) for e in again.evictions] == [("p", "b")]
