@@ -124,7 +124,8 @@ class MigrationControllerArgs(StrictModel):
     evict_local_storage_pods: bool = Field(default=False, alias="evictLocalStoragePods")
     evict_system_critical_pods: bool = Field(default=False, alias="evictSystemCriticalPods")
     evict_resource_claim_pods: bool = Field(default=False, alias="evictResourceClaimPods")
-    """Ours: pods holding DRA devices (spec.resourceClaims) stay put unless this is true."""
+    """Ours: pods holding DRA devices (spec.resourceClaims) stay put unless this is true; then they move
+    only to a low node with free devices their claims match (``planner/devices.py``)."""
     opt_out_annotations: dict[str, str] = Field(
         default_factory=lambda: dict(DEFAULT_OPT_OUTS), alias="optOutAnnotations"
     )

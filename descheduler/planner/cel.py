@@ -40,7 +40,7 @@ from descheduler.cluster.dra import MAX_CEL_CHARS, SEMVER
 from descheduler.cluster.types import Device
 from descheduler.units import parse_quantity
 
-__all__ = ["CelError", "DeviceView", "compile_selector", "device_view", "selects"]
+__all__ = ["CelError", "DeviceView", "Selector", "compile_selector", "device_view", "selects"]
 
 MAX_DEPTH = 250
 """Parse-tree levels (one parenthesis adds about a dozen); celpy evaluates recursively."""

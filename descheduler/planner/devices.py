@@ -28,12 +28,13 @@ shared, so a per-node tally could not hold them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from descheduler.cluster.selectors import node_term_matches
 from descheduler.cluster.types import (
     ClusterSnapshot,
+    Device,
     DeviceRequest,
     Node,
     Pod,
@@ -41,7 +42,7 @@ from descheduler.cluster.types import (
     ResourceSlice,
 )
 from descheduler.planner import reasons
-from descheduler.planner.cel import CelError, DeviceView, compile_selector, device_view, selects
+from descheduler.planner.cel import CelError, Selector, compile_selector, device_view, selects
 
 DeviceId = tuple[str, str, str]
 """(driver, pool, device)."""
@@ -102,14 +103,22 @@ class DeviceIndex:
             for r in claim.results
             if not r.admin_access
         }
+        self.unavailable = self.allocated | {
+            (item.driver, item.pool, device.name)
+            for item in self.slices
+            for device in item.devices
+            if device.unsupported
+        }
+        """Never free: allocated, or of a kind the check does not model (``Device.unsupported``; such a
+        device still matches selectors, so an ``All`` request that includes it never fits)."""
         self.taken: set[DeviceId] = set()
         """Devices this cycle's plan gave to pods it moved."""
-        self.devices: dict[DeviceId, tuple[str, DeviceView | None]] = {}
-        """Every device of a usable slice: (why unsupported, its CEL view or None then)."""
-        for item in self.slices:
-            for device in item.devices:
-                view = None if device.unsupported else device_view(item.driver, device)
-                self.devices[(item.driver, item.pool, device.name)] = (device.unsupported, view)
+        self.devices: dict[DeviceId, tuple[str, Device]] = {
+            (item.driver, item.pool, device.name): (item.driver, device)
+            for item in self.slices
+            for device in item.devices
+        }
+        """Every device of a usable slice, with its driver."""
         self._reach: dict[str, frozenset[DeviceId]] = {}
         self._matching: dict[tuple[str, tuple[str, ...]], frozenset[DeviceId] | ClaimProblem] = {}
         self._needs: dict[str, tuple[_Need, ...]] = {}
@@ -219,15 +228,12 @@ class DeviceIndex:
             except CelError as exc:
                 return _cel_problem(owner, expression, str(exc), None)
         matched: set[DeviceId] = set()
-        for device_id, (_, view) in sorted(self.devices.items()):
-            if view is None:
-                continue
+        for device_id, (driver, device) in sorted(self.devices.items()):
             for owner, program in compiled:
-                try:
-                    holds = selects(program, view)
-                except CelError as exc:
-                    return _cel_problem(owner, program.expression, str(exc), device_id)
-                if not holds:
+                verdict = _verdict(program, driver, device)
+                if isinstance(verdict, str):
+                    return _cel_problem(owner, program.expression, verdict, device_id)
+                if not verdict:
                     break
             else:
                 matched.add(device_id)
@@ -258,7 +264,7 @@ class DeviceIndex:
         for need in needs:
             for choice in need.choices:
                 here = choice.matching & reach
-                free = sorted(d for d in here if d not in self.allocated and d not in self.taken)
+                free = sorted(d for d in here if d not in self.unavailable and d not in self.taken)
                 free = [d for d in free if d not in chosen]
                 if choice.count == 0:  # All: every matching device here, and at least one
                     if not here or len(free) != len(here):
@@ -296,6 +302,37 @@ class DeviceIndex:
         fit = self._fit(pod, node)
         if fit is not None:
             self.taken.update(fit.devices)
+
+
+MAX_VERDICTS = 100_000
+"""Selector verdicts remembered across cycles (a bool, or the error's message)."""
+_VERDICTS: dict[tuple[str, Hashable], bool | str] = {}
+
+
+def _verdict(program: Selector, driver: str, device: Device) -> bool | str:
+    """Whether the selector holds for the device, or why it cannot be evaluated. Remembered by the
+    expression and the device's content: slices rarely change, and evaluating CEL in Python costs a
+    fraction of a millisecond, thousands of times a cycle on a cluster of GPUs."""
+    key = (
+        program.expression,
+        (
+            driver,
+            device.name,
+            tuple(sorted(device.attributes.items())),
+            device.versions,
+            tuple(sorted(device.capacity.items())),
+        ),
+    )
+    found = _VERDICTS.get(key)
+    if found is None:
+        try:
+            found = selects(program, device_view(driver, device))
+        except CelError as exc:
+            found = str(exc)
+        if len(_VERDICTS) >= MAX_VERDICTS:
+            _VERDICTS.clear()
+        _VERDICTS[key] = found
+    return found
 
 
 def _cel_problem(owner: str, expression: str, error: str, device: DeviceId | None) -> ClaimProblem:

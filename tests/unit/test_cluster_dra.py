@@ -7,11 +7,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from descheduler.cluster.build import build_snapshot
 from descheduler.cluster.dra import parse_device_class, parse_resource_claim, parse_resource_slice
 from descheduler.cluster.parse import ObjectError, parse_pod
 from descheduler.cluster.types import AllocatedDevice, DeviceRequest, PodClaimRef
+from tests.unit.test_fuzz_cluster import HOSTILE, paths
 
 Obj = dict[str, Any]
 
@@ -314,3 +317,47 @@ def test_a_dump_with_dra_objects_fills_the_snapshot_and_reports_bad_ones() -> No
         1,
     ]
     assert len(problems) == 1 and "spec.driver" in problems[0]
+
+
+def class_obj() -> Obj:
+    return {
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu.example.com"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]},
+    }
+
+
+DRA_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "ResourceSlice": parse_resource_slice,
+    "ResourceClaim": parse_resource_claim,
+    "DeviceClass": parse_device_class,
+}
+
+
+@st.composite
+def hostile_dra_objects(draw: st.DrawFn) -> tuple[str, Obj]:
+    """A realistic DRA object with one to four values (or added keys) made hostile (``test_fuzz_cluster``)."""
+    obj = copy.deepcopy(draw(st.sampled_from([slice_obj, claim_obj, class_obj]))())
+    kind = obj["kind"]
+    for _ in range(draw(st.integers(1, 4))):
+        places = paths(obj)
+        path = draw(st.sampled_from(places))
+        parent: Any = obj
+        for part in path[:-1]:
+            parent = parent[part]
+        if isinstance(parent[path[-1]], dict) and draw(st.booleans()):
+            key = draw(st.sampled_from(["name", "value", "int", "string", "version", "count", "x"]))
+            parent[path[-1]][key] = draw(HOSTILE)
+        else:
+            parent[path[-1]] = draw(HOSTILE)
+    return kind, obj
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hostile_dra_objects())
+def test_hostile_dra_objects_raise_only_object_errors(case: tuple[str, Obj]) -> None:
+    kind, obj = case
+    try:
+        DRA_PARSERS[kind](obj)
+    except ObjectError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < 2000

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from descheduler.planner import reasons
+from descheduler.planner import PlannerState, plan, reasons
 from descheduler.planner.reference import REFERENCE, REFERENCE_BOUNDED
-from tests.unit.builders import GPU_DRIVER, World, cpu, exactly, gpu, settings
+from tests.unit.builders import GPU_DRIVER, NOW, World, cpu, exactly, gpu, settings
 
 MIGRATION = {"evictResourceClaimPods": True}
 A = f"device.attributes['{GPU_DRIVER}']"
@@ -135,6 +135,14 @@ def partitionable(world: World) -> World:
     return moved_pod(world)
 
 
+def all_mode_partitionable(world: World) -> World:
+    """``All`` on ``a``: one of its matching devices is partitionable, which this check never hands out."""
+    counters = [{"counterSet": "s", "counters": {}}]
+    world.resource_slice("a-gpus", [gpu("gpu-0"), gpu("gpu-1", consumesCounters=counters)], node="a")
+    world.resource_slice("b-gpus", [gpu("gpu-0"), gpu("gpu-1")], node="b")
+    return moved_pod(world, requests=[exactly("gpu", mode="All")])
+
+
 def first_available(world: World) -> World:
     """Prefers two h100s, else one a100: ``a`` has one h100 and one a100, so it takes the a100."""
     request = {
@@ -198,6 +206,7 @@ SCENARIOS: list[tuple[str, Scenario, str]] = [
     ),
     ("All of a's devices", pod_with(requests=[exactly("gpu", mode="All")]), "-> a"),
     ("All, one of a's devices taken", all_mode_taken, "-> b"),
+    ("All, one of a's devices partitionable", all_mode_partitionable, "-> b"),
     ("firstAvailable falls back to its second choice", first_available, "-> a"),
     ("a's device held by another claim", taken_on_a, "-> b"),
     ("the newest pool generation only", generations, "-> b"),
@@ -298,3 +307,13 @@ def test_the_audit_names_the_devices_a_destination_gives() -> None:
         == "2 device(s) on a (gpu.example.com/a/gpu-0, gpu.example.com/a/gpu-1) of 2 free matching"
     )
     assert eviction.to_dict()["devices"] == eviction.devices
+
+
+def test_a_replan_counts_the_devices_of_the_cycles_earlier_evictions() -> None:
+    """After a refusal the service plans again with ``already``: q's device on ``a`` stays taken."""
+    world = two_pods_one_device(cluster())
+    config = settings(migration=MIGRATION)
+    first = world.plan(config)
+    sent = [e for e in first.evictions if e.pod.name == "q"]
+    again = plan(world.snapshot(), world.usage(), config, PlannerState(), NOW, already=sent)
+    assert [(e.pod.name, e.destination) for e in again.evictions] == [("p", "b")]
