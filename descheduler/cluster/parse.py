@@ -106,6 +106,8 @@ def show(value: Any) -> str:
 def _name_text(value: Any) -> str:
     if not isinstance(value, str):
         return "<no name>" if value is None else f"<bad name {show(value)}>"
+    if not value.isprintable():
+        return show(value)  # quoted and escaped: a newline in a name must not split a log line
     return value if len(value) <= MAX_NAME_SHOWN else value[:MAX_NAME_SHOWN] + "..."
 
 

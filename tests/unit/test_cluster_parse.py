@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +132,13 @@ def test_raw_allocatable_annotation_wins_for_thresholds() -> None:
 def test_bad_objects_are_refused_naming_the_object_and_field(obj: dict[str, Any], message: str) -> None:
     with pytest.raises(ObjectError, match=message.replace(".", r"\.")):
         build_snapshot([obj])
+
+
+def test_control_characters_in_a_kind_or_name_are_escaped_so_the_message_stays_one_line() -> None:
+    obj = {"kind": "\n", "metadata": {"name": "n\x1b"}, "status": {"allocatable": {"cpu": "lots"}}}
+    with pytest.raises(ObjectError, match=re.escape(r"'\n' 'n\x1b': status.allocatable.cpu")) as refused:
+        parse_node(obj)
+    assert str(refused.value).isprintable()
 
 
 def test_a_pdb_without_selector_selects_nothing_and_an_empty_one_selects_everything() -> None:
