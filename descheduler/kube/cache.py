@@ -120,6 +120,8 @@ setting under which a device-holding pod may move (its destination needs a free 
 cluster without the v1 API (before Kubernetes 1.34) cannot list them: the cache then never syncs, and
 the stalled resources are named."""
 DEFAULT_RESOURCES = frozenset(spec.name for spec in RESOURCES) - DRA_RESOURCES
+API_ABSENT_RETRY = 60.0
+"""Seconds between LISTs of a DRA kind the server answered 404 for."""
 """Watched unless ``resources`` says otherwise; namespaces for their pause annotation (list and watch
 only, as the shipped RBAC grants)."""
 
@@ -347,6 +349,8 @@ class _Reflector:
             except ApiStatusError as exc:
                 if exc.status == 410:
                     need_list = self._relist_after("watch_gone_relisting")
+                elif exc.status == 404 and self.spec.name in DRA_RESOURCES:
+                    need_list = self._api_absent(exc)
                 else:
                     self._failed(exc)
             except KubeError as exc:
@@ -369,6 +373,25 @@ class _Reflector:
         delay = self.backoff.failed()
         log.info(event, resource=self.spec.name, relist_in=round(delay, 2))
         self.stop.wait(delay)
+        return True
+
+    def _api_absent(self, exc: ApiStatusError) -> bool:
+        """The server does not serve this kind (a cluster before resource.k8s.io/v1): hold it empty and
+        synced, so the cycles go on; a pod with claims then finds none and stays put. Asked again later,
+        in case the API is switched on."""
+        with self.lock:
+            self.items, self._sorted, self._keys, self.errors = {}, None, None, {}
+        if not self.synced.is_set():
+            log.warning(
+                "resource_api_absent",
+                resource=self.spec.name,
+                path=self.spec.path,
+                error=str(exc),
+                consequence=f"pods holding claims stay put; asked again every {API_ABSENT_RETRY:.0f} s",
+            )
+        self.synced.set()
+        self.stats["errors"] += 1
+        self.stop.wait(API_ABSENT_RETRY)
         return True
 
     def _failed(self, exc: BaseException) -> None:

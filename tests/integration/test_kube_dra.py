@@ -177,3 +177,19 @@ def test_read_claims_reports_a_failed_read_as_a_problem(apiserver: ApiServer, ku
     apiserver.inject(Fault(verb="list", resource="resourceclaims", status=500, message="etcd down"))
     view = ServerReader(kube_api).read_claims("default", ["trainer-0-gpu"], time.monotonic() + 10)
     assert "etcd down" in view.problem and view.requests == 1
+
+
+def test_a_server_without_the_dra_api_leaves_them_empty_and_the_cache_synced(
+    apiserver: ApiServer, dra_cache: ClusterCache
+) -> None:
+    """A cluster before resource.k8s.io/v1 answers 404: the cycles go on (no stalled sync) with no claims,
+    so a pod holding claims stays put."""
+    seed(apiserver)
+    apiserver.inject(
+        Fault(group="resource.k8s.io", status=404, message="the server could not find the resource")
+    )
+    dra_cache.start()
+    assert dra_cache.wait_synced(10), "a 404 for a DRA kind must not hold the whole cache unsynced"
+    snap = dra_cache.snapshot()
+    assert (snap.resource_slices, snap.resource_claims, snap.device_classes) == ((), (), ())
+    assert [n.name for n in snap.nodes] == ["node-0"]
