@@ -31,7 +31,7 @@ from descheduler.cluster.parse import (
     _map,
     _metadata,
     _owner,
-    _requirement,
+    node_selector_term,
     resource_value,
     show,
 )
@@ -212,23 +212,8 @@ def _device(obj: Obj, driver: str, value: Any, path: str, slice_unsupported: str
 def node_terms(obj: Obj, value: Any, path: str) -> tuple[NodeSelectorTerm, ...]:
     """A core/v1 NodeSelector's terms (ORed)."""
     selector = _obj_at(obj, value, path)
-    terms = []
-    for i, term in enumerate(
-        _bounded_list(obj, selector, "nodeSelectorTerms", f"{path}.nodeSelectorTerms", MAX_NODE_TERMS)
-    ):
-        base = f"{path}.nodeSelectorTerms[{i}]"
-        if not isinstance(term, Mapping):
-            raise _fail(obj, base, "must be an object")
-        exprs = tuple(
-            _requirement(obj, e, f"{base}.matchExpressions[{j}]")
-            for j, e in enumerate(_list(obj, term, "matchExpressions", f"{base}.matchExpressions"))
-        )
-        fields = tuple(
-            _requirement(obj, e, f"{base}.matchFields[{j}]")
-            for j, e in enumerate(_list(obj, term, "matchFields", f"{base}.matchFields"))
-        )
-        terms.append(NodeSelectorTerm(exprs, fields))
-    return tuple(terms)
+    terms = _bounded_list(obj, selector, "nodeSelectorTerms", f"{path}.nodeSelectorTerms", MAX_NODE_TERMS)
+    return tuple(node_selector_term(obj, t, f"{path}.nodeSelectorTerms[{i}]") for i, t in enumerate(terms))
 
 
 @_guarded

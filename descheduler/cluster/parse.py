@@ -377,25 +377,27 @@ def _pod_requests(obj: Obj, spec: Mapping[str, Any], status: Mapping[str, Any]) 
 
 
 def _required_node_terms(obj: Obj, spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
-    affinity = _map(obj, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
-    terms = []
-    for i, term in enumerate(_list(obj, affinity, "nodeSelectorTerms", "nodeSelectorTerms")):
-        base = (
-            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-            f".nodeSelectorTerms[{i}]"
-        )
-        if not isinstance(term, Mapping):
-            raise ObjectError(f"{_describe(obj)}: {base} must be an object")
-        exprs = tuple(
-            _requirement(obj, e, f"{base}.matchExpressions[{j}]")
-            for j, e in enumerate(_list(obj, term, "matchExpressions", base))
-        )
-        fields = tuple(
-            _requirement(obj, e, f"{base}.matchFields[{j}]")
-            for j, e in enumerate(_list(obj, term, "matchFields", base))
-        )
-        terms.append(NodeSelectorTerm(exprs, fields))
-    return tuple(terms)
+    path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    affinity = _map(obj, path)
+    return tuple(
+        node_selector_term(obj, term, f"{path}.nodeSelectorTerms[{i}]")
+        for i, term in enumerate(_list(obj, affinity, "nodeSelectorTerms", "nodeSelectorTerms"))
+    )
+
+
+def node_selector_term(obj: Obj, term: Any, base: str) -> NodeSelectorTerm:
+    """One core/v1 NodeSelectorTerm at ``base`` (a pod's required affinity, a ResourceSlice's selector)."""
+    if not isinstance(term, Mapping):
+        raise ObjectError(f"{_describe(obj)}: {base} must be an object")
+    exprs = tuple(
+        _requirement(obj, e, f"{base}.matchExpressions[{j}]")
+        for j, e in enumerate(_list(obj, term, "matchExpressions", f"{base}.matchExpressions"))
+    )
+    fields = tuple(
+        _requirement(obj, e, f"{base}.matchFields[{j}]")
+        for j, e in enumerate(_list(obj, term, "matchFields", f"{base}.matchFields"))
+    )
+    return NodeSelectorTerm(exprs, fields)
 
 
 @_guarded
