@@ -5,7 +5,8 @@ kinds of objects meet here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from descheduler.cluster.dra import parse_device_class, parse_resource_claim, parse_resource_slice
 from descheduler.cluster.parse import (
@@ -18,19 +19,21 @@ from descheduler.cluster.parse import (
     parse_pod,
     parse_workload,
 )
-from descheduler.cluster.types import (
-    ClusterSnapshot,
-    DeviceClass,
-    Namespace,
-    Node,
-    Pod,
-    PodDisruptionBudget,
-    ResourceClaim,
-    ResourceSlice,
-    Workload,
-)
+from descheduler.cluster.types import ClusterSnapshot
 
 __all__ = ["build_snapshot"]
+
+_PARSERS: dict[str, tuple[str, Callable[[Obj], Any]]] = {
+    "Node": ("nodes", parse_node),
+    "Pod": ("pods", parse_pod),
+    "PodDisruptionBudget": ("pdbs", parse_pdb),
+    **{kind: ("workloads", parse_workload) for kind in WORKLOAD_KINDS},
+    "Namespace": ("namespaces", parse_namespace),
+    "ResourceSlice": ("resource_slices", parse_resource_slice),
+    "ResourceClaim": ("resource_claims", parse_resource_claim),
+    "DeviceClass": ("device_classes", parse_device_class),
+}
+"""Each kind the planner uses: the snapshot field it goes to and its parser."""
 
 
 def build_snapshot(objects: Iterable[Obj], problems: list[str] | None = None) -> ClusterSnapshot:
@@ -38,44 +41,16 @@ def build_snapshot(objects: Iterable[Obj], problems: list[str] | None = None) ->
 
     With a ``problems`` list, each bad object adds its line there and is left out (so a file's mistakes
     are all reported at once); without one the first bad object raises ``ObjectError``."""
-    nodes: list[Node] = []
-    pods: list[Pod] = []
-    pdbs: list[PodDisruptionBudget] = []
-    workloads: list[Workload] = []
-    namespaces: list[Namespace] = []
-    slices: list[ResourceSlice] = []
-    claims: list[ResourceClaim] = []
-    classes: list[DeviceClass] = []
+    fields: dict[str, list[Any]] = {field: [] for field, _ in _PARSERS.values()}
     for obj in objects:
         kind = obj.get("kind")
+        if not isinstance(kind, str) or kind not in _PARSERS:
+            continue
+        field, parse = _PARSERS[kind]
         try:
-            if kind == "Node":
-                nodes.append(parse_node(obj))
-            elif kind == "Pod":
-                pods.append(parse_pod(obj))
-            elif kind == "PodDisruptionBudget":
-                pdbs.append(parse_pdb(obj))
-            elif kind in WORKLOAD_KINDS:
-                workloads.append(parse_workload(obj))
-            elif kind == "Namespace":
-                namespaces.append(parse_namespace(obj))
-            elif kind == "ResourceSlice":
-                slices.append(parse_resource_slice(obj))
-            elif kind == "ResourceClaim":
-                claims.append(parse_resource_claim(obj))
-            elif kind == "DeviceClass":
-                classes.append(parse_device_class(obj))
+            fields[field].append(parse(obj))
         except ObjectError as exc:
             if problems is None:
                 raise
             problems.append(str(exc))
-    return ClusterSnapshot(
-        nodes=tuple(nodes),
-        pods=tuple(pods),
-        pdbs=tuple(pdbs),
-        workloads=tuple(workloads),
-        namespaces=tuple(namespaces),
-        resource_slices=tuple(slices),
-        resource_claims=tuple(claims),
-        device_classes=tuple(classes),
-    )
+    return ClusterSnapshot(**{field: tuple(values) for field, values in fields.items()})
