@@ -28,8 +28,10 @@ shared, so a per-node tally could not hold them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from descheduler.cluster.selectors import node_term_matches
 from descheduler.cluster.types import (
@@ -42,7 +44,21 @@ from descheduler.cluster.types import (
     ResourceSlice,
 )
 from descheduler.planner import reasons
-from descheduler.planner.cel import CelError, Selector, compile_selector, device_view, selects
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from descheduler.planner.cel import Selector
+
+
+@functools.cache
+def _cel() -> ModuleType:
+    """``planner/cel.py``, imported on first use: celpy's grammar costs ~0.2 s at start-up, which every
+    run without device pods (the feature is opt-in) would pay for nothing."""
+    from descheduler.planner import cel
+
+    return cel
+
 
 DeviceId = tuple[str, str, str]
 """(driver, pool, device)."""
@@ -224,8 +240,8 @@ class DeviceIndex:
         compiled = []
         for owner, expression in owners:
             try:
-                compiled.append((owner, compile_selector(expression)))
-            except CelError as exc:
+                compiled.append((owner, _cel().compile_selector(expression)))
+            except _cel().CelError as exc:
                 return _cel_problem(owner, expression, str(exc), None)
         matched: set[DeviceId] = set()
         for device_id, (driver, device) in sorted(self.devices.items()):
@@ -326,8 +342,8 @@ def _verdict(program: Selector, driver: str, device: Device) -> bool | str:
     found = _VERDICTS.get(key)
     if found is None:
         try:
-            found = selects(program, device_view(driver, device))
-        except CelError as exc:
+            found = _cel().selects(program, _cel().device_view(driver, device))
+        except _cel().CelError as exc:
             found = str(exc)
         if len(_VERDICTS) >= MAX_VERDICTS:
             _VERDICTS.clear()
