@@ -27,6 +27,7 @@ no object can hold a reflector thread, and with it the GIL, ``/healthz`` and shu
 from __future__ import annotations
 
 import gc
+import hashlib
 import random
 import sys
 import threading
@@ -209,6 +210,10 @@ class Interner:
     def text(self, value: str) -> str:
         return sys.intern(value)
 
+    def size(self) -> int:
+        """Entries in every table: bounded by ``3 * limit`` (a soak checks it does not grow)."""
+        return len(self._maps) + len(self._owners) + len(self._values)
+
     def shared(self, key: Hashable, build: Callable[[], _T]) -> _T:
         """The value built for an equal ``key`` before: the pods of a workload share their toleration
         tuple and requests (computed once per distinct resource text, ``fastparse``)."""
@@ -246,6 +251,24 @@ class Interner:
             node_selector=self.share(pod.node_selector),
             scheduler_name=sys.intern(pod.scheduler_name),
         )
+
+
+def identity_of(value: Any) -> tuple[str, ...]:
+    """What the digest records of a cached object besides its key: its UID where the parsed type keeps
+    one, and for a pod where it runs and in which state."""
+    uid = str(getattr(value, "uid", ""))
+    if isinstance(value, Pod):
+        return (uid, value.node_name, value.phase, "terminating" if value.terminating else "")
+    return (uid,)
+
+
+def digest_rows(rows: Iterable[tuple[str, ...]]) -> str:
+    """An order-independent SHA-256 of the rows (sorted first), as hex."""
+    sha = hashlib.sha256()
+    for row in sorted(rows):
+        sha.update("\x1f".join(row).encode())
+        sha.update(b"\x1e")
+    return sha.hexdigest()
 
 
 class _Reflector:
@@ -768,6 +791,7 @@ class ClusterCache:
         self._started = False
         self._last_snapshot: tuple[tuple[tuple[Any, ...], ...], ClusterSnapshot] | None = None
         interner = Interner()
+        self._interner = interner
         self._reflectors: dict[str, _Reflector] = {}
         for spec in RESOURCES:
             if spec.name not in wanted:
@@ -924,6 +948,25 @@ class ClusterCache:
     def stats(self) -> dict[str, dict[str, int]]:
         """Per-resource counters: lists, relists, watches, events, bookmarks, errors."""
         return {name: dict(r.stats) for name, r in self._reflectors.items()}
+
+    def digest(self) -> dict[str, dict[str, Any]]:
+        """Per resource: how many objects the cache holds and a digest of what identifies them, for a
+        check from outside that the cache equals a fresh LIST (``cache_digest`` computes the same from
+        the LIST's JSON). Pods add the node, phase and terminating flag: what a missed update changes."""
+        out: dict[str, dict[str, Any]] = {}
+        for name, reflector in self._reflectors.items():
+            with reflector.lock:
+                values = list(reflector.items.items())
+                version = reflector.resource_version
+            rows = [(key, *identity_of(value)) for key, value in values]
+            out[name] = {
+                "count": len(rows),
+                "digest": digest_rows(rows),
+                "resourceVersion": version,
+                **{k: v for k, v in reflector._selectors().items() if v},
+            }
+        out["interner"] = {"count": self._interner.size(), "digest": "", "resourceVersion": ""}
+        return out
 
     def resource_version(self, resource: str) -> str:
         reflector = self._reflectors[resource]

@@ -155,6 +155,7 @@ class Service:
             liveness=self._liveness,
             readiness=self._readiness,
             registry=self.metrics.registry,
+            cache_digest=self.cache.digest,
         )
 
     # -- construction -----------------------------------------------------------------------

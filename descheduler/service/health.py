@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import queue
 import selectors
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from typing import Any
 
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -53,6 +55,9 @@ METRICS_WORKERS = 1
 
 _PLAIN = "text/plain; charset=utf-8"
 _HEALTH_PATHS = frozenset({"/healthz", "/readyz", "/livez"})
+DEBUG_CACHE_PATH = "/debug/cache"
+"""Read-only: per resource, the count and a digest of what the watch cache holds (``ClusterCache.digest``),
+so a soak can compare the cache with a fresh LIST from outside. Served next to the probes."""
 
 
 def _split(address: str) -> tuple[str, int]:
@@ -337,14 +342,18 @@ class Endpoints:
         liveness: Check,
         readiness: Check,
         registry: CollectorRegistry,
+        cache_digest: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         self.liveness = liveness
+        self.cache_digest = cache_digest
         self.readiness = readiness
         self.registry = registry
         self.servers: list[_Server] = []
         plan: dict[str, set[str]] = {}
         if healthz_address:
             plan.setdefault(healthz_address, set()).update(_HEALTH_PATHS)
+            if cache_digest is not None:
+                plan[healthz_address].add(DEBUG_CACHE_PATH)
         if metrics_address:
             plan.setdefault(metrics_address, set()).add("/metrics")
         self._plan = plan
@@ -382,6 +391,9 @@ class Endpoints:
         head = request.method == "HEAD"
         if request.path == "/metrics":
             return response(HTTPStatus.OK, CONTENT_TYPE_LATEST, generate_latest(self.registry), head=head)
+        if request.path == DEBUG_CACHE_PATH and self.cache_digest is not None:
+            body = json.dumps(self.cache_digest(), sort_keys=True).encode()
+            return response(HTTPStatus.OK, "application/json", body, head=head)
         check = self.readiness if request.path == "/readyz" else self.liveness
         ok, why = check()
         status = HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE

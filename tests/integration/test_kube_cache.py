@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from descheduler.kube.api import KubeApi
-from descheduler.kube.cache import DEFAULT_RESOURCES, ClusterCache
+from descheduler.kube.cache import DEFAULT_RESOURCES, ClusterCache, digest_rows
 from tests.apiserver import ApiServer, Fault, objects
 from tests.apiserver.waiting import eventually
 
@@ -106,6 +106,40 @@ def test_creates_updates_and_deletes_reach_the_snapshot_through_the_watch(
     eventually(lambda: c.snapshot().pdbs[0].disruptions_allowed == 0, what="pdb update")
     assert next(p for p in c.snapshot().pods if p.name == "web-01").labels["canary"] == "true"
     eventually(lambda: c.snapshot().nodes[0].unschedulable, what="node update")
+
+
+def server_pod_digest(api: KubeApi, field_selector: str) -> tuple[int, str]:
+    """What ``ClusterCache.digest`` must say of the pods, computed from a fresh LIST's JSON."""
+    items = api.get(f"/api/v1/pods?fieldSelector={field_selector}")["items"]
+    rows = [
+        (
+            f"{p['metadata']['namespace']}/{p['metadata']['name']}",
+            p["metadata"]["uid"],
+            p["spec"].get("nodeName", ""),
+            p["status"].get("phase", "Running"),
+            "terminating" if p["metadata"].get("deletionTimestamp") else "",
+        )
+        for p in items
+    ]
+    return len(rows), digest_rows(rows)
+
+
+def test_the_digest_equals_one_computed_from_a_fresh_list_and_follows_a_missed_field(
+    apiserver: ApiServer, cache: CacheFactory, kube_api: KubeApi
+) -> None:
+    seed(apiserver, pods=5)
+    c = cache()
+    c.start()
+    assert c.wait_synced(10)
+    first = c.digest()
+    selector = first["pods"]["fieldSelector"]
+    assert (first["pods"]["count"], first["pods"]["digest"]) == server_pod_digest(kube_api, selector)
+    assert first["nodes"]["count"] == 3 and first["interner"]["count"] > 0
+    apiserver.patch("pods", "default", "web-01", {"status": {"phase": "Pending"}})
+    eventually(lambda: c.digest()["pods"]["digest"] != first["pods"]["digest"], what="a phase change")
+    assert (c.digest()["pods"]["count"], c.digest()["pods"]["digest"]) == server_pod_digest(
+        kube_api, selector
+    )
 
 
 def test_a_pod_that_finishes_leaves_the_cache_like_a_delete(
@@ -400,8 +434,10 @@ def test_the_first_sync_waits_as_long_as_list_pages_keep_arriving(
     ("fault", "stalled"),
     [
         (Fault(verb="list", resource="pods", latency=4.0), ["pods"]),
-        (Fault(verb="list", resource="poddisruptionbudgets", status=403, message="forbidden"),
-         ["poddisruptionbudgets"]),
+        (
+            Fault(verb="list", resource="poddisruptionbudgets", status=403, message="forbidden"),
+            ["poddisruptionbudgets"],
+        ),
     ],
     ids=["a page that never comes", "a resource that cannot be listed"],
 )

@@ -3,6 +3,7 @@ does that), 503 with the reason when a check fails, 404 for paths an address doe
 
 from __future__ import annotations
 
+import json
 import socket
 import urllib.error
 import urllib.request
@@ -132,3 +133,26 @@ def test_a_loopback_address_of_either_family_is_honoured(host: str) -> None:
             sock.sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
             assert sock.recv(4096).startswith(b"HTTP/1.1 200 ")
             assert sock.getsockname()[0] == host.strip("[]"), "listens on the loopback address given"
+
+
+def test_the_cache_digest_is_served_as_json_next_to_the_probes_only_when_given() -> None:
+    address = f"127.0.0.1:{_free_port()}"
+    digest = {"pods": {"count": 2, "digest": "ab", "resourceVersion": "7"}}
+    endpoints = Endpoints(
+        healthz_address=address,
+        metrics_address="",
+        liveness=lambda: (True, "ok"),
+        readiness=lambda: (True, "ok"),
+        registry=CollectorRegistry(),
+        cache_digest=lambda: digest,
+    )
+    endpoints.start()
+    try:
+        (port,) = endpoints.ports
+        status, content_type, body = _get(port, "/debug/cache")
+    finally:
+        endpoints.stop()
+    assert (status, content_type) == (200, "application/json")
+    assert json.loads(body) == digest
+    with serving(f"127.0.0.1:{_free_port()}", "", Checks()) as plain:
+        assert _get(plain.ports[0], "/debug/cache")[0] == 404
