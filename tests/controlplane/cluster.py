@@ -8,6 +8,7 @@ so a failing test can show what the server said.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -61,6 +62,8 @@ class Component:
     log: Path
     health_url: str
     process: subprocess.Popen[bytes] | None = None
+    tls: ssl.SSLContext | None = None
+    """How its health URL is reached (set when launched; a restart waits on it again)."""
 
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
@@ -78,6 +81,15 @@ class Component:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+    def kill(self) -> None:
+        """SIGKILL the process group: a crash, nothing flushed or released."""
+        proc = self.process
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
 
     def stop(self, timeout: float = 10.0) -> None:
         proc = self.process
@@ -287,8 +299,25 @@ class ControlPlane:
 
     def _launch(self, component: Component, context: ssl.SSLContext | None, deadline_s: float) -> None:
         self.components.append(component)
+        component.tls = context
         component.start()
         self.startup_seconds[component.name] = wait_healthy(component, context, deadline_s)
+
+    def component(self, name: str) -> Component:
+        (found,) = [c for c in self.components if c.name == name]
+        return found
+
+    def kill(self, name: str) -> None:
+        """SIGKILL one component (``etcd``, ``kube-apiserver``, ``kwok``, ...): a crash, as in production."""
+        self.component(name).kill()
+
+    def restart(self, name: str, deadline_s: float = 120.0) -> float:
+        """Start a stopped or killed component again with the same flags, ports and data (etcd keeps its
+        data directory); seconds until it is healthy again."""
+        component = self.component(name)
+        component.stop()
+        component.start()
+        return wait_healthy(component, component.tls, deadline_s)
 
     def stop(self) -> None:
         """Stop every component, newest first (kwok and controllers before the API server and etcd)."""

@@ -108,6 +108,27 @@ class SimulatedNodes:
             self._advance()
             self._pods[(namespace, name)] = _Pod(node, cores, rss)
 
+    def set_loads(self, base: Mapping[str, float], pods: Mapping[tuple[str, str], float]) -> None:
+        """Set many nodes' own load and pods' CPU use at once (one integration step, not one per change)."""
+        with self._lock:
+            self._advance()
+            for name, cores in base.items():
+                if name in self._nodes:
+                    self._nodes[name].base_cores = cores
+            for key, cores in pods.items():
+                if key in self._pods:
+                    self._pods[key].cores = cores
+
+    def busy_cores(self) -> dict[str, float]:
+        """Every node's CPU use now (cores), in one pass."""
+        with self._lock:
+            on_node: dict[str, float] = {}
+            for pod in self._pods.values():
+                on_node[pod.node] = on_node.get(pod.node, 0.0) + pod.cores
+            return {
+                n: min(node.cpus, node.base_cores + on_node.get(n, 0.0)) for n, node in self._nodes.items()
+            }
+
     def set_pod_cores(self, namespace: str, name: str, cores: float) -> None:
         """Change one pod's CPU use from now on: how a test makes a hotspot appear."""
         with self._lock:
@@ -141,8 +162,11 @@ class SimulatedNodes:
         now = self._clock()
         elapsed = max(0.0, now - self._last)
         self._last = now
+        on_node: dict[str, float] = {}
+        for pod in self._pods.values():
+            on_node[pod.node] = on_node.get(pod.node, 0.0) + pod.cores
         for name, node in self._nodes.items():
-            busy = self._busy(name)
+            busy = min(node.cpus, node.base_cores + on_node.get(name, 0.0))
             node.busy_seconds += busy * elapsed
             node.idle_seconds += (node.cpus - busy) * elapsed
         for pod in self._pods.values():
@@ -225,6 +249,20 @@ class Prometheus:
     url: str
     process: subprocess.Popen[bytes]
     log: Path
+    argv: list[str] = field(default_factory=list)
+    """Its command line: ``restart`` runs it again on the same port and TSDB."""
+
+    def restart(self, timeout: float = 60.0) -> float:
+        """Stop (SIGTERM, as a redeploy does) and start again; seconds until it answers ready."""
+        started = time.monotonic()
+        self.stop()
+        with self.log.open("ab") as sink:
+            self.process = subprocess.Popen(self.argv, stdout=sink, stderr=subprocess.STDOUT)
+        if not _wait(
+            functools.partial(_answers, self), timeout=timeout, stop=functools.partial(_exited, self.process)
+        ):
+            raise RuntimeError(f"prometheus did not come back:\n{self.log.read_text()[-3000:]}")
+        return time.monotonic() - started
 
     def query(self, promql: str) -> list[dict[str, Any]]:
         url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
@@ -352,13 +390,11 @@ def _scraping_prometheus(target: str, workdir: Path) -> Iterator[Prometheus]:
     prometheus: Prometheus | None = None
     for _ in range(3):  # the free port may be taken between choosing it and binding it
         port = free_port()
+        argv = [str(binary), f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"]  # fmt: skip
         with log.open("wb") as sink:
-            process = subprocess.Popen(
-                [binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                stdout=sink, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        candidate = Prometheus(f"http://127.0.0.1:{port}", process, log)
+            process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT)
+        candidate = Prometheus(f"http://127.0.0.1:{port}", process, log, argv)
         if _wait(
             functools.partial(_answers, candidate), timeout=30, stop=functools.partial(_exited, process)
         ):
