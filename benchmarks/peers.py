@@ -566,6 +566,38 @@ def peer_policy(group: str, prometheus_url: str, hotspot: str = "cpu") -> dict[s
     }
 
 
+def peer_process(
+    plane: ControlPlane, binary: Path, policy: Mapping[str, Any], kubeconfig: Path, interval_s: float,
+    workdir: Path,
+) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+    """Command line and environment of the Kubernetes descheduler with ``policy``, as the ServiceAccount of
+    ``kubeconfig``, its in-cluster files and certificates under ``workdir`` (see ``peer_command``)."""
+    from tests.support.prometheus import free_port
+
+    path = workdir / "policy.yaml"
+    path.write_text(yaml.safe_dump(dict(policy)))
+    secrets = workdir / "serviceaccount"
+    secrets.mkdir(exist_ok=True)
+    token = json.loads(kubeconfig.read_text())["users"][0]["user"]["token"]
+    (secrets / "token").write_text(token)
+    shutil.copy(plane.pki.ca_crt, secrets / "ca.crt")
+    argv = peer_command(binary, path, kubeconfig, interval_s, secrets, workdir, free_port())
+    host, port = plane.server.removeprefix("https://").rsplit(":", 1)
+    env = {**os.environ, "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
+    env.pop("KUBECONFIG", None)
+    return argv, env
+
+
+def audit_policy(users: Sequence[str]) -> dict[str, Any]:
+    """An audit policy that logs (metadata only) the requests of ``users`` and nothing else."""
+    return {
+        "apiVersion": "audit.k8s.io/v1",
+        "kind": "Policy",
+        "omitStages": ["RequestReceived", "ResponseStarted"],
+        "rules": [{"level": "Metadata", "users": list(users)}, {"level": "None"}],
+    }
+
+
 def peer_command(
     binary: Path, policy: Path, kubeconfig: Path, interval_s: float, secrets: Path, workdir: Path, port: int
 ) -> list[str]:
@@ -669,13 +701,7 @@ def run_all(args: argparse.Namespace, runs: Sequence[tuple[str, float]], workdir
         from benchmarks import koordinator
 
         binaries["koord-descheduler"] = koordinator.build(args.koord_source).binary
-    users = [f"system:serviceaccount:{BENCH_NAMESPACE}:{sa}" for sa in ACCOUNTS.values()]
-    policy = {
-        "apiVersion": "audit.k8s.io/v1",
-        "kind": "Policy",
-        "omitStages": ["RequestReceived", "ResponseStarted"],
-        "rules": [{"level": "Metadata", "users": users}, {"level": "None"}],
-    }
+    policy = audit_policy([f"system:serviceaccount:{BENCH_NAMESPACE}:{sa}" for sa in ACCOUNTS.values()])
     load = os.getloadavg()
     print(f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; {os.cpu_count()} CPUs", flush=True)
     started = time.monotonic()
@@ -934,7 +960,6 @@ def run_one(
 ) -> Row:  # fmt: skip
     import subprocess
 
-    from tests.support.prometheus import free_port
     from tests.support.service import REPO, Ports, descheduler_command, subprocess_env
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -979,19 +1004,8 @@ def run_one(
             marker = '"try to process nodePool"'
         else:
             assert peer_binary is not None
-            policy = workdir / "policy.yaml"
-            policy.write_text(yaml.safe_dump(peer_policy(cluster.group, backend.url, settings.hotspot)))
-            secrets = workdir / "serviceaccount"
-            secrets.mkdir(exist_ok=True)
-            token = json.loads(kubeconfig.read_text())["users"][0]["user"]["token"]
-            (secrets / "token").write_text(token)
-            shutil.copy(plane.pki.ca_crt, secrets / "ca.crt")
-            argv = peer_command(
-                peer_binary, policy, kubeconfig, settings.interval_s, secrets, workdir, free_port()
-            )
-            host, port = plane.server.removeprefix("https://").rsplit(":", 1)
-            env = {**os.environ, "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
-            env.pop("KUBECONFIG", None)
+            policy = peer_policy(cluster.group, backend.url, settings.hotspot)
+            argv, env = peer_process(plane, peer_binary, policy, kubeconfig, settings.interval_s, workdir)
             marker = "Number of evictions/requests"
         with log_path.open("wb") as log, feeder as fed:
             t0 = time.time()
