@@ -1,0 +1,175 @@
+"""The soak's pure parts (``benchmarks/soak_model.py``): the schedule is a function of its plan, and the
+measures and safety checks, computed from synthetic timelines, find what they are meant to find."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+
+import pytest
+
+from benchmarks import soak_model as m
+
+PLAN = m.Plan(seed=7, duration_s=900.0, nodes=40, interval_s=3.0, consecutive=5)
+
+
+def timeline(values: dict[str, list[float]], calm: dict[str, list[float]] | None = None) -> m.Timeline:
+    """One sample a second from t=0; ``calm`` defaults to ``values``."""
+    line = m.Timeline()
+    length = max(len(v) for v in values.values())
+    for i in range(length):
+        line.add(
+            float(i),
+            {n: (v[i], (calm or values)[n][i]) for n, v in values.items() if i < len(v)},
+        )
+    return line
+
+
+def test_the_same_plan_gives_the_same_schedule_and_another_seed_another() -> None:
+    first, again = m.make_schedule(PLAN), m.make_schedule(PLAN)
+    other = m.make_schedule(m.Plan(**{**PLAN.__dict__, "seed": 8}))
+    assert first == again
+    assert m.schedule_digest(first) == m.schedule_digest(again) != m.schedule_digest(other)
+
+
+@pytest.mark.parametrize("duration", [180.0, 900.0, 3600.0])
+def test_every_schedule_has_each_fault_bursts_steps_and_churn_in_time_order(duration: float) -> None:
+    plan = m.Plan(seed=1, duration_s=duration, nodes=20, interval_s=3.0, consecutive=5)
+    events = m.make_schedule(plan)
+    kinds = Counter(e.kind for e in events)
+    assert all(kinds[f] >= 1 for f in m.FAULTS), kinds
+    assert kinds["checkpoint"] >= 1 and kinds["burst"] >= 1
+    assert [e.t for e in events] == sorted(e.t for e in events)
+    assert all(plan.warmup_s <= e.t < duration for e in events if e.kind != "checkpoint")
+    faults = sorted(e.t for e in events if e.kind in m.FAULTS)
+    assert all(b - a >= 12 for a, b in itertools.pairwise(faults))
+
+
+def test_a_burst_is_seen_for_fewer_cycles_than_confirm_a_hotspot() -> None:
+    for consecutive in (3, 5, 8):
+        plan = m.Plan(seed=1, duration_s=600.0, nodes=20, interval_s=3.0, consecutive=consecutive)
+        seen = plan.burst_s + m.WINDOW_S + 1.0
+        assert seen < consecutive * plan.interval_s or plan.burst_s == 1.0
+
+
+def test_a_removed_node_is_never_a_target_after_its_drain() -> None:
+    events = m.make_schedule(m.Plan(seed=3, duration_s=3600.0, nodes=20, interval_s=3.0, consecutive=5))
+    drained = {e.target: e.t for e in events if e.kind == "node-drain"}
+    assert drained
+    later = [e for e in events if e.target in drained and e.t > drained[e.target]]
+    assert later == []
+
+
+def test_drift_moves_load_around_the_groups_within_its_amplitude() -> None:
+    values = [m.drift(g, 300.0, 1200.0) for g in range(m.GROUPS)]
+    assert max(values) == pytest.approx(1 + m.DRIFT_AMPLITUDE)
+    assert min(values) == pytest.approx(1 - m.DRIFT_AMPLITUDE)
+
+
+HOT = [90.0] * 30
+COOL = [50.0] * 30
+
+
+@pytest.mark.parametrize(
+    ("usage", "evicted_at", "unconfirmed"),
+    [
+        (HOT, 25.0, False),  # hot throughout: confirmed
+        (COOL, 25.0, True),  # never hot
+        ([50.0] * 22 + [90.0] * 8, 25.0, True),  # hot for 3 s only
+        ([50.0] * 10 + [90.0] * 15 + [50.0] * 5, 27.0, False),  # hot 15 s, cured just before
+    ],
+)
+def test_an_eviction_from_a_node_not_hot_long_enough_is_caught(
+    usage: list[float], evicted_at: float, unconfirmed: bool
+) -> None:
+    line = timeline({"n1": usage})
+    e = m.Eviction(evicted_at, "ns/p", "n1", "ns/app")
+    assert (m.unconfirmed(line, [e], 3.0, 5) == [e]) is unconfirmed
+
+
+def test_an_eviction_while_only_a_burst_made_the_node_hot_is_burst_caused() -> None:
+    total = [50.0] * 20 + [95.0] * 5 + [50.0] * 5
+    line = timeline({"n1": total, "n2": HOT}, calm={"n1": COOL, "n2": HOT})
+    bursts = [m.Event(20.0, "burst", "n1", 5.0, 1.8), m.Event(20.0, "burst", "n2", 5.0, 1.8)]
+    on_burst = m.Eviction(24.0, "ns/a", "n1", "ns/a")
+    on_real = m.Eviction(24.0, "ns/b", "n2", "ns/b")
+    assert m.burst_caused(line, [on_burst, on_real], bursts, 3.0, 5) == [on_burst]
+
+
+def test_a_second_eviction_of_a_workload_inside_its_window_is_a_breach() -> None:
+    evictions = [m.Eviction(t, f"ns/p{t}", "n", w) for t, w in [(0, "a"), (10, "b"), (20, "a"), (55, "a")]]
+    assert [e.t for e in m.window_breaches(evictions, 30.0, 1)] == [20]
+    assert m.window_breaches(evictions, 30.0, 2) == []
+
+
+def test_more_evictions_from_one_node_in_one_cycle_than_allowed_is_a_breach() -> None:
+    evictions = [m.Eviction(t, f"ns/p{t}", "n1", f"w{t}") for t in (10.0, 10.2, 10.4, 13.0)]
+    assert [e.t for e in m.node_breaches(evictions, 3.0, 2)] == [10.4]
+
+
+def test_measures_of_a_synthetic_run() -> None:
+    # n1 hot from 10 s (a step) to 40 s, cured by two evictions; n2 cool; a later eviction of the same
+    # workload counts as ping-pong.
+    n1 = [50.0] * 10 + [95.0] * 30 + [55.0] * 60
+    n2 = [40.0] * 100
+    line = timeline({"n1": n1, "n2": n2})
+    step = m.Event(10.0, "step", "n1", 80.0, m.BUSY_CORES)
+    evictions = [
+        m.Eviction(35.0, "ns/a-1", "n1", "ns/a"),
+        m.Eviction(39.0, "ns/b-1", "n1", "ns/b"),
+        m.Eviction(80.0, "ns/a-2", "n2", "ns/a"),
+    ]
+    got = m.measures(line, evictions, [step], 12.5, 3.0, 5)
+    assert got["hot_node_seconds"] == 30.0
+    assert got["steps_cured"] == 1 and got["cure_s_p50"] == 30.0
+    assert got["evictions_per_cured_hotspot"] == 2
+    assert got["ping_pong_share"] == pytest.approx(1 / 3)
+    assert got["replacement_pending_s"] == 12.5
+    assert got["burst_evictions"] == 0
+    cvs, ranges = m.spread(line)
+    assert ranges[0] == 10.0 and ranges[20] == 55.0
+    assert got["cv_mean"] == pytest.approx(sum(cvs) / len(cvs))
+
+
+def test_a_step_never_cured_is_not_counted_cured() -> None:
+    line = timeline({"n1": [95.0] * 60})
+    assert m.cures(line, [m.Event(5.0, "step", "n1", 50.0, 0.6)]) == [None]
+
+
+def test_a_node_absent_for_a_while_is_nan_there() -> None:
+    line = m.Timeline()
+    line.add(0.0, {"a": (10.0, 10.0)})
+    line.add(1.0, {"a": (10.0, 10.0), "b": (20.0, 20.0)})
+    line.add(2.0, {"b": (20.0, 20.0)})
+    assert math.isnan(line.total["b"][0]) and math.isnan(line.total["a"][2])
+    assert line.window("a", 0, 2) == [(0.0, 10.0), (1.0, 10.0)]
+
+
+def test_slope_and_recovery() -> None:
+    assert m.slope_per_hour([(0.0, 100.0), (1800.0, 100.0), (3600.0, 100.0)]) == 0.0
+    assert m.slope_per_hour([(0.0, 100.0), (1800.0, 105.0), (3600.0, 110.0)]) == pytest.approx(10.0)
+    assert m.recovered(50.0, [40.0, 53.0, 56.0], 10.0) == pytest.approx(3.0)
+    assert m.recovered(50.0, [40.0, 75.0], 10.0) is None
+
+
+def test_the_plot_is_an_svg_with_the_evictions_and_faults() -> None:
+    line = timeline({"n1": HOT, "n2": COOL})
+    svg = m.svg_plot(line, [m.Eviction(5.0, "ns/a", "n1", "ns/a")], [m.Event(3.0, "kill-etcd")], "t")
+    assert svg.startswith("<svg") and svg.endswith("</svg>")
+    assert "kill-etcd" in svg and svg.count('stroke="black"') == 1
+
+
+def test_resource_trends_follow_the_process_that_worked_after_warm_up() -> None:
+    leader = [{"t": t, "pid": 1, "rss_mib": 60 + t / 360, "cpu_s": t / 10, "threads": 16, "fds": 22}
+              for t in range(0, 3601, 5)]  # fmt: skip
+    standby = [
+        {"t": t, "pid": 2, "rss_mib": 50.0, "cpu_s": 1.0, "threads": 15, "fds": 20} for t in range(0, 3601, 5)
+    ]
+    cycles = [float(t) for t in range(1, 3601, 3)]
+    got = m.resource_trends(leader + standby, cycles, warm=600.0)
+    assert got["pid"] == 1 and got["rss_start_mib"] == pytest.approx(60 + 600 / 360)
+    assert got["rss_mib_slope_per_hour"] == pytest.approx(10.0)
+    assert got["threads_slope_per_hour"] == 0.0 and got["interner_first_last"] is None
+    assert got["cpu_per_cycle_s"] == pytest.approx(0.3, rel=0.3)
+    assert m.resource_trends(leader, cycles, warm=4000.0) == {}
