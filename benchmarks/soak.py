@@ -73,6 +73,7 @@ GROUP = "soak"
 NAMESPACE_PREFIX = "soak-"
 LEASE_S = (8.0, 5.0, 1.0)
 """Our lease duration, renew deadline and retry period: a takeover within ~10 s of the leader's death."""
+LEASE_FLAGS = ("lease-duration", "renew-deadline", "retry-period")
 RECOVERY_CYCLES = 10
 """A fault is recovered once a healthy cycle runs within this many intervals of the component being back
 (for the leader's death: of the Lease expiring)."""
@@ -420,6 +421,11 @@ def replicas(
             doc = peer_policy(GROUP, backend.url)
             doc["maxNoOfPodsToEvictPerNode"] = PER_NODE
             argv, env = peer_process(plane, binary, doc, kubeconfig, plan.interval_s, folder)
+            # Its defaults (137 s lease, 26 s retry) would leave it without a leader for minutes after
+            # the leader's death; it gets the Lease timings ours has.
+            argv += [
+                f"--leader-elect-{flag}={value:g}s" for flag, value in zip(LEASE_FLAGS, LEASE_S, strict=True)
+            ]
             out.append(Replica(f"replica-{i}", argv, env, folder, folder / "peer"))
     return out
 
@@ -982,6 +988,7 @@ def summary(result: Mapping[str, Any]) -> str:
         "evictions per "
         f"cured hotspot {fmt(ms['evictions_per_cured_hotspot'])}; ping-pong {ms['ping_pong_share']:.2f}; "
         f"replacement pending {ms['replacement_pending_s']:.0f} s; burst evictions {ms['burst_evictions']}; "
+        f"unconfirmed evictions {ms['unconfirmed_evictions']}; "
         f"usage CV mean {fmt(ms['cv_mean'], '.3f')}, max-min mean {fmt(ms['range_mean'])}",
         f"RSS {fmt(rs.get('rss_start_mib'))} -> {fmt(rs.get('rss_end_mib'))} MiB (slope "
         f"{fmt(rs.get('rss_mib_slope_per_hour'))}/h), CPU per cycle slope "
@@ -991,6 +998,35 @@ def summary(result: Mapping[str, Any]) -> str:
         + (", ".join(f"{k} {len(v)}" for k, v in result["violations"].items()) or "none")
         + f" (total {result['violation_count']})",
     ]
+    return "\n".join(lines)
+
+
+def table(results: Sequence[Mapping[str, Any]]) -> str:
+    """One Markdown row per run: the measures, then the safety and resource figures."""
+    head = [
+        "descheduler", "nodes / s", "cycles (healthy)", "faults injected / recovered", "evictions",
+        "hot-node-s", "steps cured / hot", "cure p50 / p95 s", "evictions per cure", "ping-pong",
+        "pending s", "burst evictions", "unconfirmed", "usage CV", "max-min %", "RSS start -> end MiB",
+        "violations",
+    ]  # fmt: skip
+    fmt = lambda v, spec=".1f": "-" if v is None else format(v, spec)  # noqa: E731
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        ms, rs, plan = r["measures"], r["resources"], r["plan"]
+        cells = [
+            r["descheduler"], f"{plan['nodes']} / {plan['duration_s']:.0f}",
+            f"{r['cycles']} ({r['healthy_cycles']})",
+            f"{r['faults_injected']} / {r['faults_recovered']}", str(ms["evictions"]),
+            f"{ms['hot_node_seconds']:.0f}", f"{ms['steps_cured']} / {ms['steps_hot']}",
+            f"{fmt(ms['cure_s_p50'], '.0f')} / {fmt(ms['cure_s_p95'], '.0f')}",
+            fmt(ms["evictions_per_cured_hotspot"]), f"{ms['ping_pong_share']:.2f}",
+            f"{ms['replacement_pending_s']:.0f}", str(ms["burst_evictions"]),
+            str(ms.get("unconfirmed_evictions", "-")),
+            fmt(ms["cv_mean"], ".3f"), fmt(ms["range_mean"], ".0f"),
+            f"{fmt(rs.get('rss_start_mib'), '.0f')} -> {fmt(rs.get('rss_end_mib'), '.0f')}",
+            str(r["violation_count"]),
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -1009,7 +1045,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--png", type=Path, default=None)
     parser.add_argument("--schedule-only", action="store_true", help="print the schedule and run nothing")
+    parser.add_argument("--summarise", type=Path, nargs="+", default=None, help="table of these --json files")
     args = parser.parse_args(argv)
+    if args.summarise:
+        print(table([json.loads(path.read_text()) for path in args.summarise]))
+        return 0
     if args.descheduler == OURS and not args.no_taint:
         args.descheduler = OURS_TAINT
     if args.descheduler == KOORD and args.koord_source is None:

@@ -367,6 +367,7 @@ def measures(
         "ping_pong_share": moved_again / len(evictions) if evictions else 0.0,
         "replacement_pending_s": replacements_pending_s,
         "burst_evictions": len(burst_caused(timeline, evictions, bursts, interval_s, consecutive)),
+        "unconfirmed_evictions": len(unconfirmed(timeline, evictions, interval_s, consecutive)),
         "cv_mean": statistics.mean(cvs) if cvs else None,
         "cv_last": cvs[-1] if cvs else None,
         "range_mean": statistics.mean(ranges) if ranges else None,

@@ -127,6 +127,7 @@ def test_measures_of_a_synthetic_run() -> None:
     assert got["ping_pong_share"] == pytest.approx(1 / 3)
     assert got["replacement_pending_s"] == 12.5
     assert got["burst_evictions"] == 0
+    assert got["unconfirmed_evictions"] == 1  # n2 was never hot
     cvs, ranges = m.spread(line)
     assert ranges[0] == 10.0 and ranges[20] == 55.0
     assert got["cv_mean"] == pytest.approx(sum(cvs) / len(cvs))
