@@ -1045,10 +1045,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--png", type=Path, default=None)
     parser.add_argument("--schedule-only", action="store_true", help="print the schedule and run nothing")
-    parser.add_argument("--summarise", type=Path, nargs="+", default=None, help="table of these --json files")
+    parser.add_argument(
+        "--summarise",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="print the table of these --json files (a run, or a list of runs) and run nothing",
+    )
     args = parser.parse_args(argv)
     if args.summarise:
-        print(table([json.loads(path.read_text()) for path in args.summarise]))
+        loaded = [json.loads(path.read_text()) for path in args.summarise]
+        print(table([run for item in loaded for run in (item if isinstance(item, list) else [item])]))
         return 0
     if args.descheduler == OURS and not args.no_taint:
         args.descheduler = OURS_TAINT

@@ -4,11 +4,14 @@ measures and safety checks, computed from synthetic timelines, find what they ar
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
+from benchmarks import soak
 from benchmarks import soak_model as m
 
 PLAN = m.Plan(seed=7, duration_s=900.0, nodes=40, interval_s=3.0, consecutive=5)
@@ -174,3 +177,21 @@ def test_resource_trends_follow_the_process_that_worked_after_warm_up() -> None:
     assert got["threads_slope_per_hour"] == 0.0 and got["interner_first_last"] is None
     assert got["cpu_per_cycle_s"] == pytest.approx(0.3, rel=0.3)
     assert m.resource_trends(leader, cycles, warm=4000.0) == {}
+
+
+def test_the_committed_figures_read_back_into_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    data = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "soak-dev-2026-11-27.json"
+    runs = json.loads(data.read_text())
+    assert runs[0]["schedule_digest"] == runs[1]["schedule_digest"], "both met the same schedule"
+    assert soak.main(["--summarise", str(data)]) == 0
+    rows = capsys.readouterr().out.strip().splitlines()
+    assert len(rows) == 2 + len(runs)
+    assert [r.split(" | ")[0].strip("| ") for r in rows[2:]] == [r["descheduler"] for r in runs]
+
+
+CYCLE = '{"event": "cycle_summary", "usage_errors": %d, "aborted": null, "timestamp": "2026-11-27T10:00:00Z"}'
+
+
+@pytest.mark.parametrize(("errors", "healthy"), [(0, True), (37, False)])
+def test_our_cycles_are_read_with_whether_they_had_usage(errors: int, healthy: bool) -> None:
+    assert soak.cycles_of("load-aware", "noise\n" + CYCLE % errors + "\n", 2026) == [(1795773600.0, healthy)]
