@@ -878,18 +878,12 @@ def analyse(
                 claimed.add(life.uid)
                 pending += (life.running if life.running is not None else stop_t - t0) - life.created
                 break
-    fault_times = [(f["t"], f["back"]) for f in record.faults]
-    churn_times = [d["at"] for d in record.done if d["kind"] not in ("burst", "step", "checkpoint")]
-    evicted_at = {}
-    for ev in evictions:
-        evicted_at.setdefault(ev.workload, []).append(ev.t)
-    pdb_mine = [
-        (t, name)
-        for t, name in sampler.pdb_low
-        if any(t - 30 <= x <= t for x in evicted_at.get(name, []))
-        and not any(a - 5 <= t <= b + 60 for a, b in fault_times)
-        and not any(c <= t <= c + 60 for c in churn_times)
-    ]
+    pdb_mine = m.pdb_breaches(
+        sampler.pdb_low,
+        evictions,
+        [(f["t"], f["back"]) for f in record.faults],
+        [(d["at"], d["kind"], d["target"]) for d in record.done],
+    )
     window = WINDOW_CYCLES * plan.interval_s
     ours = tool in (OURS, OURS_TAINT)
     violations = {

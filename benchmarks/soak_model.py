@@ -301,6 +301,40 @@ def node_breaches(evictions: Sequence[Eviction], interval_s: float, per_cycle: i
     return out
 
 
+DISRUPTING = ("scale", "rollout", "pdb-edit", "namespace-create", "namespace-delete")
+"""Churn that disrupts the pods of its target workload (``namespace/app``) or namespace."""
+
+
+def pdb_breaches(
+    low: Sequence[tuple[float, str]],
+    evictions: Sequence[Eviction],
+    faults: Sequence[tuple[float, float]],
+    done: Sequence[tuple[float, str, str]],
+) -> list[tuple[float, str]]:
+    """Samples of a PDB (``namespace/name``, named after its workload) below its desired healthy count that
+    the descheduler is to blame for: within 30 s after it evicted a pod of that workload, and not explained
+    by a fault (from its start to 60 s after the component is back), a drain (120 s), or churn of that
+    workload or namespace (60 s). ``done``: (time, kind, target) of every event applied."""
+    out = []
+    for t, name in low:
+        if not any(e.workload == name and t - 30 <= e.t <= t for e in evictions):
+            continue
+        if any(a - 5 <= t <= b + 60 for a, b in faults):
+            continue
+        if any(
+            (kind == "node-drain" and at <= t <= at + 120)
+            or (
+                kind in DISRUPTING
+                and at <= t <= at + 60
+                and (name == target or name.startswith(target + "/"))
+            )
+            for at, kind, target in done
+        ):
+            continue
+        out.append((t, name))
+    return out
+
+
 def percentile(values: Sequence[float], q: float) -> float | None:
     if not values:
         return None

@@ -195,3 +195,23 @@ CYCLE = '{"event": "cycle_summary", "usage_errors": %d, "aborted": null, "timest
 @pytest.mark.parametrize(("errors", "healthy"), [(0, True), (37, False)])
 def test_our_cycles_are_read_with_whether_they_had_usage(errors: int, healthy: bool) -> None:
     assert soak.cycles_of("load-aware", "noise\n" + CYCLE % errors + "\n", 2026) == [(1795773600.0, healthy)]
+
+
+@pytest.mark.parametrize(
+    ("faults", "done", "blamed"),
+    [
+        ([], [], True),  # after our eviction of its workload, nothing else going on
+        ([(95.0, 105.0)], [], False),  # etcd was down
+        ([], [(90.0, "node-drain", "n3")], False),  # a drain evicts too
+        ([], [(90.0, "rollout", "ns/app")], False),  # its own workload rolled
+        ([], [(90.0, "rollout", "ns/other")], True),  # another workload's rollout explains nothing
+        ([], [(90.0, "namespace-delete", "ns")], False),
+    ],
+)
+def test_a_low_pdb_is_blamed_on_the_descheduler_only_when_nothing_else_explains_it(
+    faults: list[tuple[float, float]], done: list[tuple[float, str, str]], blamed: bool
+) -> None:
+    evictions = [m.Eviction(95.0, "ns/app-x", "n1", "ns/app")]
+    low = [(100.0, "ns/app")]
+    assert (m.pdb_breaches(low, evictions, faults, done) == low) is blamed
+    assert m.pdb_breaches([(100.0, "ns/unrelated")], evictions, [], []) == []
