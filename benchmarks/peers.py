@@ -29,7 +29,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -930,28 +929,20 @@ class BudgetWatch:
     samples: int = 0
     violations: int = 0
 
+    def check(self) -> None:
+        items = self.api.get(f"/apis/policy/v1/namespaces/{self.namespace}/poddisruptionbudgets")["items"]
+        self.samples += 1
+        for pdb in items:
+            status = pdb.get("status") or {}
+            if int(status.get("currentHealthy", 0)) < int(status.get("desiredHealthy", 0)):
+                self.violations += 1
+
     @contextlib.contextmanager
     def running(self) -> Iterator[BudgetWatch]:
-        stop = threading.Event()
+        from tests.support.sampling import sampling
 
-        def run() -> None:
-            while not stop.wait(0.2):
-                items = self.api.get(f"/apis/policy/v1/namespaces/{self.namespace}/poddisruptionbudgets")[
-                    "items"
-                ]
-                self.samples += 1
-                for pdb in items:
-                    status = pdb.get("status") or {}
-                    if int(status.get("currentHealthy", 0)) < int(status.get("desiredHealthy", 0)):
-                        self.violations += 1
-
-        thread = threading.Thread(target=run, name="pdb-watch", daemon=True)
-        thread.start()
-        try:
+        with sampling(self.check, "pdb-watch", 0.2):
             yield self
-        finally:
-            stop.set()
-            thread.join(timeout=5)
 
 
 def run_one(

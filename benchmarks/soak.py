@@ -229,19 +229,12 @@ class SoakUsage:
         if not self.cache.wait_synced(60):
             raise RuntimeError("the usage exporter's cache did not sync in 60 s")
         self.sync()
-        stop = threading.Event()
+        from tests.support.sampling import sampling
 
-        def run() -> None:
-            while not stop.wait(interval):
-                self.sync()
-
-        thread = threading.Thread(target=run, name="kubelets", daemon=True)
-        thread.start()
         try:
-            yield self
+            with sampling(self.sync, "kubelets", interval):
+                yield self
         finally:
-            stop.set()
-            thread.join(timeout=5)
             self.cache.stop()
 
 

@@ -9,8 +9,7 @@ the ``busy`` Deployment lands there (the skew), then the cool nodes are uncordon
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from descheduler.kube.api import KubeApi
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.usage import ClusterUsage
+from tests.support.sampling import sampling
 from tests.support.service import LEASE, MANIFESTS, NAMESPACE, Ports, UsageBackend, service_config
 
 BUSY_REPLICAS = 6
@@ -139,24 +139,6 @@ class BudgetWatch:
         self.min_healthy = healthy if self.min_healthy is None else min(self.min_healthy, healthy)
         if healthy < desired:
             self.violations.append(status)
-
-
-@contextlib.contextmanager
-def sampling(check: Callable[[], None], name: str, every: float = 0.1) -> Iterator[None]:
-    """Call ``check`` every ``every`` seconds in a thread of its own while the block runs."""
-    stop = threading.Event()
-
-    def run() -> None:
-        while not stop.wait(every):
-            check()
-
-    thread = threading.Thread(target=run, name=name, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=5)
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 
 from descheduler.kube.api import KubeApi
 from descheduler.kube.cache import ClusterCache
+from tests.support.sampling import sampling
 from tests.support.service import GI, SimulatedNodes
 
 
@@ -82,17 +83,8 @@ class ClusterUsage:
         if not self._cache.wait_synced(30):
             raise AssertionError("the usage exporter's pod cache did not sync in 30 s")
         self.sync()
-        stop = threading.Event()
-
-        def run() -> None:
-            while not stop.wait(interval):
-                self.sync()
-
-        thread = threading.Thread(target=run, name="kubelets", daemon=True)
-        thread.start()
         try:
-            yield self
+            with sampling(self.sync, "kubelets", interval):
+                yield self
         finally:
-            stop.set()
-            thread.join(timeout=5)
             self._cache.stop()
