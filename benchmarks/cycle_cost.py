@@ -16,7 +16,7 @@ server's CPU and memory stay out of the figures. Then, each in a fresh process:
 - *sync* (``--sync-runs`` times): ``ClusterCache`` start -> ``wait_synced`` (wall and process CPU time),
   ``snapshot()``, then ``plan()`` ``--runs`` times on that snapshot with the synthetic usage (median),
   then three cycles as the service runs them (snapshot, usage fetch from a Prometheus stand-in served
-  by the parent, plan; the 2nd and 3rd after ``CHURN`` pod changes delivered by the watch), and the
+  by the parent, plan; the 2nd and 3rd after ``--churn`` pod changes delivered by the watch), and the
   process's peak RSS (``VmHWM``): that process held the cache, a snapshot and a plan.
 - *exact* (unless ``--no-compare-exact``): the same sync with the fast decoder off (``json.loads`` and
   ``parse.py`` alone, as before issue 15), for the before/after in one run.
@@ -179,6 +179,7 @@ def _child_sync(
     exact_decode: bool = False,
     prom_url: str = "",
     steady_cycles: int = 3,
+    churn: int = 500,
 ) -> dict[str, Any]:
     """Sync a ClusterCache, snapshot it, plan on it; report times and peak RSS of this process.
 
@@ -242,6 +243,7 @@ def _child_sync(
             config,
             now,
             cycles=steady_cycles,
+            churn=churn,
             profiler=steady_profile,
             heap=heap,
             indexes=indexes,
@@ -285,8 +287,9 @@ def _child_sync(
 
 
 CHURN = 500
-"""Pods changed (a merge patch of an annotation: a MODIFIED event each) before every steady cycle, as status
-and metadata updates keep arriving in a large cluster; the snapshot and index must follow them."""
+"""Pods changed by default (a merge patch of an annotation: a MODIFIED event each) before every steady cycle,
+as status and metadata updates keep arriving in a large cluster; the snapshot and index must follow them.
+``--churn`` lowers it for the smoke test, whose 500 patches at the client's 50 QPS cost 20 s a cycle."""
 
 
 def _steady_cycles(
@@ -296,6 +299,7 @@ def _steady_cycles(
     config: Any,
     now: float,
     cycles: int,
+    churn: int = CHURN,
     profiler: cProfile.Profile | None = None,
     heap: Any = None,
     indexes: Any = None,
@@ -303,7 +307,7 @@ def _steady_cycles(
     """CPU of steady cycles as the service runs them (``CycleRunner.run_cycle``'s steps): the cache's
     snapshot, the node usage fetch from the Prometheus stand-in (served by the parent process, so its
     CPU is not counted), the pod usage fetch for the nodes that need it, and the plan; timed on this
-    thread's clock. Before each, ``CHURN`` pods are changed and the cycle waits for the watch to deliver
+    thread's clock. Before each, ``churn`` pods are changed and the cycle waits for the watch to deliver
     them (their decoding is the watch thread's, not the cycle's). Returns the cycles' CPU and, of it,
     the snapshot and index's. ``indexes``: the ``IndexCache`` the cycles carry (a new one if None)."""
     from descheduler.config.providers import PrometheusSettings
@@ -314,7 +318,7 @@ def _steady_cycles(
     source = PrometheusSource(PrometheusSettings(url=prom_url), clock=lambda: now)
     indexes = indexes if indexes is not None else IndexCache()
     pods = cache.snapshot().pods
-    changed = pods[:: max(1, len(pods) // CHURN)][:CHURN]
+    changed = pods[:: max(1, len(pods) // churn)][:churn]
     times: list[float] = []
     steps: list[dict[str, float]] = []
     collector = _GcClock()
@@ -457,6 +461,7 @@ def measure(
     diagnose_gc: bool,
     compare_exact: bool = True,
     steady_cycles: int = 3,
+    churn: int = CHURN,
 ) -> dict[str, Any]:
     from benchmarks.apiserver import ServerProcess
     from benchmarks.fakeprom import FakePrometheus
@@ -494,6 +499,8 @@ def measure(
                         prom.url,
                         "--steady-cycles",
                         str(steady_cycles),
+                        "--churn",
+                        str(churn),
                         *extra,
                     ]
                 )
@@ -524,6 +531,7 @@ def measure(
         "plan_max": max(plan_times),
         "steady_median": median(steady),
         "steady_cycles": steady,
+        "churn": churn,
         "steady_steps": {
             name: median([step[name] for step in steady_steps])
             for name in (steady_steps[0] if steady_steps else {})
@@ -587,7 +595,7 @@ def report(results: list[dict[str, Any]]) -> dict[str, str]:
             figures[f"sync_exact_cpu_{n}"] = f"{exact_cpu:.2f}s"
         print(
             f"  cycle CPU (snapshot + usage fetch + plan): first {r['first_cycle']:.3f} s, "
-            f"steady {r['steady_median']:.3f} s after {CHURN} pod changes each "
+            f"steady {r['steady_median']:.3f} s after {r['churn']} pod changes each "
             f"(median of {len(r['steady_cycles'])}), by step (median CPU of the cycle's thread):"
         )
         for name, spent in r["steady_steps"].items():
@@ -674,6 +682,9 @@ def main(argv: list[str] | None = None) -> None:
         default=3,
         help="steady cycles per sync process (the first not counted)",
     )
+    parser.add_argument(
+        "--churn", type=int, default=CHURN, help=f"pods changed before each steady cycle (default {CHURN})"
+    )
     parser.add_argument("--no-gc", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--exact-decode", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--prom-url", default="", help=argparse.SUPPRESS)
@@ -697,6 +708,7 @@ def main(argv: list[str] | None = None) -> None:
             args.exact_decode,
             args.prom_url,
             args.steady_cycles,
+            args.churn,
         )
         print(json.dumps(result))
         return
@@ -723,6 +735,7 @@ def main(argv: list[str] | None = None) -> None:
                 args.diagnose_gc,
                 compare_exact=not args.no_compare_exact,
                 steady_cycles=args.steady_cycles,
+                churn=args.churn,
             )
         )
         print(f"[{nodes} nodes measured in {time.perf_counter() - started:.0f} s]", flush=True)

@@ -39,7 +39,7 @@ def _run(*args: str) -> dict[str, tuple[float, str]]:
     ("command", "expected"),
     [
         (
-            ("benchmarks.cycle_cost", "--sizes", "20", "--runs", "1", "--sync-runs", "1"),
+            ("benchmarks.cycle_cost", "--sizes", "20", "--runs", "1", "--sync-runs", "1", "--churn", "20"),
             {
                 "plan_20": "s",
                 "sync_20": "s",
