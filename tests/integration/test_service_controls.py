@@ -2,8 +2,10 @@
 
 - **A window across a DST change.** The real clock cannot be moved, so the time zone is: the process
   reads ``Test/Shift`` from a TZif file written here (``PYTHONTZPATH``) whose clocks go forward one hour
-  (+01:00 to +02:00) a few seconds before the window opens. The window is written in the new wall-clock
-  time; a process that kept the offset it started with would open it an hour late. It must evict nothing
+  (+01:00 to +02:00, plus the seconds that put the new clock's next whole minute 30 s from now, so the
+  test need not wait for one: up to 90 s before) a few seconds before the window opens. The window is
+  written in the new wall-clock time; a process that kept the offset it started with would open it an
+  hour late. It must evict nothing
   before the opening (each planned eviction is ``outside-window``), announce the opening in advance on
   its gauge, and evict once it opens. (Clocks going back cannot be shown in seconds: a wall-clock time
   within the hour after the change is in the repeated hour, read as its first occurrence, an hour
@@ -67,15 +69,14 @@ def summaries(proc: Descheduler) -> list[dict[str, Any]]:
 def test_a_window_written_in_the_new_clock_time_opens_on_time_across_the_dst_change(
     usage_backend: UsageBackend, tmp_path: Path
 ) -> None:
-    now = time.time()
-    opens = (int(now) // 60 + 1) * 60
-    if opens - now < 30:  # time for the process to start and plan a few cycles while closed
-        opens += 60
+    opens = int(time.time()) + 30  # time for the process to start and plan a few cycles while closed
     shift = opens - 12  # clocks go forward 12 s before the window opens
+    after = 7200 + (-(opens + 7200)) % 60  # +02:00 and the seconds that make ``opens`` a whole minute
     tzdir = tmp_path / "zoneinfo"
     (tzdir / "Test").mkdir(parents=True)
-    (tzdir / "Test" / "Shift").write_bytes(tzif(shift, 3600, 7200))
-    start = datetime.fromtimestamp(opens, UTC) + timedelta(hours=2)  # the wall clock after the change
+    (tzdir / "Test" / "Shift").write_bytes(tzif(shift, after - 3600, after))
+    start = datetime.fromtimestamp(opens, UTC) + timedelta(seconds=after)  # the wall clock after the change
+    assert start.second == 0
     end = start + timedelta(minutes=3)
     window = {
         "days": [start.strftime("%a")],
