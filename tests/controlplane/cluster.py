@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -25,6 +24,7 @@ from typing import Any
 
 from tests.controlplane import build, objects
 from tests.controlplane.certs import Pki, make_pki
+from tests.support.ports import free_port
 
 SERVICE_CIDR = "10.0.0.0/24"
 # The controllers the descheduler relies on; node-lifecycle stays off (kwok owns node status).
@@ -45,12 +45,6 @@ CONTROLLERS = (
 
 class ControlPlaneError(RuntimeError):
     """A component did not start or become healthy; the message names it and quotes its log."""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

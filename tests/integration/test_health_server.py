@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from descheduler.service import health
 from descheduler.service.health import Endpoints
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -28,9 +29,7 @@ def _threads() -> int:
 
 @contextmanager
 def serving(registry: CollectorRegistry | None = None) -> Iterator[Endpoints]:
-    with socket.socket() as spare:
-        spare.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{spare.getsockname()[1]}"
+    address = f"127.0.0.1:{free_port()}"
     endpoints = Endpoints(
         healthz_address=address,
         metrics_address=address,

@@ -16,6 +16,7 @@ from descheduler.kube.connection import connect
 from descheduler.kube.events import EventRecorder
 from descheduler.kube.evict import Evictor
 from tests.apiserver import ApiServer, Fault, objects
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -260,12 +261,8 @@ def test_a_timeout_after_sending_is_of_unknown_outcome_within_the_request_timeou
 def test_a_request_that_could_not_connect_was_never_sent_and_is_a_failure(
     apiserver: ApiServer, recorder: EventRecorder
 ) -> None:
-    import socket
-
     pod = put_pod(apiserver)
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # a port nobody listens on
     assert apiserver.kubeconfig_path is not None
     api = connect(str(apiserver.kubeconfig_path), qps=100, burst=10)
     api.host = f"http://127.0.0.1:{port}"

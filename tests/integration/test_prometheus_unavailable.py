@@ -10,7 +10,8 @@ import pytest
 from descheduler.cluster.types import Node, Pod
 from descheduler.config.providers import PrometheusSettings
 from descheduler.usage.prometheus import PrometheusSource
-from tests.support.prometheus import LocalHttpServer, canned_server, free_port
+from tests.support.ports import free_port
+from tests.support.prometheus import LocalHttpServer, canned_server
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ import pytest
 
 from descheduler.kube.connection import connect
 from tests.apiserver import ApiServer, objects
-from tests.support.prometheus import free_port
+from tests.support.ports import free_port
 from tests.support.service import (
     REPO,
     Descheduler,

@@ -22,7 +22,7 @@ from descheduler.kube.api import KubeApi
 from descheduler.kube.connection import connect, unreachable_reason
 from descheduler.kube.errors import ApiConnectionError, ApiTimeoutError, KubeError
 from tests.apiserver import ApiServer, objects
-from tests.support.prometheus import free_port
+from tests.support.ports import free_port
 from tests.support.service import (
     REPO,
     Ports,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import math
 import shutil
-import socket
 import ssl
 import subprocess
 import threading
@@ -24,6 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from tests.support.ports import free_port
 
 Point = tuple[float, float]
 """(timestamp in epoch seconds, value)."""
@@ -231,13 +232,6 @@ def build_tsdb(series: Sequence[Series], directory: Path) -> Path:
     if result.returncode != 0:
         pytest.fail(f"promtool could not build the TSDB:\n{result.stdout}\n{result.stderr}")
     return data
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass

@@ -33,7 +33,8 @@ from typing import Any, Protocol
 import pytest
 import yaml
 
-from tests.support.prometheus import free_port, require_binary
+from tests.support.ports import free_port
+from tests.support.prometheus import require_binary
 
 REPO = Path(__file__).resolve().parents[2]
 

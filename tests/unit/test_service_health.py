@@ -14,13 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter
 
 from descheduler.service.health import Endpoints
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+from tests.support.ports import free_port
 
 
 def _get(port: int, path: str) -> tuple[int, str, str]:
@@ -56,7 +50,7 @@ def serving(healthz: str, metrics: str, checks: Checks) -> Iterator[Endpoints]:
 
 
 def test_one_address_for_health_and_metrics_serves_every_path_from_one_server() -> None:
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     with serving(address, address, Checks()) as endpoints:
         (port,) = endpoints.ports
         assert [_get(port, p)[0] for p in ("/healthz", "/readyz", "/livez", "/metrics")] == [200] * 4
@@ -65,7 +59,7 @@ def test_one_address_for_health_and_metrics_serves_every_path_from_one_server() 
 
 
 def test_two_addresses_serve_health_and_metrics_apart() -> None:
-    health, metrics = f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"
+    health, metrics = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     with serving(health, metrics, Checks()) as endpoints:
         health_port, metrics_port = endpoints.ports
         assert _get(health_port, "/readyz")[0] == 200
@@ -83,7 +77,7 @@ def test_a_failing_check_answers_503_with_its_reason_and_leaves_the_other_alone(
 ) -> None:
     checks = Checks()
     setattr(checks, failing, (False, "cache not synced"))
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     with serving(address, address, checks) as endpoints:
         (port,) = endpoints.ports
         assert _get(port, path)[0::2] == (503, "cache not synced\n")
@@ -93,13 +87,13 @@ def test_a_failing_check_answers_503_with_its_reason_and_leaves_the_other_alone(
 
 
 def test_query_strings_do_not_hide_a_path() -> None:
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     with serving(address, address, Checks()) as endpoints:
         assert _get(endpoints.ports[0], "/readyz?verbose=1")[0] == 200
 
 
 def test_an_empty_metrics_address_serves_no_metrics() -> None:
-    with serving(f"127.0.0.1:{_free_port()}", "", Checks()) as endpoints:
+    with serving(f"127.0.0.1:{free_port()}", "", Checks()) as endpoints:
         (port,) = endpoints.ports
         assert _get(port, "/metrics")[0] == 404
 
@@ -123,10 +117,7 @@ def test_a_taken_port_is_an_error_naming_the_address() -> None:
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "[::1]"])
 def test_a_loopback_address_of_either_family_is_honoured(host: str) -> None:
-    family = socket.AF_INET6 if host.startswith("[") else socket.AF_INET
-    with socket.socket(family) as spare:
-        spare.bind((host.strip("[]"), 0))
-        address = f"{host}:{spare.getsockname()[1]}"
+    address = f"{host}:{free_port(host.strip('[]'))}"
     with serving(address, address, Checks()) as endpoints:
         (port,) = endpoints.ports
         with socket.create_connection((host.strip("[]"), port), timeout=5) as sock:
