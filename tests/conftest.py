@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -40,6 +40,22 @@ def _xdist_group(item: pytest.Item) -> str | None:
     if any(defs and defs[-1].scope in ("module", "class") for defs in definitions):
         return item.nodeid.split("::")[0]
     return None
+
+
+_WORKER_STARTUP: dict[str, float] = {}
+"""The control plane's start-up figures as the xdist worker that ran it reported them."""
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: only called (and only known) with xdist installed
+def pytest_testnodedown(node: Any, error: object) -> None:
+    _WORKER_STARTUP.update(getattr(node, "workeroutput", {}).get("controlplane_startup", {}))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Under xdist, the line tests/controlplane/conftest.py prints in a run without workers."""
+    if _WORKER_STARTUP:
+        figures = " ".join(f"{k}={v:.1f}" for k, v in sorted(_WORKER_STARTUP.items()))
+        terminalreporter.write_line(f"control plane: {figures}")
 
 
 @pytest.fixture(scope="session")

@@ -85,3 +85,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if STARTUP:
         figures = " ".join(f"{k}={v:.1f}" for k, v in sorted(STARTUP.items()))
         terminalreporter.write_line(f"control plane: {figures}")
+
+
+@pytest.hookimpl(trylast=True)  # after the session's fixtures, the control plane's included, are torn down
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker hands the figures to the controller, which prints them (tests/conftest.py)."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None and STARTUP:
+        output["controlplane_startup"] = dict(STARTUP)
