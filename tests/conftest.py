@@ -6,6 +6,8 @@ module is imported only then, so the unit tests never load it. Under xdist each 
 
 from __future__ import annotations
 
+import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,30 +18,53 @@ if TYPE_CHECKING:
     from tests.support.service import UsageBackend
 
 
-CONTROL_PLANE_DIR = Path(__file__).resolve().parent / "controlplane"
+SHARED_SCOPES = frozenset({"module", "class", "package"})
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``--dist loadgroup``) the tests that share a costly fixture run on one worker:
-    every control-plane test (one control plane per session, which several workers would each start),
-    and each module whose tests share a module- or class-scoped fixture (a service, a browser, a cluster
-    set up once for the module). Every other test goes to whichever worker is free."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        group = _xdist_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: only called (and only known) with xdist installed
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--dist loadgroup``, the tests that share a costly setup run on one worker: every
+    control-plane test (one control plane per session, which several workers would each start) and each
+    module that defines a module- or class-scoped fixture (a service, a browser, a cluster set up once
+    for the module). Every other test goes to whichever worker is free.
+
+    Done here rather than with ``xdist_group`` marks: xdist carries a mark to the scheduler as a suffix
+    of the test's id, which pytest 9.2 no longer lets it change (pytest-xdist issue 1386), so the marks
+    are silently ignored."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    root = config.rootpath
+
+    class SharedSetupScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return shared_setup(root, nodeid.split("::")[0]) or super()._split_scope(nodeid)
+
+    return SharedSetupScheduling(config, log)
 
 
-def _xdist_group(item: pytest.Item) -> str | None:
-    if item.path.is_relative_to(CONTROL_PLANE_DIR):
-        return "controlplane"
-    info = getattr(item, "_fixtureinfo", None)  # pytest's own record of the fixtures the test uses
-    definitions = info.name2fixturedefs.values() if info is not None else ()
-    if any(defs and defs[-1].scope in ("module", "class") for defs in definitions):
-        return item.nodeid.split("::")[0]
+@functools.cache
+def shared_setup(root: Path, path: str) -> str | None:
+    """The group of the tests in ``path`` (relative to ``root``), or None if each may go anywhere."""
+    if path.startswith("tests/controlplane/"):
+        return "tests/controlplane"
+    try:
+        tree = ast.parse((root / path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _names_fixture(node.func):
+            scopes = [k.value for k in node.keywords if k.arg == "scope"]
+            if any(isinstance(s, ast.Constant) and s.value in SHARED_SCOPES for s in scopes):
+                return path
     return None
+
+
+def _names_fixture(func: ast.expr) -> bool:
+    return (isinstance(func, ast.Attribute) and func.attr == "fixture") or (
+        isinstance(func, ast.Name) and func.id == "fixture"
+    )
 
 
 _WORKER_STARTUP: dict[str, float] = {}
