@@ -20,13 +20,19 @@ if TYPE_CHECKING:
 
 SHARED_SCOPES = frozenset({"module", "class", "package"})
 
+SAME_SERIES = {"tests/integration/test_service_controls.py": "tests/integration/test_service_restart.py"}
+"""Modules whose clusters serve the same node names through a worker's one Prometheus (the first builds
+its cluster with the second's ``cluster_for``): kept on one worker, one after the other, as in a run
+without xdist. Interleaved with other tests on a worker, a cycle once read ~22,500 cores for every such
+node (absurd usage, exit 3), which no run without xdist has shown."""
+
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: only called (and only known) with xdist installed
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """With ``--dist loadgroup``, the tests that share a costly setup run on one worker: every
-    control-plane test (one control plane per session, which several workers would each start) and each
+    control-plane test (one control plane per session, which several workers would each start), each
     module that defines a module- or class-scoped fixture (a service, a browser, a cluster set up once
-    for the module). Every other test goes to whichever worker is free.
+    for the module) and the modules of ``SAME_SERIES``. Every other test goes to whichever worker is free.
 
     Done here rather than with ``xdist_group`` marks: xdist carries a mark to the scheduler as a suffix
     of the test's id, which pytest 9.2 no longer lets it change (pytest-xdist issue 1386), so the marks
@@ -49,6 +55,10 @@ def shared_setup(root: Path, path: str) -> str | None:
     """The group of the tests in ``path`` (relative to ``root``), or None if each may go anywhere."""
     if path.startswith("tests/controlplane/"):
         return "tests/controlplane"
+    if path in SAME_SERIES.values():
+        return path
+    if path in SAME_SERIES:
+        return SAME_SERIES[path]
     try:
         tree = ast.parse((root / path).read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):
