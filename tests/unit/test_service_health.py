@@ -127,7 +127,7 @@ def test_a_loopback_address_of_either_family_is_honoured(host: str) -> None:
 
 
 def test_the_cache_digest_is_served_as_json_next_to_the_probes_only_when_given() -> None:
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     digest = {"pods": {"count": 2, "digest": "ab", "resourceVersion": "7"}}
     endpoints = Endpoints(
         healthz_address=address,
@@ -145,5 +145,5 @@ def test_the_cache_digest_is_served_as_json_next_to_the_probes_only_when_given()
         endpoints.stop()
     assert (status, content_type) == (200, "application/json")
     assert json.loads(body) == digest
-    with serving(f"127.0.0.1:{_free_port()}", "", Checks()) as plain:
+    with serving(f"127.0.0.1:{free_port()}", "", Checks()) as plain:
         assert _get(plain.ports[0], "/debug/cache")[0] == 404
