@@ -97,6 +97,30 @@ class PodLife:
     gone: float | None = None
 
 
+def churned(done: Sequence[Mapping[str, Any]]) -> list[tuple[float, str, str]]:
+    """(time, kind, target) of every event applied but drains (``drained`` says whom a drain touched)."""
+    return [(d["at"], d["kind"], d["target"]) for d in done if d["kind"] != "node-drain"]
+
+
+def drained(done: Sequence[Mapping[str, Any]], lives: Sequence[PodLife]) -> list[tuple[float, str, str]]:
+    """A drain once per workload with a pod on the drained node when it began: only those workloads'
+    PDBs does the drain explain."""
+    out = []
+    for d in done:
+        if d["kind"] == "node-drain":
+            at = d["at"]
+            hit = {
+                life.workload
+                for life in lives
+                if life.node == d["target"]
+                and life.running is not None
+                and life.running <= at
+                and (life.gone is None or life.gone >= at)
+            }
+            out += [(at, "node-drain", workload) for workload in sorted(hit)]
+    return out
+
+
 class SoakUsage:
     """Simulated kubelets for the soak's nodes: every pod in a ``soak-*`` namespace that kwok runs uses
     ``POD_CORES`` (``BUSY_CORES`` during a step) times its node group's drift; each node adds its base load
@@ -874,8 +898,8 @@ def analyse(
     pdb_mine = m.pdb_breaches(
         sampler.pdb_low,
         evictions,
-        [(f["t"], f["back"]) for f in record.faults],
-        [(d["at"], d["kind"], d["target"]) for d in record.done],
+        [(f["kind"], f["t"], f["back"]) for f in record.faults],
+        [*churned(record.done), *drained(record.done, lives)],
     )
     window = WINDOW_CYCLES * plan.interval_s
     ours = tool in (OURS, OURS_TAINT)

@@ -305,24 +305,31 @@ DISRUPTING = ("scale", "rollout", "pdb-edit", "namespace-create", "namespace-del
 """Churn that disrupts the pods of its target workload (``namespace/app``) or namespace."""
 
 
+PDB_FAULTS = ("kill-apiserver", "kill-etcd", "restart-kwok")
+"""Faults that leave pods unready or PDB status stale for every workload; a Prometheus restart or the
+leader's death explains no low PDB."""
+
+
 def pdb_breaches(
     low: Sequence[tuple[float, str]],
     evictions: Sequence[Eviction],
-    faults: Sequence[tuple[float, float]],
+    faults: Sequence[tuple[str, float, float]],
     done: Sequence[tuple[float, str, str]],
 ) -> list[tuple[float, str]]:
     """Samples of a PDB (``namespace/name``, named after its workload) below its desired healthy count that
     the descheduler is to blame for: within 30 s after it evicted a pod of that workload, and not explained
-    by a fault (from its start to 60 s after the component is back), a drain (120 s), or churn of that
-    workload or namespace (60 s). ``done``: (time, kind, target) of every event applied."""
+    by a fault of ``PDB_FAULTS`` (from its start to 60 s after the component is back), a drain of a node
+    that ran a pod of that workload (120 s), or churn of that workload or namespace (60 s). ``faults``:
+    (kind, start, back); ``done``: (time, kind, target) of every event applied, a drain once per workload
+    that had a pod on the node (target: the workload)."""
     out = []
     for t, name in low:
         if not any(e.workload == name and t - 30 <= e.t <= t for e in evictions):
             continue
-        if any(a - 5 <= t <= b + 60 for a, b in faults):
+        if any(kind in PDB_FAULTS and a - 5 <= t <= b + 60 for kind, a, b in faults):
             continue
         if any(
-            (kind == "node-drain" and at <= t <= at + 120)
+            (kind == "node-drain" and at <= t <= at + 120 and name == target)
             or (
                 kind in DISRUPTING
                 and at <= t <= at + 60

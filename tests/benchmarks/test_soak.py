@@ -201,17 +201,35 @@ def test_our_cycles_are_read_with_whether_they_had_usage(errors: int, healthy: b
     ("faults", "done", "blamed"),
     [
         ([], [], True),  # after our eviction of its workload, nothing else going on
-        ([(95.0, 105.0)], [], False),  # etcd was down
-        ([], [(90.0, "node-drain", "n3")], False),  # a drain evicts too
+        ([("kill-etcd", 95.0, 105.0)], [], False),  # etcd was down
+        ([("restart-prometheus", 95.0, 105.0)], [], True),  # no pod or PDB status depends on it
+        ([("kill-leader", 95.0, 105.0)], [], True),
+        ([], [(90.0, "node-drain", "ns/app")], False),  # a drain evicted a pod of it too
+        ([], [(90.0, "node-drain", "ns/other")], True),  # a drain of a node without its pods
         ([], [(90.0, "rollout", "ns/app")], False),  # its own workload rolled
         ([], [(90.0, "rollout", "ns/other")], True),  # another workload's rollout explains nothing
         ([], [(90.0, "namespace-delete", "ns")], False),
     ],
 )
 def test_a_low_pdb_is_blamed_on_the_descheduler_only_when_nothing_else_explains_it(
-    faults: list[tuple[float, float]], done: list[tuple[float, str, str]], blamed: bool
+    faults: list[tuple[str, float, float]], done: list[tuple[float, str, str]], blamed: bool
 ) -> None:
     evictions = [m.Eviction(95.0, "ns/app-x", "n1", "ns/app")]
     low = [(100.0, "ns/app")]
     assert (m.pdb_breaches(low, evictions, faults, done) == low) is blamed
     assert m.pdb_breaches([(100.0, "ns/unrelated")], evictions, [], []) == []
+
+
+def test_a_drain_explains_the_pdbs_of_the_workloads_running_on_that_node_only() -> None:
+    lives = [
+        soak.PodLife("u1", "a-1", "ns/a", created=0.0, node="n1", running=1.0),
+        soak.PodLife("u2", "b-1", "ns/b", created=0.0, node="n2", running=1.0),
+        soak.PodLife("u3", "c-1", "ns/c", created=0.0, node="n1", running=1.0, gone=50.0),
+        soak.PodLife("u4", "d-1", "ns/d", created=0.0, node="n1", running=None),
+    ]
+    done = [
+        {"at": 90.0, "kind": "node-drain", "target": "n1"},
+        {"at": 95.0, "kind": "scale", "target": "ns/b"},
+    ]
+    assert soak.drained(done, lives) == [(90.0, "node-drain", "ns/a")]
+    assert soak.churned(done) == [(95.0, "scale", "ns/b")]
