@@ -14,6 +14,7 @@ from descheduler.cluster.build import build_snapshot
 from descheduler.cluster.dra import parse_device_class, parse_resource_claim, parse_resource_slice
 from descheduler.cluster.parse import ObjectError, parse_pod
 from descheduler.cluster.types import AllocatedDevice, DeviceRequest, PodClaimRef
+from tests.unit.mutation import parent_of
 from tests.unit.test_fuzz_cluster import HOSTILE, paths
 
 Obj = dict[str, Any]
@@ -342,9 +343,7 @@ def hostile_dra_objects(draw: st.DrawFn) -> tuple[str, Obj]:
     for _ in range(draw(st.integers(1, 4))):
         places = paths(obj)
         path = draw(st.sampled_from(places))
-        parent: Any = obj
-        for part in path[:-1]:
-            parent = parent[part]
+        parent = parent_of(obj, path)
         if isinstance(parent[path[-1]], dict) and draw(st.booleans()):
             key = draw(st.sampled_from(["name", "value", "int", "string", "version", "count", "x"]))
             parent[path[-1]][key] = draw(HOSTILE)

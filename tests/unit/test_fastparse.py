@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from descheduler.cluster.fastparse import FAST_KINDS, exact_item
 from descheduler.cluster.parse import ObjectError, parse_node, parse_pod, parse_workload
 from descheduler.kube.cache import RESOURCES, Backoff, Interner, _Reflector
+from tests.unit.mutation import parent_of, paths
 
 Obj = dict[str, Any]
 PARSERS: dict[str, Callable[[Obj], Any]] = {
@@ -769,18 +770,6 @@ JSON = st.recursive(
 )
 
 
-def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every place in the object a value sits (dict keys and list positions)."""
-    out: list[tuple[Any, ...]] = [prefix] if prefix else []
-    if isinstance(value, dict):
-        for key, item in value.items():
-            out.extend(paths(item, (*prefix, key)))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            out.extend(paths(item, (*prefix, i)))
-    return out
-
-
 BASES = [(kind, build) for _, kind, build, _ in REALISTIC]
 
 
@@ -793,9 +782,7 @@ def edited_objects(draw: st.DrawFn) -> tuple[str, Obj]:
         if not places:
             break
         path = draw(st.sampled_from(places))
-        parent: Any = obj
-        for part in path[:-1]:
-            parent = parent[part]
+        parent = parent_of(obj, path)
         action = draw(st.sampled_from(["replace", "replace", "delete", "add"]))
         if action == "delete":
             del parent[path[-1]]

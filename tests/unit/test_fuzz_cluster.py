@@ -39,6 +39,8 @@ from descheduler.cluster.parse import (
 )
 from descheduler.kube.cache import Interner
 from descheduler.simulate.inputs import InputError, load_cluster, load_usage
+from tests.unit import mutation
+from tests.unit.mutation import parent_of
 from tests.unit.test_fastparse import REALISTIC, reflector, stored
 
 PARSERS = {
@@ -104,18 +106,9 @@ HOSTILE = st.one_of(
 )
 
 
-def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+def paths(value: Any) -> list[tuple[Any, ...]]:
     """Every place a value sits, down to a depth of 8 (not into a hostile value nested hundreds deep)."""
-    out: list[tuple[Any, ...]] = [prefix] if prefix else []
-    if len(prefix) >= 8:
-        return out
-    if isinstance(value, dict):
-        for key, item in value.items():
-            out.extend(paths(item, (*prefix, key)))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            out.extend(paths(item, (*prefix, i)))
-    return out
+    return mutation.paths(value, max_depth=8)
 
 
 @st.composite
@@ -132,9 +125,7 @@ def hostile_objects(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
         if not places:
             break
         path = draw(st.sampled_from(places))
-        parent: Any = obj
-        for part in path[:-1]:
-            parent = parent[part]
+        parent = parent_of(obj, path)
         if isinstance(parent[path[-1]], dict) and draw(st.booleans()):
             parent[path[-1]][draw(st.sampled_from(["cpu", "memory", "x", "name", "key"]))] = draw(HOSTILE)
         else:

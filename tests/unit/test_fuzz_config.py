@@ -26,6 +26,7 @@ from descheduler.planner import loop_warnings
 from descheduler.planner.settings import compile_settings
 from descheduler.strictyaml import YamlInputError, load_all
 from descheduler.units import parse_duration, parse_int_or_percent, parse_quantity, resource_amount
+from tests.unit.mutation import parent_of, paths
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = [
@@ -62,22 +63,8 @@ def _configuration(seed: str) -> dict[str, Any]:
     return doc
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every path to a value in the document (mapping keys and list indexes)."""
-    found = [prefix] if prefix else []
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found += _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            found += _paths(value, (*prefix, i))
-    return found
-
-
 def _set(doc: Any, path: tuple[Any, ...], value: Any) -> None:
-    for step in path[:-1]:
-        doc = doc[step]
-    doc[path[-1]] = value
+    parent_of(doc, path)[path[-1]] = value
 
 
 DURATION_TEXT = st.one_of(
@@ -144,10 +131,10 @@ def test_mutated_configurations_raise_only_config_errors(
 ) -> None:
     doc = _configuration(seed)
     for _ in range(mutations):
-        paths = _paths(doc)
-        if not paths:
+        places = paths(doc)
+        if not places:
             break
-        _set(doc, data.draw(st.sampled_from(paths)), data.draw(VALUES))
+        _set(doc, data.draw(st.sampled_from(places)), data.draw(VALUES))
     _load_and_exercise(yaml.safe_dump(doc))
 
 
