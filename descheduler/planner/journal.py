@@ -78,6 +78,9 @@ class Entry:
     bounced: float = 0.0
     """The ping-pong guard's evidence (``Migration``): the replacement, its node, and when that node was
     seen over its high threshold. A journal written before these existed simply has none."""
+    sent: float = 0.0
+    """When the request was sent (``Migration``; 0: unknown). Stored as ``sentBefore``, seconds before
+    ``at``."""
     action: str = EVICT
     """``restart`` for a surge-first restart: a successor keeps counting its old pod as leaving."""
 
@@ -215,6 +218,7 @@ def project(
                 landed=m.landed,
                 bounced=m.bounced,
                 action=RESTART if gone is not None and gone.restart else EVICT,
+                sent=m.sent or (open_.sent if open_ is not None else 0.0),
             )
         )
     return tuple(sorted(out, key=lambda e: (e.at, e.pod)))
@@ -267,6 +271,7 @@ def rebuild(entries: Iterable[Entry], detectors: Detectors | None = None) -> Reb
             replacement=e.replacement,
             landed=e.landed,
             bounced=e.bounced,
+            sent=e.sent,
         )
         for e in merged
     )
@@ -316,6 +321,8 @@ def encode(entries: Sequence[Entry], *, writer: str, detectors: Detectors | None
             record["usage"] = dict(e.usage)
         if e.landed:
             record["replacement"] = {"pod": e.replacement, "node": e.landed}
+        if e.sent and round(e.at - e.sent, 3) > 0:
+            record["sentBefore"] = round(e.at - e.sent, 3)
         if e.bounced:
             record["bounced"] = round(e.bounced, 3)
         if e.action != EVICT:
@@ -408,6 +415,8 @@ def _decode_record(item: Any, where: str, bad: Callable[[str, str], JournalUnrea
     moved = f"{where}.replacement"
     if not isinstance(landing, dict):
         raise bad(moved, f"must be an object, got {landing!r}")
+    recorded = seconds("at", None, negative=False)
+    before = seconds("sentBefore", negative=False)
     return Entry(
         pod=pod,
         uid=text_field("uid", item.get("uid"), required=False),
@@ -415,7 +424,7 @@ def _decode_record(item: Any, where: str, bad: Callable[[str, str], JournalUnrea
         workload=text_field("identity", workload.get("identity", ""), required=False, at=owner),
         workload_kind=text_field("kind", workload.get("kind", ""), required=False, at=owner),
         workload_name=text_field("name", workload.get("name", ""), required=False, at=owner),
-        at=seconds("at", None, negative=False),
+        at=recorded,
         status=str(status),
         reason=text_field("reason", item.get("reason", ""), required=False),
         destination=text_field("destination", item.get("destination", ""), required=False),
@@ -425,6 +434,7 @@ def _decode_record(item: Any, where: str, bad: Callable[[str, str], JournalUnrea
         landed=text_field("node", landing.get("node", ""), required=False, at=moved),
         bounced=seconds("bounced"),
         action=str(action),
+        sent=recorded - before if before else 0.0,
     )
 
 

@@ -6,9 +6,11 @@ earlier replacements have filled; the next cycle evicts it again, for ever. Thre
 ``plan`` on every cycle with the recorded migrations as the evidence:
 
 1. **Match** (``match_replacements``): a migration's replacement is a pod of the same workload created
-   after the eviction (``creationTimestamp`` has whole seconds: from one second before it), bound to a
-   node, not the evicted pod and not already another migration's replacement; the earliest such pod goes
-   to the earliest migration. The match and its node are recorded on the migration.
+   after the eviction request was sent (``creationTimestamp`` has whole seconds: from one second before
+   it; an eviction of unknown outcome settles later, but its replacement is still matched from the send
+   time), bound to a node, not the evicted pod and not already another migration's replacement; the
+   earliest such pod goes to the earliest migration. The match and its node are recorded on the
+   migration.
 2. **Bounce** (``mark_bounces``): a migration whose replacement's node is over its high threshold (on
    the usage estimate's upper bound, which counts a replacement that has not started at its workload's
    latest usage) is marked bounced, at that cycle's time: it is, or became, hot with the replacement.
@@ -114,8 +116,9 @@ def iso(seconds: float) -> str:
 
 
 def replacements_since(m: Migration) -> float:
-    """The earliest ``creationTimestamp`` a replacement of ``m`` may carry."""
-    return math.floor(m.started) - CREATION_SLACK
+    """The earliest ``creationTimestamp`` a replacement of ``m`` may carry: from the send time, not the
+    (later) worst-case ``started`` the windows count from."""
+    return math.floor(min(m.sent, m.started) if m.sent else m.started) - CREATION_SLACK
 
 
 def match_replacements(

@@ -30,9 +30,11 @@ from descheduler.planner.state import Departure, Migration, PlannerState, reset_
 
 class Marks(TypedDict, total=False):
     """What a caller knows of its evictions beyond the plan, passed on to ``add_migrations``: when the
-    server may last have applied each (``applied``, by pod key) and which are of unknown outcome."""
+    server may last have applied each (``applied``, by pod key), when each request was sent (``sent``:
+    replacements are matched from there) and which are of unknown outcome."""
 
     applied: Mapping[str, float] | None
+    sent: Mapping[str, float] | None
     unresolved: Collection[str]
 
 
@@ -70,17 +72,20 @@ def add_migrations(
     now: float,
     *,
     applied: Mapping[str, float] | None = None,
+    sent: Mapping[str, float] | None = None,
     unresolved: Collection[str] = (),
 ) -> PlannerState:
     """Record ``evictions`` as migrations (limits count them); counts untouched.
 
     Each starts when the server may last have applied it: ``applied`` by pod key (when its answer
-    came), else ``now``; those in ``unresolved`` (pod keys, outcome unknown) stay in every window until
+    came), else ``now``, and keeps when it was sent (``sent`` by pod key, if known); those in
+    ``unresolved`` (pod keys, outcome unknown) stay in every window until
     ``settle_migrations``. The runner also uses it to re-plan within a cycle after a refusal: what it
     already evicted must count against every limit, while the anomaly counts stay those of the cycle's
     first plan.
     """
     at = applied or {}
+    left = sent or {}
     added = tuple(
         Migration(
             pod=e.pod.key,
@@ -92,6 +97,7 @@ def add_migrations(
             workload_kind=e.workload_kind,
             workload_name=e.workload_name,
             unresolved=e.pod.key in unresolved,
+            sent=left.get(e.pod.key, 0.0),
         )
         for e in evictions
     )

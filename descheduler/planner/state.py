@@ -60,6 +60,9 @@ class Migration:
     replacement), once it is bound to a node (``pingpong.match_replacements``)."""
     landed: str = ""
     """The node the replacement was bound to."""
+    sent: float = 0.0
+    """When the request was sent (0: unknown, ``started`` stands in). Replacements are matched from
+    here: ``started`` may be much later (an answer that came late, an outcome settled later)."""
     bounced: float = 0.0
     """When ``landed`` was first seen over its high threshold (0: not so far): the ping-pong guard's
     evidence, kept in the journal so a restart does not forget a back-off."""
@@ -158,14 +161,27 @@ def forget(state: PlannerState, pods: Collection[tuple[str, str]]) -> PlannerSta
     return replace(state, migrations=kept, departures=departures)
 
 
-def settle_migrations(state: PlannerState, applied: Mapping[tuple[str, str], float]) -> PlannerState:
+def settle_migrations(
+    state: PlannerState,
+    applied: Mapping[tuple[str, str], float],
+    sent: Mapping[tuple[str, str], float] | None = None,
+) -> PlannerState:
     """Evictions of unknown outcome that turned out applied: ``(pod key, uid)`` -> the latest moment the
     server may have applied them (when the cache showed it, or the request's deadline if that came
-    first). Their windows run from there, not from when the request was sent."""
+    first). Their windows run from there, not from when the request was sent; their replacements are
+    still matched from the send time (``sent``, by the same keys, where the migration has none)."""
     if not applied:
         return state
+    when = sent or {}
     migrations = tuple(
-        replace(m, started=applied[(m.pod, m.uid)], unresolved=False) if (m.pod, m.uid) in applied else m
+        replace(
+            m,
+            started=applied[(m.pod, m.uid)],
+            unresolved=False,
+            sent=m.sent or when.get((m.pod, m.uid), 0.0),
+        )
+        if (m.pod, m.uid) in applied
+        else m
         for m in state.migrations
     )
     return replace(state, migrations=migrations)

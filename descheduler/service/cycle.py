@@ -259,7 +259,12 @@ class CycleRunner:
         self._last_verify_requests = check.requests if check is not None else 0
         self.verified_requests += self._last_verify_requests
         state = commit(
-            done.decided.state, done.done, decided.now, applied=done.applied, unresolved=done.unresolved
+            done.decided.state,
+            done.done,
+            decided.now,
+            applied=done.applied,
+            sent=done.sent,
+            unresolved=done.unresolved,
         )
         unconfirmed = {**self.unconfirmed, **{u.pod.key: u for u in done.unconfirmed}}
         held = Held(state, unconfirmed)

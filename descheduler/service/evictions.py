@@ -58,6 +58,8 @@ class Pass:
     """Evicted or of unknown outcome, in call order, whichever plan proposed them."""
     applied: dict[str, float] = field(default_factory=dict)
     """Pod key -> when the server's answer came: the latest moment it may have applied the eviction."""
+    sent: dict[str, float] = field(default_factory=dict)
+    """Pod key -> when its request was sent: its replacement is matched from there."""
     unresolved: set[str] = field(default_factory=set)
     unconfirmed: list[Unconfirmed] = field(default_factory=list)
     restarting: list[Restarting] = field(default_factory=list)
@@ -189,6 +191,8 @@ class EvictionPass:
             result.applied[planned.pod.key] = answered
         if self.ahead is not None:
             sent = self.ahead.settle(planned, outcome.result) or sent
+        if outcome.result in EVICTED_RESULTS:
+            result.sent[planned.pod.key] = sent
         if outcome.result == "restarted":
             result.restarting.append(Restarting(planned, sent))
         if outcome.result == "unknown":

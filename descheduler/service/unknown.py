@@ -101,8 +101,9 @@ def settle_state(
 ) -> tuple[PlannerState, dict[str, Unconfirmed], list[Resolution]]:
     """``resolve`` applied to the planner state: a confirmed failure stops counting (``forget``); a
     confirmed eviction counts in every window from the latest moment it may have been applied (now, or
-    the server's own request timeout after sending if that came first). Returns the new state, what
-    stays unknown by pod key, and the resolutions."""
+    the server's own request timeout after sending if that came first), while its replacement is matched
+    from the send time (the ping-pong guard: a replacement is created soon after the request, before
+    that worst case). Returns the new state, what stays unknown by pod key, and the resolutions."""
     if not pending:
         return state, dict(pending), []
     by_key = {pod.key: pod for pod in pods}
@@ -115,4 +116,6 @@ def settle_state(
         for r in settled
         if r.result == "evicted"
     }
-    return settle_migrations(forget(state, failed), applied), {u.pod.key: u for u in still}, settled
+    sent = {(r.eviction.pod.key, r.eviction.pod.uid): r.eviction.sent for r in settled}
+    settled_state = settle_migrations(forget(state, failed), applied, sent)
+    return settled_state, {u.pod.key: u for u in still}, settled

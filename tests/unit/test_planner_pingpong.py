@@ -266,10 +266,12 @@ def test_a_journal_without_the_guard_fields_loads() -> None:
 
 
 def test_journal_keeps_the_guard_fields() -> None:
-    m = replace(bounce(NOW), pod="default/web-1")
+    m = replace(bounce(NOW), pod="default/web-1", sent=NOW - 5.25)
     (entry,) = records.project([m], {})
     (back,) = records.decode(records.encode([entry], writer="a"), "test")
     assert (back.replacement, back.landed, back.bounced) == (m.replacement, "hot", NOW)
+    (rebuilt,) = records.rebuild([back]).state.migrations
+    assert rebuilt.sent == NOW - 5.25
     with pytest.raises(records.JournalUnreadable, match="bounced"):
         records.decode(records.encode([entry], writer="a").replace(f"{NOW:.1f}", '"soon"'), "test")
 

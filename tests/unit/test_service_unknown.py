@@ -194,3 +194,59 @@ def test_a_late_resolution_counts_from_the_servers_own_deadline_at_the_latest() 
     migration = next(m for m in run.runner.state.migrations if m.pod == key)
     assert not migration.unresolved
     assert migration.started == NOW + 1.0 + SETTLE
+
+
+# --- the ping-pong guard matches a replacement from the send time, whenever the outcome became known -----
+
+GUARD_CONFIG = {"pingPongGuard": {"baseCooldown": "10m", "maxCooldown": "1h"}}
+
+# (case, the answer, seconds the answer takes, seconds later the cache shows the pod gone,
+#  when the windows count the eviction from: seconds after sending)
+LATE_OUTCOME_CASES = [
+    ("an eviction answered 10 s late", "evicted", 10.0, 30.0, 10.0),
+    ("an unknown outcome, the pod seen gone 90 s later", "unknown", 0.0, 90.0, SETTLE),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "answer", "delay", "seen_gone", "counted_from"),
+    LATE_OUTCOME_CASES,
+    ids=[c[0] for c in LATE_OUTCOME_CASES],
+)
+def test_a_replacement_created_right_after_the_request_is_matched_however_late_the_outcome_is_known(
+    case: str, answer: str, delay: float, seen_gone: float, counted_from: float
+) -> None:
+    """The replacement is created 2 s after the request was sent: the guard must see it as the
+    replacement although the windows count the eviction from later (the worst case)."""
+    world = hot_world()
+    cluster = Cluster(world.snapshot())
+    clock = [NOW]
+    evictor = FakeEvictor(results=[answer], on_call=lambda: clock.__setitem__(0, clock[0] + delay))
+    config = settings(
+        low={"cpu": 20},
+        high={"cpu": 50},
+        args=GUARD_CONFIG,
+        migration={"objectLimiters": {"workload": {"duration": "5m", "maxMigrating": 1}}},
+        top={"maxNoOfPodsToEvictPerNode": 1},
+    )
+    runner = cycle_runner(
+        config,
+        cluster,
+        Usage(world),
+        evictor,
+        wall_clock=lambda: clock[0],
+        cache_ages=lambda: {"pods": 0.0, "nodes": 0.0},
+        unknown_settle_seconds=SETTLE,
+    )
+    run = Rig(cluster, evictor, runner, clock)
+    sent = NOW + 1
+    key = run.cycle().evictions[0].pod
+    world.remove_pod(key.split("/")[1])
+    world.pod("web-new", on="cool", owner="web", created=sent + 2)
+    cluster.value = world.snapshot()
+    run.clock[0] = sent + seen_gone - 1
+    run.cycle()
+    (migration,) = [m for m in run.runner.state.migrations if m.pod == key]
+    assert not migration.unresolved
+    assert migration.started == sent + counted_from, "windows and limits keep the worst case"
+    assert (migration.replacement, migration.landed) == ("default/web-new", "cool")
