@@ -78,9 +78,10 @@ class Entry:
     bounced: float = 0.0
     """The ping-pong guard's evidence (``Migration``): the replacement, its node, and when that node was
     seen over its high threshold. A journal written before these existed simply has none."""
+    landed_at: float = 0.0
     sent: float = 0.0
-    """When the request was sent (``Migration``; 0: unknown). Stored as ``sentBefore``, seconds before
-    ``at``."""
+    """When the replacement was first seen bound, and when the request was sent (``Migration``; 0:
+    unknown). Stored as ``replacement.at`` and as ``sentBefore``, seconds before ``at``."""
     action: str = EVICT
     """``restart`` for a surge-first restart: a successor keeps counting its old pod as leaving."""
 
@@ -218,6 +219,7 @@ def project(
                 landed=m.landed,
                 bounced=m.bounced,
                 action=RESTART if gone is not None and gone.restart else EVICT,
+                landed_at=m.landed_at,
                 sent=m.sent or (open_.sent if open_ is not None else 0.0),
             )
         )
@@ -271,6 +273,7 @@ def rebuild(entries: Iterable[Entry], detectors: Detectors | None = None) -> Reb
             replacement=e.replacement,
             landed=e.landed,
             bounced=e.bounced,
+            landed_at=e.landed_at,
             sent=e.sent,
         )
         for e in merged
@@ -321,6 +324,8 @@ def encode(entries: Sequence[Entry], *, writer: str, detectors: Detectors | None
             record["usage"] = dict(e.usage)
         if e.landed:
             record["replacement"] = {"pod": e.replacement, "node": e.landed}
+            if e.landed_at:
+                record["replacement"]["at"] = round(e.landed_at, 3)
         if e.sent and round(e.at - e.sent, 3) > 0:
             record["sentBefore"] = round(e.at - e.sent, 3)
         if e.bounced:
@@ -381,15 +386,17 @@ def _decode_record(item: Any, where: str, bad: Callable[[str, str], JournalUnrea
             raise bad(f"{at}.{name}", f"must be a non-empty string, got {value!r}")
         return value
 
-    def seconds(name: str, default: float | None = 0.0, *, negative: bool = True) -> float:
-        value = item.get(name, default)
+    def seconds(
+        name: str, default: float | None = 0.0, *, negative: bool = True, of: Any = item, at: str = where
+    ) -> float:
+        value = of.get(name, default)
         if (
             isinstance(value, bool)
             or not isinstance(value, int | float)
             or not math.isfinite(value)
             or (value < 0 and not negative)
         ):
-            raise bad(f"{where}.{name}", f"must be seconds since the epoch, got {value!r}")
+            raise bad(f"{at}.{name}", f"must be seconds since the epoch, got {value!r}")
         return float(value)
 
     pod = text_field("pod", item.get("pod"))
@@ -434,6 +441,7 @@ def _decode_record(item: Any, where: str, bad: Callable[[str, str], JournalUnrea
         landed=text_field("node", landing.get("node", ""), required=False, at=moved),
         bounced=seconds("bounced"),
         action=str(action),
+        landed_at=seconds("at", negative=False, of=landing, at=moved),
         sent=recorded - before if before else 0.0,
     )
 

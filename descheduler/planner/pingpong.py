@@ -9,11 +9,15 @@ earlier replacements have filled; the next cycle evicts it again, for ever. Thre
    after the eviction request was sent (``creationTimestamp`` has whole seconds: from one second before
    it; an eviction of unknown outcome settles later, but its replacement is still matched from the send
    time), bound to a node, not the evicted pod and not already another migration's replacement; the
-   earliest such pod goes to the earliest migration. The match and its node are recorded on the
-   migration.
+   earliest such pod goes to the earliest migration. The match, its node and the cycle it was first seen
+   bound (``landed_at``) are recorded on the migration.
 2. **Bounce** (``mark_bounces``): a migration whose replacement's node is over its high threshold (on
    the usage estimate's upper bound, which counts a replacement that has not started at its workload's
    latest usage) is marked bounced, at that cycle's time: it is, or became, hot with the replacement.
+   Only shortly after the landing (``PingPong.within``: the usage window plus ``BOUNCE_INTERVALS``
+   descheduling intervals, long enough for the replacement's load to show in its node's sample) and
+   only while the replacement still runs there: a node hot hours later, or after the replacement left,
+   is hot for other reasons.
 3. **Back off** (``backoffs``): per workload, its bounces in time order. The second bounce starts a
    back-off of ``base`` seconds; after a back-off, one more bounce starts the next, twice as long, at
    most ``cap``. Bounces seen during a back-off come from evictions made before it and count for nothing
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -39,6 +43,9 @@ from descheduler.planner.state import Migration
 
 BOUNCES_TO_BACK_OFF = 2
 """Bounces before the first back-off: one replacement on a hot node may be bad luck, two are a pattern."""
+BOUNCE_INTERVALS = 3
+"""Descheduling intervals, after the usage window, during which a landed replacement's node being over
+counts as a bounce (``settings.ping_pong_settings``)."""
 CREATION_SLACK = 1.0
 """``creationTimestamp`` is truncated to seconds: a replacement created just after the eviction may read
 up to a second earlier."""
@@ -122,9 +129,10 @@ def replacements_since(m: Migration) -> float:
 
 
 def match_replacements(
-    migrations: Sequence[Migration], pods_by_workload: Mapping[str, Sequence[Pod]]
+    migrations: Sequence[Migration], pods_by_workload: Mapping[str, Sequence[Pod]], now: float
 ) -> tuple[Migration, ...]:
-    """``migrations`` with the replacements found this cycle recorded (``replacement``, ``landed``).
+    """``migrations`` with the replacements found this cycle recorded (``replacement``, ``landed``, and
+    ``landed_at``: ``now``, the cycle that first saw it bound).
 
     ``pods_by_workload``: the snapshot's pods by workload identity (only the workloads of migrations
     without a replacement are needed). Terminating, terminal and unbound pods are never replacements.
@@ -155,15 +163,30 @@ def match_replacements(
         )
         if found is not None:
             taken.add(found.key)
-            out[i] = replace(m, replacement=found.key, landed=found.node_name)
+            out[i] = replace(m, replacement=found.key, landed=found.node_name, landed_at=now)
     return tuple(out)
 
 
-def mark_bounces(migrations: Sequence[Migration], hot: Iterable[str], now: float) -> tuple[Migration, ...]:
-    """Mark, at ``now``, the migrations whose replacement landed on one of the ``hot`` nodes."""
+def mark_bounces(
+    migrations: Sequence[Migration],
+    hot: Iterable[str],
+    now: float,
+    *,
+    within: float,
+    runs: Callable[[str, str], bool],
+) -> tuple[Migration, ...]:
+    """Mark, at ``now``, the migrations whose replacement landed on one of the ``hot`` nodes at most
+    ``within`` seconds ago and still runs there (``runs(pod key, node)``)."""
     nodes = set(hot)
     return tuple(
-        replace(m, bounced=now) if m.landed and not m.bounced and m.landed in nodes else m for m in migrations
+        replace(m, bounced=now)
+        if m.landed
+        and not m.bounced
+        and m.landed in nodes
+        and now - (m.landed_at or m.started) <= within
+        and runs(m.replacement, m.landed)
+        else m
+        for m in migrations
     )
 
 

@@ -356,7 +356,9 @@ class _Cycle:
             for view in views
             if view.over or any(view.measured.get(r, 0) > high for r, high in view.levels.high.items())
         }
-        marked = mark_bounces(match_replacements(recorded, pods), hot, self.now)
+        marked = mark_bounces(
+            match_replacements(recorded, pods, self.now), hot, self.now, within=guard.within, runs=self._runs
+        )
         chains = backoffs(marked, self.now, guard.base, guard.cap)
         self.cooling = {w: b for w, b in chains.items() if b.active(self.now)}
         return tuple(
@@ -366,6 +368,10 @@ class _Cycle:
             or m.in_window(window, self.now)
             or (m.bounced and m.workload in chains)
         )
+
+    def _runs(self, key: str, node: str) -> bool:
+        """Whether pod ``key`` is on ``node`` and not leaving: a bounce needs its replacement still there."""
+        return any(p.key == key and not p.terminating for p in self.index.pods_on(node))
 
     def _moving(self) -> dict[str, int]:
         """Per resource, the most one pod in motion uses (``Plan.moving``): this cycle's evictions, and the

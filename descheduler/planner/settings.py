@@ -24,6 +24,7 @@ from descheduler.config.models import LOW_NODE_LOAD, LabelSelectorConfig, Migrat
 from descheduler.config.providers import credential_warnings, usage_window
 from descheduler.config.selectors import parse_selector_text
 from descheduler.planner.controls import Budget, compile_budget
+from descheduler.planner.pingpong import BOUNCE_INTERVALS
 from descheduler.units import format_duration
 
 BASE_RESOURCES = ("cpu", "memory")
@@ -73,6 +74,9 @@ class PingPong:
 
     base: float
     cap: float
+    within: float
+    """How long after a replacement landed its node being over counts as a bounce: the usage window
+    plus ``BOUNCE_INTERVALS`` deschedulingIntervals (its load shows in the sample, then confirms)."""
 
 
 def ping_pong_settings(config: EffectiveConfig) -> PingPong | None:
@@ -87,7 +91,9 @@ def ping_pong_settings(config: EffectiveConfig) -> PingPong | None:
         limiter = config.migration.object_limiters.get("workload")
         window = limiter.duration if limiter is not None else 0.0
         base = min(guard.max_cooldown, max(window, 10 * config.config.descheduling_interval))
-    return PingPong(base=float(base), cap=float(guard.max_cooldown))
+    cfg = config.config
+    within = usage_window(cfg.metrics_providers) + BOUNCE_INTERVALS * cfg.descheduling_interval
+    return PingPong(base=float(base), cap=float(guard.max_cooldown), within=float(within))
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,6 +60,9 @@ class Migration:
     replacement), once it is bound to a node (``pingpong.match_replacements``)."""
     landed: str = ""
     """The node the replacement was bound to."""
+    landed_at: float = 0.0
+    """When the replacement was first seen bound there (0: unknown, from a journal written before it
+    was kept; ``started`` stands in): a bounce counts only shortly after (``pingpong.mark_bounces``)."""
     sent: float = 0.0
     """When the request was sent (0: unknown, ``started`` stands in). Replacements are matched from
     here: ``started`` may be much later (an answer that came late, an outcome settled later)."""

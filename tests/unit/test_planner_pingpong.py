@@ -11,6 +11,7 @@ from descheduler.config.load import ConfigError, EffectiveConfig
 from descheduler.planner import Migration, Plan, PlannerState, commit
 from descheduler.planner import journal as records
 from descheduler.planner.pingpong import backoffs, mark_bounces, match_replacements
+from descheduler.planner.settings import ping_pong_settings
 from tests.unit.builders import NOW, World, cpu, settings, skip_codes
 
 BASE = 600.0
@@ -146,17 +147,21 @@ def test_match_replacements(case: str, pods: list[Pod], expected: dict[str, str]
     migrations = [migration("old", NOW + 0.5)]
     if len(expected) > 1:
         migrations.append(migration("old-2", NOW + 30))
-    matched = match_replacements(migrations, {"w": pods})
+    matched = match_replacements(migrations, {"w": pods}, NOW + 60)
     assert {m.pod: m.landed for m in matched} == expected
 
 
 def test_a_matched_replacement_is_kept_and_bounces_once() -> None:
-    first = match_replacements([migration("old", NOW)], {"w": [pod("new", "hot", NOW + 1)]})
-    again = match_replacements(first, {"w": [pod("new", "hot", NOW + 1), pod("newer", "cool", NOW + 2)]})
-    assert again[0].replacement == "default/new"
-    marked = mark_bounces(again, {"hot"}, NOW + 60)
+    first = match_replacements([migration("old", NOW)], {"w": [pod("new", "hot", NOW + 1)]}, NOW + 30)
+    again = match_replacements(
+        first, {"w": [pod("new", "hot", NOW + 1), pod("newer", "cool", NOW + 2)]}, NOW + 60
+    )
+    assert (again[0].replacement, again[0].landed_at) == ("default/new", NOW + 30)
+    marked = mark_bounces(again, {"hot"}, NOW + 60, within=600, runs=lambda key, node: True)
     assert marked[0].bounced == NOW + 60
-    assert mark_bounces(marked, {"hot"}, NOW + 120)[0].bounced == NOW + 60
+    assert mark_bounces(marked, {"hot"}, NOW + 120, within=600, runs=lambda key, node: True)[0].bounced == (
+        NOW + 60
+    )
 
 
 # --- through plan: the replacements of the pods moved off "hot" land back ------------------------------
@@ -266,12 +271,12 @@ def test_a_journal_without_the_guard_fields_loads() -> None:
 
 
 def test_journal_keeps_the_guard_fields() -> None:
-    m = replace(bounce(NOW), pod="default/web-1", sent=NOW - 5.25)
+    m = replace(bounce(NOW), pod="default/web-1", landed_at=NOW - 2, sent=NOW - 5.25)
     (entry,) = records.project([m], {})
     (back,) = records.decode(records.encode([entry], writer="a"), "test")
     assert (back.replacement, back.landed, back.bounced) == (m.replacement, "hot", NOW)
     (rebuilt,) = records.rebuild([back]).state.migrations
-    assert rebuilt.sent == NOW - 5.25
+    assert (rebuilt.landed_at, rebuilt.sent) == (NOW - 2, NOW - 5.25)
     with pytest.raises(records.JournalUnreadable, match="bounced"):
         records.decode(records.encode([entry], writer="a").replace(f"{NOW:.1f}", '"soon"'), "test")
 
@@ -299,3 +304,66 @@ def test_a_node_that_becomes_hot_later_counts_as_a_bounce_then() -> None:
     world.set_node_usage("cool-2", cpu("6"))  # the replacement grew, or others joined it
     later = world.plan(config, calm.state, NOW + 90)
     assert {m.landed: m.bounced for m in later.state.migrations} == {"cool-2": NOW + 90, "cool": 0.0}
+
+
+# --- a bounce is evidence only shortly after the landing, and while the replacement is still there -------
+
+DAY_BUDGET = {"churnBudget": {"maxEvictions": 100, "period": "24h"}}
+"""A churn budget keeps the migrations (and so the guard's evidence) for its whole 24 h period."""
+
+
+def day_guarded() -> EffectiveConfig:
+    return settings(args=GUARD, migration=DAY_BUDGET, top=METRICS_SERVER)
+
+
+WITHIN = 3 * 60.0
+"""The bounce window of ``day_guarded``: metrics-server samples have no window, plus 3 x the 60 s interval."""
+
+# (case, seconds after the landing that both destinations are over, replacements deleted by then,
+#  destinations whose migration bounces, backed off)
+LATE_CASES = [
+    ("over right after the landing: two bounces", 30.0, (), ("cool", "cool-2"), True),
+    ("over at the end of the bounce window", WITHIN, (), ("cool", "cool-2"), True),
+    ("over just past the bounce window: hot for other reasons", WITHIN + 1, (), (), False),
+    ("over 20 hours later: hot for other reasons", 20 * 3600.0, (), (), False),
+    ("over soon after, the replacements deleted", 30.0, ("web-r1", "web-r2"), (), False),
+    ("over soon after, one replacement deleted", 30.0, ("web-r1",), ("cool-2",), False),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "after", "deleted", "bounced", "backed_off"), LATE_CASES, ids=[c[0] for c in LATE_CASES]
+)
+def test_a_bounce_counts_only_soon_after_the_landing_and_while_the_replacement_runs_there(
+    case: str, after: float, deleted: tuple[str, ...], bounced: tuple[str, ...], backed_off: bool
+) -> None:
+    config = day_guarded()
+    _, state = first_cycle()
+    world = world_after(("cool", "cool-2"))
+    landed = NOW + 60
+    calm = world.plan(config, state, landed)
+    assert sorted(m.landed for m in calm.state.migrations) == ["cool", "cool-2"]
+    for name in deleted:
+        world.remove_pod(name)
+    world.set_node_usage("cool", cpu("6")).set_node_usage("cool-2", cpu("6"))
+    later = world.plan(config, calm.state, landed + after)
+    assert {"cool", "cool-2"} <= {r.node for r in later.node_reports if r.node_class in ("over", "hotspot")}
+    assert len(later.state.migrations) == 2, "the churn budget keeps both records all day"
+    assert sorted(m.landed for m in later.state.migrations if m.bounced) == sorted(bounced)
+    assert bool(later.backoffs) is backed_off
+
+
+@pytest.mark.parametrize(
+    ("top", "within"),
+    [
+        (METRICS_SERVER, WITHIN),
+        ({"deschedulingInterval": "2m"}, 5 * 60 + 3 * 120.0),
+    ],
+    ids=["metrics-server, 60s interval", "Prometheus 5m window, 2m interval"],
+)
+def test_the_bounce_window_is_the_usage_window_plus_three_intervals(
+    top: dict[str, object], within: float
+) -> None:
+    guard = ping_pong_settings(settings(args=GUARD, top=top))
+    assert guard is not None
+    assert guard.within == within
