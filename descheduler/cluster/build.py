@@ -21,7 +21,7 @@ from descheduler.cluster.parse import (
 )
 from descheduler.cluster.types import ClusterSnapshot
 
-__all__ = ["build_snapshot"]
+__all__ = ["KINDS", "build_snapshot"]
 
 _PARSERS: dict[str, tuple[str, Callable[[Obj], Any]]] = {
     "Node": ("nodes", parse_node),
@@ -34,6 +34,8 @@ _PARSERS: dict[str, tuple[str, Callable[[Obj], Any]]] = {
     "DeviceClass": ("device_classes", parse_device_class),
 }
 """Each kind the planner uses: the snapshot field it goes to and its parser."""
+KINDS = tuple(_PARSERS)
+"""The kinds a cluster file may hold (``simulate --help`` names them all); others are ignored."""
 
 
 def build_snapshot(objects: Iterable[Obj], problems: list[str] | None = None) -> ClusterSnapshot:

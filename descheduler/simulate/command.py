@@ -25,7 +25,8 @@ line per reason with a count and a few names; --explain all lists each of them.
 CONFIG   the configuration the service reads (DeschedulerConfiguration or a ConfigMap holding it)
 CLUSTER  Kubernetes objects as `kubectl get nodes,pods,pdb,rs,deploy,sts -A -o json` (or -o yaml) prints
          them, gzipped or not (Node, Pod, PodDisruptionBudget, ReplicaSet, Deployment, StatefulSet,
-         ReplicationController, Namespace; other kinds ignored); `descheduler snapshot` writes one
+         ReplicationController, Namespace, and for DRA ResourceSlice, ResourceClaim, DeviceClass: add
+         resourceslices,resourceclaims,deviceclasses; other kinds ignored); `descheduler snapshot` writes one
 USAGE    YAML or JSON: nodes: {NODE: SAMPLE or [SAMPLE per cycle]}, pods: {NAMESPACE/NAME: SAMPLE};
          SAMPLE is {cpu: QUANTITY, memory: QUANTITY, age: DURATION?}; memory excludes page cache.
          A node without an entry uses the sum of its pods' samples; a node with neither has no usage
@@ -33,7 +34,8 @@ USAGE    YAML or JSON: nodes: {NODE: SAMPLE or [SAMPLE per cycle]}, pods: {NAMES
          (negative, NaN, more than 4x the node's allocatable) are refused the same way here.
 
 Between cycles an evicted pod is gone (its usage leaves its node); with --reschedule a simple
-least-loaded scheduler re-creates it on a node that fits."""
+least-loaded scheduler re-creates it on a node that fits. Every limit and churnBudget applies;
+evictionWindows do not (they gate only live sending): it shows what a run inside a window would evict."""
 
 EPILOG = """\
 example:
@@ -104,7 +106,7 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
         required=True,
         metavar="CLUSTER",
         help="Kubernetes objects: kubectl get nodes,pods,pdb,rs,deploy,sts -A -o json (or -o yaml), "
-        "gzipped or not",
+        "gzipped or not; for DRA add resourceslices,resourceclaims,deviceclasses",
     )
     parser.add_argument(
         "--usage",
