@@ -81,7 +81,9 @@ class Entry:
     landed_at: float = 0.0
     sent: float = 0.0
     """When the replacement was first seen bound, and when the request was sent (``Migration``; 0:
-    unknown). Stored as ``replacement.at`` and as ``sentBefore``, seconds before ``at``."""
+    unknown). Stored as ``replacement.at`` (whole seconds) and as ``sentBefore``, seconds before ``at``,
+    only when that is a second or more: a replacement is matched from one second before ``at`` anyway
+    (``pingpong.replacements_since``), so a smaller gap changes nothing and costs bytes."""
     action: str = EVICT
     """``restart`` for a surge-first restart: a successor keeps counting its old pod as leaving."""
 
@@ -325,8 +327,8 @@ def encode(entries: Sequence[Entry], *, writer: str, detectors: Detectors | None
         if e.landed:
             record["replacement"] = {"pod": e.replacement, "node": e.landed}
             if e.landed_at:
-                record["replacement"]["at"] = round(e.landed_at, 3)
-        if e.sent and round(e.at - e.sent, 3) > 0:
+                record["replacement"]["at"] = round(e.landed_at)
+        if e.sent and e.at - e.sent >= 1:
             record["sentBefore"] = round(e.at - e.sent, 3)
         if e.bounced:
             record["bounced"] = round(e.bounced, 3)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -271,12 +272,21 @@ def test_a_journal_without_the_guard_fields_loads() -> None:
 
 
 def test_journal_keeps_the_guard_fields() -> None:
-    m = replace(bounce(NOW), pod="default/web-1", landed_at=NOW - 2, sent=NOW - 5.25)
+    m = replace(bounce(NOW), pod="default/web-1", landed_at=NOW - 2, sent=NOW - 65.25)
     (entry,) = records.project([m], {})
     (back,) = records.decode(records.encode([entry], writer="a"), "test")
     assert (back.replacement, back.landed, back.bounced) == (m.replacement, "hot", NOW)
     (rebuilt,) = records.rebuild([back]).state.migrations
-    assert (rebuilt.landed_at, rebuilt.sent) == (NOW - 2, NOW - 5.25)
+    assert (rebuilt.landed_at, rebuilt.sent) == (NOW - 2, NOW - 65.25)
+    # A send less than a second before the start is not stored: the creation slack covers it, and a pod
+    # created right after the send (its creationTimestamp in whole seconds) is still matched.
+    quick = replace(m, sent=m.started - 0.25, replacement="", landed="")
+    text = records.encode(records.project([quick], {}), writer="a")
+    assert "sentBefore" not in text
+    (again,) = records.rebuild(records.decode(text, "test")).state.migrations
+    right_after = pod("new", "cool", math.floor(quick.sent + 0.01))
+    (matched,) = match_replacements([again], {"uid-web": [right_after]}, NOW)
+    assert matched.replacement == "default/new"
     with pytest.raises(records.JournalUnreadable, match="bounced"):
         records.decode(records.encode([entry], writer="a").replace(f"{NOW:.1f}", '"soon"'), "test")
 
