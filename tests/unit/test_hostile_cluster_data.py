@@ -41,7 +41,7 @@ from tests.unit import mutation
 from tests.unit.mutation import parent_of
 from tests.unit.test_cluster_dra import DRA_PARSERS, claim_obj, class_obj, slice_obj
 from tests.unit.test_fastparse import REALISTIC
-from tests.unit.test_fuzz_cluster import PARSERS, fast, wire
+from tests.unit.test_fuzz_cluster import PARSERS, fast, wire, without_qos
 
 REPO = Path(__file__).resolve().parents[2]
 Obj = dict[str, Any]
@@ -263,17 +263,6 @@ def test_values_at_the_edge_are_accepted() -> None:
 
 
 # -- every field, every wrong type (issue 37, point 17) ---------------------------------------------------
-
-
-def without_qos(build: Callable[[], Obj]) -> Callable[[], Obj]:
-    """The pod as written by hand for ``simulate``: no ``status.qosClass``, so it is derived."""
-
-    def built() -> Obj:
-        obj = build()
-        obj.get("status", {}).pop("qosClass", None)
-        return obj
-
-    return built
 
 
 ALL_PARSERS: dict[str, Callable[[Any], Any]] = {**PARSERS, **DRA_PARSERS}
