@@ -30,11 +30,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=80, help="flooding clients with --path (80)")
     parser.add_argument("--seconds", type=float, default=15.0, help="seconds each flood lasts (15)")
     parser.add_argument("--tree", default="", help="a directory holding another descheduler package")
+    parser.add_argument("--pods", type=int, default=flood.ROWS, help="pods the cache digest covers (20000)")
     args = parser.parse_args(argv)
     if args.clients < 1 or args.seconds < 3:
         parser.error("--clients must be >= 1 and --seconds >= 3")
     floods = [(args.path, args.clients)] if args.path else FLOODS
-    print(f"descheduler from: {args.tree or 'this tree'}")
+    flood.ROWS = args.pods
+    print(f"descheduler from: {args.tree or 'this tree'}; a cache digest over {args.pods} pods")
     missed_total = 0
     worst = 0.0
     for path, clients in floods:
