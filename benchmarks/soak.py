@@ -417,8 +417,9 @@ def replicas(
             config = folder / "config.yaml"
             config.write_text(yaml.safe_dump(ours_doc(tool, backend.url, ports, plan, taint)))
             argv = descheduler_command(
-                "run", "--config", str(config), "--kubeconfig", str(kubeconfig), "--log-format", "json"
-            )
+                "run", "--config", str(config), "--kubeconfig", str(kubeconfig), "--log-format", "json",
+                "--debug-cache",  # /debug/cache: opt-in, the digest of the last cycle's start
+            )  # fmt: skip
             out.append(
                 Replica(f"replica-{i}", argv, subprocess_env(), REPO, folder / "descheduler", ports.healthz)
             )
@@ -505,8 +506,9 @@ def list_digest(api: KubeApi, name: str, selectors: Mapping[str, str]) -> tuple[
 
 
 def cache_check(api: KubeApi, replica: Replica, tries: int = 20) -> dict[str, Any]:
-    """The replica's cache (``/debug/cache``) against fresh LISTs: equal once a LIST before and one after
-    the dump agree (nothing changed meanwhile). Retried for ~tries seconds while the cluster moves."""
+    """The replica's cache (``/debug/cache``, published at the start of each cycle) against fresh LISTs:
+    equal once a LIST before and one after the dump agree (nothing changed meanwhile) and a cycle has
+    started since. Retried for ~tries seconds while the cluster moves."""
     assert replica.healthz is not None
     last: dict[str, Any] = {}
     for _ in range(tries):

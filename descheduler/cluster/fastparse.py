@@ -15,8 +15,11 @@ and runs ``parse.py`` on the object, which produces the value or the error namin
 exactly as before. ``tests/unit/test_fastparse.py`` checks, over generated and hand-written objects
 (real-cluster shapes and odd inputs), that the fast path never yields a value ``parse.py`` would not.
 
-Requests go through the very same ``requests.pod_requests`` (fed small dicts of the fields it reads),
-timestamps through ``parse.timestamp_seconds``.
+Requests go through the very same ``requests.pod_requests`` (fed small dicts of the fields it reads, so
+the typed guard of ``fields.py`` refuses a wrong type there exactly as for ``parse.py``), timestamps
+through ``parse.timestamp_seconds``. A field of the wrong type either fails the typed decode or raises in
+the converter; both hand the object to ``parse.py``, which names it (``test_hostile_cluster_data``'s
+every-field test checks both parsers on every field of realistic objects).
 """
 
 from __future__ import annotations

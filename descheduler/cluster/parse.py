@@ -2,10 +2,11 @@
 
 One parser serves the watch cache and the ``simulate`` loader. It reads plain dicts instead of the
 official client's models because model deserialization is several times slower and keeps every field.
-Bad objects raise ``ObjectError`` naming the object and field; nothing is guessed. Nothing else escapes,
-whatever the object holds (wrong types, values nested hundreds deep, absurd numbers), and the work done
-on one object is bounded by its size: a watched object written by anyone who may update it (a kubelet,
-koordlet) must never stop the loop.
+Bad objects raise ``ObjectError`` naming the object and field; nothing is guessed (every nested field is
+read through the typed guard of ``fields.py``: a wrong type is refused, never crashes, never read as
+unset). Nothing else escapes, whatever the object holds (wrong types, values nested hundreds deep, absurd
+numbers), and the work done on one object is bounded by its size: a watched object written by anyone who
+may update it (a kubelet, koordlet) must never stop the loop.
 
 Bounds (what Kubernetes itself accepts, or a stated sane maximum):
 
@@ -27,11 +28,26 @@ from __future__ import annotations
 import functools
 import json
 import re
-import reprlib
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
+from descheduler.cluster.fields import (
+    ObjectError as ObjectError,
+)
+from descheduler.cluster.fields import (
+    describe,
+    field_bool,
+    field_list,
+    field_map,
+    field_text,
+    item_map,
+    name_text,
+    scalar_text,
+)
+from descheduler.cluster.fields import (
+    show as show,
+)
 from descheduler.cluster.requests import pod_requests
 from descheduler.cluster.types import (
     LabelSelector,
@@ -83,41 +99,8 @@ amount within int64 never needs an exponent beyond this, whatever its mantissa (
 _EXPONENT = re.compile(r"[eE]([+-]?\d+)\s*$")
 MIN_YEAR, MAX_YEAR = 1970, 2999
 MAX_TIMESTAMP_CHARS = 64
-MAX_NAME_SHOWN = 253
-"""Names longer than a DNS subdomain are cut in messages (a message is one line, whatever the input)."""
-
-
-class ObjectError(ValueError):
-    """A Kubernetes object that cannot be used; the message names the object and the field."""
-
-
-_REPR = reprlib.Repr()
-_REPR.maxstring = 80
-_REPR.maxother = 80
-_REPR.maxlevel = 3
-
-
-def show(value: Any) -> str:
-    """A bounded ``repr`` for messages: a value nested hundreds deep or megabytes long stays one short
-    line (plain ``repr`` could recurse past the interpreter's limit or print the whole value)."""
-    return _REPR.repr(value)
-
-
-def _name_text(value: Any) -> str:
-    if not isinstance(value, str):
-        return "<no name>" if value is None else f"<bad name {show(value)}>"
-    if not value.isprintable():
-        return show(value)  # quoted and escaped: a newline in a name must not split a log line
-    return value if len(value) <= MAX_NAME_SHOWN else value[:MAX_NAME_SHOWN] + "..."
-
-
-def _describe(obj: Obj) -> str:
-    meta = obj.get("metadata") or {}
-    kind = obj.get("kind") or "object"
-    kind = _name_text(kind) if isinstance(kind, str) else show(kind)
-    name = _name_text(meta.get("name")) if isinstance(meta, Mapping) else "<no name>"
-    namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
-    return f"{kind} {_name_text(namespace)}/{name}" if namespace else f"{kind} {name}"
+_describe = describe  # the names dra.py and older callers import from here
+_name_text = name_text
 
 
 def _guarded(parse: Callable[[Obj], _T]) -> Callable[[Obj], _T]:
@@ -180,13 +163,7 @@ def _map(obj: Obj, path: str) -> Mapping[str, Any]:
     return value
 
 
-def _list(obj: Obj, container: Mapping[str, Any], key: str, path: str) -> list[Any]:
-    value = container.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ObjectError(f"{_describe(obj)}: {path} must be a list, got {show(value)}")
-    return value
+_list = field_list
 
 
 def _str_map(obj: Obj, value: Any, path: str) -> dict[str, str]:
@@ -201,12 +178,9 @@ def _str_map(obj: Obj, value: Any, path: str) -> dict[str, str]:
 
 
 def _scalar_text(obj: Obj, path: str, key: Any, value: Any) -> str:
-    """A scalar label or annotation value as text (hand-written YAML's ``version: 1``); a map or list
-    is refused (its text could be megabytes, or nested past the recursion limit)."""
-    if isinstance(value, (Mapping, list)):
-        where = f"{path}.{_name_text(str(key))}"
-        raise ObjectError(f"{_describe(obj)}: {where} must be a string, got {show(value)}")
-    return str(value)
+    """A scalar label or annotation value as text (``fields.scalar_text``; the path is built only for
+    a value that is not a string, the rare case)."""
+    return scalar_text(obj, value, f"{path}.{_name_text(str(key))}", "None" if value is None else "")
 
 
 def _resources(obj: Obj, value: Any, path: str) -> dict[str, int]:
@@ -259,8 +233,7 @@ def _metadata(obj: Obj) -> tuple[str, str, Mapping[str, Any]]:
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise ObjectError(f"{_describe(obj)}: metadata.name is required")
-    namespace = meta.get("namespace") or ""
-    return name, str(namespace), meta
+    return name, field_text(obj, meta, "namespace", "metadata.namespace"), meta
 
 
 def parse_selector(obj: Obj, value: Any, path: str) -> LabelSelector:
@@ -278,25 +251,27 @@ def parse_selector(obj: Obj, value: Any, path: str) -> LabelSelector:
 def _requirement(obj: Obj, expr: Any, path: str) -> LabelSelectorRequirement:
     if not isinstance(expr, Mapping) or "key" not in expr or "operator" not in expr:
         raise ObjectError(f"{_describe(obj)}: {path} needs key and operator")
-    operator = str(expr["operator"])
+    operator = field_text(obj, expr, "operator", f"{path}.operator")
     if operator not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
         raise ObjectError(f"{_describe(obj)}: {path}.operator: unknown operator {show(operator)}")
     values = expr.get("values") or []
     if not isinstance(values, list):
         raise ObjectError(f"{_describe(obj)}: {path}.values must be a list")
-    return LabelSelectorRequirement(str(expr["key"]), operator, tuple(str(v) for v in values))
+    key = scalar_text(obj, expr["key"], f"{path}.key", "None")
+    texts = tuple(scalar_text(obj, v, f"{path}.values[{i}]", "None") for i, v in enumerate(values))
+    return LabelSelectorRequirement(key, operator, texts)
 
 
 def _owner(obj: Obj, meta: Mapping[str, Any]) -> OwnerRef | None:
     for i, ref in enumerate(_list(obj, meta, "ownerReferences", "metadata.ownerReferences")):
-        if not isinstance(ref, Mapping):
-            raise ObjectError(f"{_describe(obj)}: metadata.ownerReferences[{i}] must be an object")
-        if ref.get("controller"):
+        path = f"metadata.ownerReferences[{i}]"
+        ref = item_map(obj, ref, path)
+        if field_bool(obj, ref, "controller", f"{path}.controller"):
             return OwnerRef(
-                kind=str(ref.get("kind", "")),
-                name=str(ref.get("name", "")),
-                uid=str(ref.get("uid", "")),
-                api_version=str(ref.get("apiVersion", "")),
+                kind=field_text(obj, ref, "kind", f"{path}.kind"),
+                name=field_text(obj, ref, "name", f"{path}.name"),
+                uid=field_text(obj, ref, "uid", f"{path}.uid"),
+                api_version=field_text(obj, ref, "apiVersion", f"{path}.apiVersion"),
             )
     return None
 
@@ -342,14 +317,22 @@ def parse_node(obj: Obj) -> Node:
     spec = _map(obj, "spec")
     status = _map(obj, "status")
     ready = False
-    for cond in _list(obj, status, "conditions", "status.conditions"):
-        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
+    for i, item in enumerate(_list(obj, status, "conditions", "status.conditions")):
+        cond = item_map(obj, item, f"status.conditions[{i}]")
+        if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
     taints = []
     for i, taint in enumerate(_list(obj, spec, "taints", "spec.taints")):
+        path = f"spec.taints[{i}]"
         if not isinstance(taint, Mapping) or "key" not in taint:
-            raise ObjectError(f"{_describe(obj)}: spec.taints[{i}] needs a key")
-        taints.append(Taint(str(taint["key"]), str(taint.get("value", "")), str(taint.get("effect", ""))))
+            raise ObjectError(f"{_describe(obj)}: {path} needs a key")
+        taints.append(
+            Taint(
+                scalar_text(obj, taint["key"], f"{path}.key", "None"),
+                field_text(obj, taint, "value", f"{path}.value"),
+                field_text(obj, taint, "effect", f"{path}.effect"),
+            )
+        )
     annotations = _str_map(obj, meta.get("annotations"), "metadata.annotations")
     raw_allocatable = None
     warnings: tuple[str, ...] = ()
@@ -371,9 +354,7 @@ def parse_node(obj: Obj) -> Node:
 
 def _pod_requests(obj: Obj, spec: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, int]:
     """Effective requests as the scheduler adds them up (``requests.pod_requests``)."""
-    _list(obj, spec, "containers", "spec.containers")
-    _list(obj, spec, "initContainers", "spec.initContainers")
-    return pod_requests(spec, status, lambda value, path: _resources(obj, value, path))
+    return pod_requests(spec, status, lambda value, path: _resources(obj, value, path), obj)
 
 
 def _required_node_terms(obj: Obj, spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
@@ -408,21 +389,20 @@ def parse_pod(obj: Obj) -> Pod:
     annotations = _str_map(obj, meta.get("annotations"), "metadata.annotations")
     tolerations = []
     for i, tol in enumerate(_list(obj, spec, "tolerations", "spec.tolerations")):
-        if not isinstance(tol, Mapping):
-            raise ObjectError(f"{_describe(obj)}: spec.tolerations[{i}] must be an object")
+        path = f"spec.tolerations[{i}]"
+        tol = item_map(obj, tol, path)
         tolerations.append(
             Toleration(
-                key=str(tol.get("key", "")),
-                operator=str(tol.get("operator", "Equal")),
-                value=str(tol.get("value", "")),
-                effect=str(tol.get("effect", "")),
+                key=field_text(obj, tol, "key", f"{path}.key"),
+                operator=field_text(obj, tol, "operator", f"{path}.operator", "Equal"),
+                value=field_text(obj, tol, "value", f"{path}.value"),
+                effect=field_text(obj, tol, "effect", f"{path}.effect"),
             )
         )
     local_storage = False
     pvc = False
-    for volume in _list(obj, spec, "volumes", "spec.volumes"):
-        if not isinstance(volume, Mapping):
-            continue
+    for i, volume in enumerate(_list(obj, spec, "volumes", "spec.volumes")):
+        volume = item_map(obj, volume, f"spec.volumes[{i}]")
         if "hostPath" in volume or "emptyDir" in volume:
             local_storage = True
         if "persistentVolumeClaim" in volume or "ephemeral" in volume:
@@ -436,17 +416,17 @@ def parse_pod(obj: Obj) -> Pod:
     return Pod(
         namespace=namespace or "default",
         name=name,
-        uid=str(meta.get("uid") or f"{namespace}/{name}"),
-        node_name=str(spec.get("nodeName") or ""),
+        uid=field_text(obj, meta, "uid", "metadata.uid", f"{namespace}/{name}"),
+        node_name=field_text(obj, spec, "nodeName", "spec.nodeName"),
         labels=_str_map(obj, meta.get("labels"), "metadata.labels"),
         annotations={k: v for k, v in annotations.items() if k in KEPT_POD_ANNOTATIONS},
-        phase=str(status.get("phase") or "Pending"),
+        phase=field_text(obj, status, "phase", "status.phase", "Pending"),
         ready=_pod_ready(obj, status),
         terminating=meta.get("deletionTimestamp") is not None,
         created=_timestamp(obj, meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         priority=priority,
-        priority_class_name=str(spec.get("priorityClassName") or ""),
-        qos_class=str(status.get("qosClass") or _derive_qos(obj, spec)),
+        priority_class_name=field_text(obj, spec, "priorityClassName", "spec.priorityClassName"),
+        qos_class=field_text(obj, status, "qosClass", "status.qosClass") or _derive_qos(obj, spec),
         requests=_pod_requests(obj, spec, status),
         owner=_owner(obj, meta),
         node_selector=_str_map(obj, spec.get("nodeSelector"), "spec.nodeSelector"),
@@ -457,7 +437,7 @@ def parse_pod(obj: Obj) -> Pod:
         is_mirror="kubernetes.io/config.mirror" in annotations,
         is_static=source != "api",
         has_resource_claims=bool(spec.get("resourceClaims")),
-        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        scheduler_name=field_text(obj, spec, "schedulerName", "spec.schedulerName", "default-scheduler"),
         resource_claims=_pod_claims(obj, spec, status),
     )
 
@@ -521,8 +501,9 @@ def _pod_claims(obj: Obj, spec: Mapping[str, Any], status: Mapping[str, Any]) ->
 
 def _pod_ready(obj: Obj, status: Mapping[str, Any]) -> bool:
     """The Ready condition; objects written by hand without conditions count as ready when Running."""
-    for cond in _list(obj, status, "conditions", "status.conditions"):
-        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
+    for i, item in enumerate(_list(obj, status, "conditions", "status.conditions")):
+        cond = item_map(obj, item, f"status.conditions[{i}]")
+        if cond.get("type") == "Ready":
             return cond.get("status") == "True"
     return status.get("phase") == "Running"
 
@@ -532,9 +513,10 @@ def _derive_qos(obj: Obj, spec: Mapping[str, Any]) -> str:
     requests_seen = False
     guaranteed = True
     for i, container in enumerate(_list(obj, spec, "containers", "spec.containers")):
-        res = (container.get("resources") if isinstance(container, Mapping) else None) or {}
-        requests = _resources(obj, res.get("requests"), f"spec.containers[{i}].resources.requests")
-        limits = _resources(obj, res.get("limits"), f"spec.containers[{i}].resources.limits")
+        path = f"spec.containers[{i}]"
+        res = field_map(obj, item_map(obj, container, path), "resources", f"{path}.resources")
+        requests = _resources(obj, res.get("requests"), f"{path}.resources.requests")
+        limits = _resources(obj, res.get("limits"), f"{path}.resources.limits")
         effective = {**limits, **requests} if limits else requests
         if requests or limits:
             requests_seen = True
@@ -574,7 +556,7 @@ def parse_workload(obj: Obj) -> Workload:
         raise ObjectError(
             f"{_describe(obj)}: spec.replicas must be a non-negative integer (int32), got {show(replicas)}"
         )
-    kind = str(obj.get("kind"))
+    kind = field_text(obj, obj, "kind", "kind", "None")
     rollout = None
     if kind == "Deployment":
         rollout = rollout_of(
@@ -588,7 +570,7 @@ def parse_workload(obj: Obj) -> Workload:
         kind=kind,
         namespace=namespace or "default",
         name=name,
-        uid=str(meta.get("uid") or f"{obj.get('kind')}/{namespace}/{name}"),
+        uid=field_text(obj, meta, "uid", "metadata.uid", f"{kind}/{namespace}/{name}"),
         replicas=replicas,
         owner=_owner(obj, meta),
         pause=pause_value(_str_map(obj, meta.get("annotations"), "metadata.annotations")),

@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from descheduler.cluster.fields import Obj, field_list, field_map, item_map
+
 Amounts = dict[str, int]
 Parse = Callable[[Any, str], Amounts]
 """Turns a YAML resource map into amounts, raising ``ObjectError`` naming ``path`` when it is bad."""
@@ -47,19 +49,16 @@ def _max(into: Amounts, amounts: Mapping[str, int]) -> None:
             into[name] = amount
 
 
-def _is_map(value: Any) -> bool:
-    """``isinstance(value, Mapping)`` with a fast path for the dicts JSON and YAML decode to."""
-    return type(value) is dict or isinstance(value, Mapping)
-
-
 _EMPTY: Mapping[str, Any] = {}
 
 
-def _resources_of(item: Any) -> Mapping[str, Any]:
-    if not _is_map(item):
-        return _EMPTY
+def _resources_of(obj: Obj, item: Mapping[str, Any], path: str) -> Mapping[str, Any]:
+    """``item.resources``: a container whose resources are not an object is refused, never counted as
+    asking for nothing (it would seem to fit anywhere)."""
     resources = item.get("resources")
-    return resources if resources is not None and _is_map(resources) else _EMPTY
+    if resources is None:
+        return _EMPTY
+    return resources if type(resources) is dict else field_map(obj, item, "resources", path)
 
 
 def _defaulted(requests: Amounts, limits: Amounts) -> Amounts:
@@ -101,14 +100,13 @@ def _aggregate(
     return running
 
 
-def _statuses(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+def _statuses(obj: Obj, status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     found: dict[str, Mapping[str, Any]] = {}
     for key in ("containerStatuses", "initContainerStatuses"):
-        items = status.get(key)
-        if isinstance(items, list):
-            for item in items:
-                if _is_map(item) and isinstance(item.get("name"), str):
-                    found.setdefault(item["name"], item)
+        for i, item in enumerate(field_list(obj, status, key, f"status.{key}")):
+            item = item_map(obj, item, f"status.{key}[{i}]")
+            if isinstance(item.get("name"), str):
+                found.setdefault(item["name"], item)
     return found
 
 
@@ -123,15 +121,12 @@ def _resize_infeasible(status: Mapping[str, Any]) -> bool:
 
 
 def _status_view(
-    cs: Mapping[str, Any], raw_requests: Any, spec_requests: Amounts, where: str, parse: Parse
+    obj: Obj, cs: Mapping[str, Any], raw_requests: Any, spec_requests: Amounts, where: str, parse: Parse
 ) -> tuple[Amounts | None, Amounts | None]:
     """What the kubelet allocated and applied for one container, or (None, None) when both match the
     spec (the usual case: compared as written first, so most pods are not parsed twice)."""
     raw_allocated = cs.get("allocatedResources")
-    cs_resources = cs.get("resources")
-    raw_actuated = (
-        cs_resources.get("requests") if cs_resources is not None and _is_map(cs_resources) else None
-    )
+    raw_actuated = _resources_of(obj, cs, f"{where}.resources").get("requests")
     if (raw_allocated is None or raw_allocated == raw_requests) and (
         raw_actuated is None or raw_actuated == raw_requests
     ):
@@ -143,19 +138,25 @@ def _status_view(
     return allocated, actuated
 
 
-def pod_requests(spec: Mapping[str, Any], status: Mapping[str, Any], parse: Parse) -> Amounts:
-    """The pod's effective requests (module docstring); ``parse`` reads and checks each resource map."""
+def pod_requests(
+    spec: Mapping[str, Any], status: Mapping[str, Any], parse: Parse, obj: Obj | None = None
+) -> Amounts:
+    """The pod's effective requests (module docstring); ``parse`` reads and checks each resource map.
+    A field of the wrong type raises ``ObjectError`` naming ``obj`` (the pod) and the field."""
+    obj = spec if obj is None else obj
     statuses = (
-        _statuses(status) if status.get("containerStatuses") or status.get("initContainerStatuses") else {}
+        _statuses(obj, status)
+        if status.get("containerStatuses") is not None or status.get("initContainerStatuses") is not None
+        else {}
     )
     resized = False
     apps: list[_Container] = []
     inits: list[_Container] = []
     for key, into in (("containers", apps), ("initContainers", inits)):
-        items = spec.get(key) or ()
-        for i, item in enumerate(items):
-            res = _resources_of(item)
+        for i, item in enumerate(field_list(obj, spec, key, f"spec.{key}")):
+            item = item_map(obj, item, f"spec.{key}[{i}]")
             base = f"spec.{key}[{i}].resources"
+            res = _resources_of(obj, item, base)
             raw_requests = res.get("requests")
             spec_requests = parse(raw_requests, f"{base}.requests")
             if res.get("limits"):
@@ -163,14 +164,14 @@ def pod_requests(spec: Mapping[str, Any], status: Mapping[str, Any], parse: Pars
             allocated: Amounts | None = None
             actuated: Amounts | None = None
             if statuses:
-                name = str(item.get("name", "")) if _is_map(item) else ""
-                cs = statuses.get(name)
+                name = item.get("name", "")
+                cs = statuses.get(name) if isinstance(name, str) else None
                 if cs is not None:
                     kind = "initContainerStatuses" if key == "initContainers" else "containerStatuses"
                     where = f"status.{kind}[{name}]"
-                    allocated, actuated = _status_view(cs, raw_requests, spec_requests, where, parse)
+                    allocated, actuated = _status_view(obj, cs, raw_requests, spec_requests, where, parse)
                     resized = resized or allocated is not None or actuated is not None
-            sidecar = key == "initContainers" and _is_map(item) and item.get("restartPolicy") == "Always"
+            sidecar = key == "initContainers" and item.get("restartPolicy") == "Always"
             into.append(_Container(spec_requests, allocated, actuated, sidecar))
     if not inits and not resized:
         total: Amounts = {}
@@ -197,7 +198,7 @@ def pod_requests(spec: Mapping[str, Any], status: Mapping[str, Any], parse: Pars
         total = {} if infeasible else total
         _max(total, allocated_total)
         _max(total, actuated_total)
-    pod_level = _resources_of(spec)
+    pod_level = _resources_of(obj, spec, "spec.resources")
     if pod_level:
         requested_anywhere = {name for c in (*apps, *inits) for name in c.spec}
         pod_requests_ = parse(pod_level.get("requests"), "spec.resources.requests")

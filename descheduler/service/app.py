@@ -43,7 +43,7 @@ from descheduler.report.options import add_report_options, skip_form
 from descheduler.service.audit import observe_record, readiness, render_record_text, usage_unavailable
 from descheduler.service.cycle import CycleRecord, CycleRunner
 from descheduler.service.edges import Edges, Signals, Timing
-from descheduler.service.health import Endpoints
+from descheduler.service.health import Endpoints, add_debug_cache_flag
 from descheduler.service.heap import HeapKeeper
 from descheduler.service.observability import Metrics, configure_logging
 from descheduler.usage.source import build_source
@@ -155,7 +155,6 @@ class Service:
             liveness=self._liveness,
             readiness=self._readiness,
             registry=self.metrics.registry,
-            cache_digest=self.cache.digest,
         )
 
     # -- construction -----------------------------------------------------------------------
@@ -305,6 +304,7 @@ class Service:
         self.metrics.cache_age.set(max(ages.values(), default=float("inf")))
         for resource, age in ages.items():
             self.metrics.cache_resource_age.labels(resource).set(age)
+        self.endpoints.publish_cache_digest(self.cache.digest)  # only with --debug-cache
         if not self._leading.is_set():
             log.debug("cycle_idle", reason="not leader")
             self.heap.after_cycle()  # a standby replica holds the same cache
@@ -402,6 +402,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     service = _build_service(effective, args.kubeconfig, dry_run=_dry_run_override(args))
     if service is None:
         return EXIT_FAILED
+    if args.debug_cache:
+        service.endpoints.enable_debug_cache()
     if _unreachable(service):
         service.shutdown()
         return EXIT_FAILED
@@ -553,6 +555,7 @@ def add_service_parsers(sub: Any) -> None:
         "server cannot be reached within 15 s at start-up, 2 for a bad configuration.",
         epilog="example: descheduler run --config /etc/descheduler/config.yaml --dry-run",
     )
+    add_debug_cache_flag(run)
     run.set_defaults(func=cmd_run)
 
     once = sub.add_parser(

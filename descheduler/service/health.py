@@ -5,16 +5,22 @@ three paths instead of failing on a port conflict.
 
 Whoever can reach the port must not be able to starve the kubelet's probe or grow the process, so the
 server is not thread-per-connection. One loop thread per address accepts connections and reads request
-heads without blocking; a connection costs a socket and a small buffer, never a thread. A complete head
-goes to a small fixed pool that runs the check or renders the metrics, and the loop writes the answer back,
-again without blocking. The bounds:
+heads without blocking; a connection costs a socket and a small buffer, never a thread. The probes
+(``/healthz``, ``/livez``, ``/readyz``) and ``/debug/cache`` are answered on the loop thread itself from
+answers computed beforehand (``probes.py``): they share no pool and no queue with anything, so a flood
+of any path, the probes included, cannot put work in front of a probe. Only ``/metrics`` is rendered
+in a pool, at most ``MAX_METRICS_IN_FLIGHT`` requests at a time (more are answered 503 at once), so the
+connections held by that work stay few and never fill the connection cap. The loop writes answers back
+without blocking. The bounds:
 
 - a request head (request line and headers) must arrive within ``HEAD_TIMEOUT`` seconds of the connection,
   however slowly it trickles, and fit in ``MAX_HEAD_BYTES``; an answer must be taken by the client
   within ``WRITE_TIMEOUT`` seconds; otherwise the connection is closed;
 - at most ``MAX_CONNECTIONS`` connections per address; one more displaces the oldest connection that is
-  waiting on its client (the probe's own connection sends its request at once, so held idle connections
-  cannot keep it out), and only if every connection is being answered is the newcomer refused with 503;
+  waiting on its client (the probe's own connection sends its request at once, and what connections
+  have sent is read before new ones are accepted, so held idle connections cannot keep it out); only if
+  every connection is being answered is the newcomer refused with 503, which the cap on ``/metrics``
+  work makes impossible;
 - only GET and HEAD, one request per connection (``Connection: close``).
 """
 
@@ -22,7 +28,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import json
 import queue
 import selectors
 import socket
@@ -37,9 +42,10 @@ from typing import Any
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-log = structlog.get_logger("descheduler.health")
+from descheduler.service.httpwire import BUSY, PLAIN, Request, listen, parse_head, response
+from descheduler.service.probes import Check, Published, RefreshedCheck
 
-Check = Callable[[], tuple[bool, str]]
+log = structlog.get_logger("descheduler.health")
 
 HEAD_TIMEOUT = 5.0
 """Seconds from accept to the end of the request head: the kubelet and Prometheus send it at once."""
@@ -49,72 +55,16 @@ MAX_HEAD_BYTES = 8192
 """Request line plus headers; a probe or a scrape sends a few hundred bytes."""
 MAX_CONNECTIONS = 64
 """Open connections per address, answered or not."""
-HEALTH_WORKERS = 2
 METRICS_WORKERS = 1
-"""Separate pools, so a slow or flooded ``/metrics`` never queues in front of a probe."""
+MAX_METRICS_IN_FLIGHT = 4
+"""``/metrics`` requests being rendered or waiting for the pool, over all addresses; more get 503 at once
+(Prometheus scrapes every 15-60 s: a few at a time is plenty)."""
 
-_PLAIN = "text/plain; charset=utf-8"
 _HEALTH_PATHS = frozenset({"/healthz", "/readyz", "/livez"})
 DEBUG_CACHE_PATH = "/debug/cache"
-"""Read-only: per resource, the count and a digest of what the watch cache holds (``ClusterCache.digest``),
-so a soak can compare the cache with a fresh LIST from outside. Served next to the probes."""
-
-
-def _split(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
-def _listen(address: str) -> socket.socket:
-    """A non-blocking listening socket; an IPv6 literal (``[::1]:10258``) gets an IPv6 socket."""
-    host, port = _split(address)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        sock = socket.create_server((host, port), family=family, backlog=128)
-    except OSError as exc:  # name the address: "Address already in use" alone says too little
-        raise OSError(exc.errno, f"cannot listen on {address}: {exc.strerror or exc}") from exc
-    sock.setblocking(False)
-    return sock
-
-
-def response(status: int, content_type: str, body: bytes, *, head: bool = False, allow: str = "") -> bytes:
-    """A complete HTTP/1.1 answer that closes the connection; ``head`` keeps the length, drops the body."""
-    phrase = HTTPStatus(status).phrase
-    lines = [
-        f"HTTP/1.1 {int(status)} {phrase}",
-        f"Content-Type: {content_type}",
-        f"Content-Length: {len(body)}",
-        "Cache-Control: no-store",
-        "Connection: close",
-    ]
-    if allow:
-        lines.append(f"Allow: {allow}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + (b"" if head else body)
-
-
-_BUSY = response(HTTPStatus.SERVICE_UNAVAILABLE, _PLAIN, b"too many connections\n")
-
-
-@dataclass(frozen=True)
-class Request:
-    method: str
-    path: str
-
-
-def parse_head(head: bytes) -> Request | bytes:
-    """The request of a complete head, or the error answer to send instead."""
-    first = head.split(b"\n", 1)[0].rstrip(b"\r")
-    try:
-        line = first.decode("ascii")
-    except UnicodeDecodeError:
-        return response(HTTPStatus.BAD_REQUEST, _PLAIN, b"request line is not ASCII\n")
-    parts = line.split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[1].startswith("/"):
-        return response(HTTPStatus.BAD_REQUEST, _PLAIN, b"malformed request line\n")
-    method, target = parts[0], parts[1]
-    if method not in ("GET", "HEAD"):
-        return response(HTTPStatus.METHOD_NOT_ALLOWED, _PLAIN, b"only GET and HEAD\n", allow="GET, HEAD")
-    return Request(method, target.split("?", 1)[0])
+"""Opt-in (``run --debug-cache``): per resource, the count and a digest of what the watch cache held at
+the start of the last cycle (``ClusterCache.digest``), so a soak can compare the cache with a fresh LIST
+from outside. Computed once per cycle, served as stored, next to the probes."""
 
 
 @dataclass(eq=False)
@@ -138,7 +88,7 @@ class _Server:
         self.address = address
         self.paths = paths
         self.endpoints = endpoints
-        self.listener = _listen(address)
+        self.listener = listen(address)
         self.port = int(self.listener.getsockname()[1])
         self.selector = selectors.DefaultSelector()
         self.connections: dict[socket.socket, _Connection] = {}
@@ -186,7 +136,10 @@ class _Server:
             while not self._stopping:
                 now = time.monotonic()
                 timeout = min([0.5, *(c.deadline - now for c in self.connections.values() if not c.working)])
-                for key, events in self.selector.select(max(0.0, timeout)):
+                ready = self.selector.select(max(0.0, timeout))
+                # What connected clients sent is read (and a probe answered) before new connections can
+                # displace them: a flood of connects never pushes a waiting probe out.
+                for key, events in sorted(ready, key=lambda item: item[0].fileobj is self.listener):
                     conn = key.data
                     if key.fileobj is self.listener:
                         self._accept()
@@ -216,13 +169,14 @@ class _Server:
             if len(self.connections) >= MAX_CONNECTIONS and not self._displace_oldest():
                 self.dropped["refused"] += 1
                 with contextlib.suppress(OSError):
-                    sock.send(_BUSY)
+                    sock.send(BUSY)
                 sock.close()
                 continue
             now = time.monotonic()
             conn = _Connection(sock=sock, opened=now, deadline=now + HEAD_TIMEOUT)
             self.connections[sock] = conn
             self.selector.register(sock, selectors.EVENT_READ, data=conn)
+            self._read(conn)  # a probe has usually sent its request already: answered before any displacement
 
     def _displace_oldest(self) -> bool:
         waiting = [c for c in self.connections.values() if c.waiting_on_client]
@@ -250,31 +204,37 @@ class _Server:
             if len(conn.head) > MAX_HEAD_BYTES:
                 self.dropped["too_large"] += 1
                 body = b"request head over %d bytes\n" % MAX_HEAD_BYTES
-                self._answer(conn, response(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, _PLAIN, body))
+                self._answer(conn, response(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, PLAIN, body))
             return
         request = parse_head(bytes(conn.head[:end]))
         conn.head = bytearray()
         if isinstance(request, bytes):
             self._answer(conn, request)
         elif request.path not in self.paths:
-            head = request.method == "HEAD"
-            self._answer(conn, response(HTTPStatus.NOT_FOUND, _PLAIN, b"not found\n", head=head))
+            self._answer(conn, response(HTTPStatus.NOT_FOUND, PLAIN, b"not found\n", head=request.head))
+        elif request.path != "/metrics":
+            self._answer(conn, self.endpoints.stored_answer(request))
+        elif not self.endpoints.metrics_slot.acquire(blocking=False):
+            self.dropped["metrics_busy"] += 1
+            self._answer(conn, response(HTTPStatus.SERVICE_UNAVAILABLE, PLAIN, b"busy\n", head=request.head))
         else:
             conn.working = True
             self.selector.unregister(conn.sock)
-            pool = self.endpoints.pool_for(request.path)
             try:
-                pool.submit(self._work, conn, request)
+                self.endpoints.metrics_pool.submit(self._work, conn, request)
             except RuntimeError:  # the pool is shut down: we are stopping
+                self.endpoints.metrics_slot.release()
                 self._close(conn)
 
     def _work(self, conn: _Connection, request: Request) -> None:
-        """In a pool thread: the only place a check or the metrics rendering runs."""
+        """In the metrics pool's thread: the only place ``/metrics`` is rendered."""
         try:
-            answer = self.endpoints.render(request)
-        except Exception as exc:  # a failing check is a failed probe, not a dead pool thread
-            log.warning("health_check_raised", path=request.path, error=repr(exc))
-            answer = response(HTTPStatus.INTERNAL_SERVER_ERROR, _PLAIN, b"check raised an error\n")
+            answer = self.endpoints.render_metrics(request)
+        except Exception as exc:  # a broken collector is a failed scrape, not a dead pool thread
+            log.warning("metrics_render_raised", error=repr(exc))
+            answer = response(HTTPStatus.INTERNAL_SERVER_ERROR, PLAIN, b"metrics raised an error\n")
+        finally:
+            self.endpoints.metrics_slot.release()
         self.finished.put((conn, answer))
         self._wake()
 
@@ -342,29 +302,41 @@ class Endpoints:
         liveness: Check,
         readiness: Check,
         registry: CollectorRegistry,
-        cache_digest: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
-        self.liveness = liveness
-        self.cache_digest = cache_digest
-        self.readiness = readiness
+        live = RefreshedCheck("liveness", liveness)
+        self.checks = {"/healthz": live, "/livez": live, "/readyz": RefreshedCheck("readiness", readiness)}
+        self.debug_cache: Published | None = None
+        """Opt-in (``enable_debug_cache``): published once per cycle, served on ``DEBUG_CACHE_PATH``."""
         self.registry = registry
         self.servers: list[_Server] = []
+        self._addresses = (healthz_address, metrics_address)
+        self.metrics_pool = ThreadPoolExecutor(METRICS_WORKERS, thread_name_prefix="http-metrics")
+        self.metrics_slot = threading.BoundedSemaphore(MAX_METRICS_IN_FLIGHT)
+
+    def enable_debug_cache(self) -> None:
+        """Serve ``/debug/cache`` beside the probes (before ``start``)."""
+        self.debug_cache = Published("the cache digest")
+
+    def _plan(self) -> dict[str, set[str]]:
+        healthz_address, metrics_address = self._addresses
         plan: dict[str, set[str]] = {}
         if healthz_address:
             plan.setdefault(healthz_address, set()).update(_HEALTH_PATHS)
-            if cache_digest is not None:
+            if self.debug_cache is not None:
                 plan[healthz_address].add(DEBUG_CACHE_PATH)
         if metrics_address:
             plan.setdefault(metrics_address, set()).add("/metrics")
-        self._plan = plan
-        self._health_pool = ThreadPoolExecutor(HEALTH_WORKERS, thread_name_prefix="http-health")
-        self._metrics_pool = ThreadPoolExecutor(METRICS_WORKERS, thread_name_prefix="http-metrics")
+        return plan
 
     def start(self) -> None:
-        for address, paths in self._plan.items():
+        for address, paths in self._plan().items():
             server = _Server(address, frozenset(paths), self)  # binds now: a taken port fails start()
-            server.start()
             self.servers.append(server)
+        if any(_HEALTH_PATHS & server.paths for server in self.servers):
+            for check in {id(c): c for c in self.checks.values()}.values():
+                check.start()
+        for server in self.servers:
+            server.start()
 
     @property
     def ports(self) -> list[int]:
@@ -379,22 +351,33 @@ class Endpoints:
         return total
 
     def stop(self) -> None:
-        self._health_pool.shutdown(wait=False, cancel_futures=True)
-        self._metrics_pool.shutdown(wait=False, cancel_futures=True)
+        for check in self.checks.values():
+            check.stop()
+        self.metrics_pool.shutdown(wait=False, cancel_futures=True)
         for server in self.servers:
             server.stop(timeout=2.0)
 
-    def pool_for(self, path: str) -> ThreadPoolExecutor:
-        return self._metrics_pool if path == "/metrics" else self._health_pool
+    def publish_cache_digest(self, digest: Callable[[], Mapping[str, Any]]) -> None:
+        """Once per cycle: the cache's digest, computed only when ``/debug/cache`` is served, which
+        serves it until the next cycle (never computed per request)."""
+        if self.debug_cache is not None:
+            self.debug_cache.publish(digest())
 
-    def render(self, request: Request) -> bytes:
-        head = request.method == "HEAD"
-        if request.path == "/metrics":
-            return response(HTTPStatus.OK, CONTENT_TYPE_LATEST, generate_latest(self.registry), head=head)
-        if request.path == DEBUG_CACHE_PATH and self.cache_digest is not None:
-            body = json.dumps(self.cache_digest(), sort_keys=True).encode()
-            return response(HTTPStatus.OK, "application/json", body, head=head)
-        check = self.readiness if request.path == "/readyz" else self.liveness
-        ok, why = check()
-        status = HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE
-        return response(status, "text/plain", (why or "ok").encode() + b"\n", head=head)
+    def stored_answer(self, request: Request) -> bytes:
+        """On the loop thread: a probe's or ``/debug/cache``'s answer, computed beforehand."""
+        if request.path == DEBUG_CACHE_PATH and self.debug_cache is not None:
+            return self.debug_cache.answer(request)
+        return self.checks[request.path].answer(request, time.monotonic())
+
+    def render_metrics(self, request: Request) -> bytes:
+        body = generate_latest(self.registry)
+        return response(HTTPStatus.OK, CONTENT_TYPE_LATEST, body, head=request.head)
+
+
+def add_debug_cache_flag(parser: Any) -> None:
+    parser.add_argument(
+        "--debug-cache",
+        action="store_true",
+        help=f"serve {DEBUG_CACHE_PATH} on the healthz address: the watch cache's per-resource count and "
+        "digest at the start of the last cycle (for a soak's cache check; off by default)",
+    )

@@ -24,7 +24,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -700,9 +700,11 @@ def run_descheduler(
     workdir: Path,
     name: str = "descheduler",
     env: Mapping[str, str] | None = None,
+    args: Sequence[str] = (),
 ) -> Iterator[Descheduler]:
     """Start ``descheduler run`` (JSON logs); the process is killed at the end of the block if still alive.
-    ``env`` adds to the environment (e.g. ``PYTHONTZPATH`` for a made-up time zone)."""
+    ``env`` adds to the environment (e.g. ``PYTHONTZPATH`` for a made-up time zone), ``args`` to the
+    command line (``--debug-cache``)."""
     workdir.mkdir(parents=True, exist_ok=True)
     stderr_path = workdir / f"{name}.stderr"
     stdout_path = workdir / f"{name}.stdout"
@@ -710,7 +712,7 @@ def run_descheduler(
     out = stdout_path.open("wb")
     process = subprocess.Popen(
         descheduler_command(
-            "run", "--config", str(config), "--kubeconfig", str(kubeconfig), "--log-format", "json"
+            "run", "--config", str(config), "--kubeconfig", str(kubeconfig), "--log-format", "json", *args
         ),
         cwd=REPO,
         env={**subprocess_env(), **(env or {})},

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,23 @@ PARSERS = {
     "PodDisruptionBudget": parse_pdb,
     "Namespace": parse_namespace,
 }
-BASES = [(kind, build) for _, kind, build, _ in REALISTIC]
+
+
+def without_qos(build: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    """The pod as written by hand for ``simulate``: no ``status.qosClass``, so ``parse.py`` derives it
+    from the containers (a path of its own, which a pod from the API server never takes)."""
+
+    def built() -> dict[str, Any]:
+        obj = build()
+        obj.get("status", {}).pop("qosClass", None)
+        return obj
+
+    return built
+
+
+BASES = [(kind, build) for _, kind, build, _ in REALISTIC] + [
+    (kind, without_qos(build)) for _, kind, build, _ in REALISTIC if kind == "Pod"
+]
 RAW_ALLOCATABLE = "node.koordinator.sh/raw-allocatable"
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -26,15 +26,22 @@ import pytest
 from descheduler.cli import main
 from descheduler.cluster import dump
 from descheduler.cluster.build import build_snapshot
+from descheduler.cluster.fastparse import FAST_KINDS
 from descheduler.cluster.parse import (
     INT64_MAX,
     RAW_ALLOCATABLE_ANNOTATION,
+    ObjectError,
     parse_node,
     parse_pod,
 )
 from descheduler.report.text import escape
 from descheduler.simulate.inputs import InputError, load_cluster, load_usage
 from tests.support.configs import low_node_load_yaml
+from tests.unit import mutation
+from tests.unit.mutation import parent_of
+from tests.unit.test_cluster_dra import DRA_PARSERS, claim_obj, class_obj, slice_obj
+from tests.unit.test_fastparse import REALISTIC
+from tests.unit.test_fuzz_cluster import PARSERS, fast, wire, without_qos
 
 REPO = Path(__file__).resolve().parents[2]
 Obj = dict[str, Any]
@@ -117,6 +124,14 @@ def edit(path: tuple[Any, ...], value: Any) -> Callable[[Obj], None]:
     return apply
 
 
+def both(*changes: Callable[[Obj], None]) -> Callable[[Obj], None]:
+    def apply(obj: Obj) -> None:
+        for change in changes:
+            change(obj)
+
+    return apply
+
+
 def deep(levels: int) -> Any:
     value: Any = "x"
     for _ in range(levels):
@@ -176,9 +191,51 @@ REFUSED: list[tuple[str, Callable[[], Obj], Callable[[Obj], None], str]] = [
         "a taint key nested 5,000 deep",
         node,
         edit(("spec", "taints"), [{"key": deep(5000)}]),
-        "nested too deeply",
+        "spec.taints[0].key must be a string",
     ),
     ("a name that is a list", pod, edit(("metadata", "name"), ["x"] * 10_000), "metadata.name is required"),
+    # issue 37, point 17: a field of the wrong type is refused, never a traceback, never taken for nothing
+    (
+        "container resources as a string, no qosClass to spare deriving it",
+        pod,
+        both(edit(("status", "qosClass"), None), edit(("spec", "containers", 0, "resources"), "cpu: 2")),
+        "Pod default/p1: spec.containers[0].resources must be an object, got 'cpu: 2'",
+    ),
+    (
+        "container resources as a string (not a pod that asks for nothing)",
+        pod,
+        edit(("spec", "containers", 0, "resources"), "cpu: 2"),
+        "spec.containers[0].resources must be an object",
+    ),
+    (
+        "a container that is a string",
+        pod,
+        edit(("spec", "containers", 0), "app"),
+        "spec.containers[0] must be",
+    ),
+    ("init containers as a map", pod, edit(("spec", "initContainers"), {"a": 1}), "spec.initContainers must"),
+    ("pod-level resources as a list", pod, edit(("spec", "resources"), ["cpu"]), "spec.resources must be"),
+    ("a volume that is a string", pod, edit(("spec", "volumes"), ["scratch"]), "spec.volumes[0] must be"),
+    ("container statuses as a string", pod, edit(("status", "containerStatuses"), "x"), "containerStatuses"),
+    (
+        "a nodeName that is a map",
+        pod,
+        edit(("spec", "nodeName"), {"n1": 1}),
+        "spec.nodeName must be a string",
+    ),
+    (
+        "a toleration key that is a list",
+        pod,
+        edit(("spec", "tolerations"), [{"key": []}]),
+        "tolerations[0].key",
+    ),
+    (
+        "an owner's controller flag as text",
+        pod,
+        edit(("metadata", "ownerReferences"), [{"kind": "ReplicaSet", "name": "r", "controller": "false"}]),
+        "metadata.ownerReferences[0].controller must be a boolean",
+    ),
+    ("a node condition that is a string", node, edit(("status", "conditions"), ["Ready"]), "conditions[0]"),
 ]
 
 
@@ -203,6 +260,58 @@ def test_values_at_the_edge_are_accepted() -> None:
     edge["metadata"]["creationTimestamp"] = "2999-12-31T23:59:59Z"
     parsed = parse_pod(edge)
     assert (parsed.requests["cpu"], parsed.priority) == (INT64_MAX, 2**31 - 1)
+
+
+# -- every field, every wrong type (issue 37, point 17) ---------------------------------------------------
+
+
+ALL_PARSERS: dict[str, Callable[[Any], Any]] = {**PARSERS, **DRA_PARSERS}
+EVERY_FIELD_BASES = [
+    *((case, kind, build) for case, kind, build, _ in REALISTIC),
+    *(
+        (f"{case}, no qosClass", kind, without_qos(build))
+        for case, kind, build, _ in REALISTIC
+        if kind == "Pod"
+    ),
+    ("a ResourceSlice", "ResourceSlice", slice_obj),
+    ("a ResourceClaim", "ResourceClaim", claim_obj),
+    ("a DeviceClass", "DeviceClass", class_obj),
+]
+WRONG_TYPES: list[Any] = ["text", 7, 2.5, True, ["x"], {"x": "y"}]
+"""One value of each JSON type: whatever a field holds, at least five of these are of the wrong type."""
+NAMING_FIELDS = {("kind",), ("metadata",), ("metadata", "name"), ("metadata", "namespace")}
+"""Fields that name the object: replaced, the message names what is left of it."""
+
+
+@pytest.mark.parametrize(("case", "kind", "build"), EVERY_FIELD_BASES, ids=[b[0] for b in EVERY_FIELD_BASES])
+def test_any_field_of_a_valid_object_given_a_wrong_type_is_refused_naming_it_or_read_alike_by_both_parsers(
+    case: str, kind: str, build: Callable[[], Obj]
+) -> None:
+    base = wire(build())
+    base.setdefault("kind", kind)
+    meta = base["metadata"]
+    named = (
+        f"{kind} {meta['namespace']}/{meta['name']}" if meta.get("namespace") else f"{kind} {meta['name']}"
+    )
+    escaped = []
+    for path in mutation.paths(base):
+        for wrong in WRONG_TYPES:
+            obj = copy.deepcopy(base)
+            parent_of(obj, path)[path[-1]] = copy.deepcopy(wrong)
+            try:
+                expected = ALL_PARSERS[kind](obj)
+            except ObjectError as exc:
+                expected = exc
+                message = str(exc)
+                assert "\n" not in message and len(message) < 1000, message
+                assert path[:2] in NAMING_FIELDS or message.startswith(f"{named}: "), (path, message)
+            except Exception as exc:  # what the test is for: nothing else may escape
+                escaped.append(f"{path} = {wrong!r}: {type(exc).__name__}: {exc}")
+                continue
+            if kind in FAST_KINDS:
+                got = fast(kind, obj)
+                assert got is None or got == expected, (path, wrong, expected)
+    assert not escaped, "\n".join(escaped[:20])
 
 
 # -- the planner and the renderer on the largest accepted values ---------------------------------------
@@ -236,6 +345,26 @@ def _simulate(
     captured = capsys.readouterr()
     assert code == 0, captured.err
     return captured.out
+
+
+def test_simulate_names_a_container_whose_resources_are_a_string_instead_of_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 37, point 17, as reported: a hand-written dump (no ``status.qosClass``) with a string."""
+    bad = pod()
+    bad["spec"]["containers"][0]["resources"] = "requests: {cpu: 2}"
+    del bad["status"]["qosClass"]
+    (tmp_path / "config.yaml").write_text(CONFIG)
+    (tmp_path / "cluster.json").write_text(_cluster([bad]))
+    (tmp_path / "usage.json").write_text(json.dumps({"nodes": {}, "pods": {}}))
+    code = main([
+        "simulate", "--config", str(tmp_path / "config.yaml"), "--cluster", str(tmp_path / "cluster.json"),
+        "--usage", str(tmp_path / "usage.json"), "--cycles", "1",
+    ])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code != 0
+    assert "Pod default/p1: spec.containers[0].resources must be an object" in err
+    assert "Traceback" not in err and "AttributeError" not in err
 
 
 def _edge_pods(name: str) -> list[Obj]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -13,7 +15,10 @@ from contextlib import contextmanager
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
+from descheduler.cli import build_parser
+from descheduler.service import probes
 from descheduler.service.health import Endpoints
+from descheduler.service.httpwire import Request
 from tests.support.ports import free_port
 
 
@@ -83,7 +88,10 @@ def test_a_failing_check_answers_503_with_its_reason_and_leaves_the_other_alone(
         assert _get(port, path)[0::2] == (503, "cache not synced\n")
         assert _get(port, other_path)[0::2] == (200, "ok\n")
         setattr(checks, failing, (True, "ok"))
-        assert _get(port, path)[0] == 200, "checks are asked again on every request"
+        deadline = time.monotonic() + 1.0  # checks run again every PROBE_REFRESH (0.25 s), not per request
+        while _get(port, path)[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _get(port, path)[0] == 200, "the check was asked again within a second"
 
 
 def test_query_strings_do_not_hide_a_path() -> None:
@@ -126,24 +134,91 @@ def test_a_loopback_address_of_either_family_is_honoured(host: str) -> None:
             assert sock.getsockname()[0] == host.strip("[]"), "listens on the loopback address given"
 
 
-def test_the_cache_digest_is_served_as_json_next_to_the_probes_only_when_given() -> None:
+def test_the_cache_digest_is_served_only_when_enabled_as_published_once_per_cycle() -> None:
     address = f"127.0.0.1:{free_port()}"
     digest = {"pods": {"count": 2, "digest": "ab", "resourceVersion": "7"}}
+    computed: list[int] = []
+
+    def compute() -> dict[str, dict[str, object]]:
+        computed.append(1)
+        return digest
+
     endpoints = Endpoints(
         healthz_address=address,
         metrics_address="",
         liveness=lambda: (True, "ok"),
         readiness=lambda: (True, "ok"),
         registry=CollectorRegistry(),
-        cache_digest=lambda: digest,
+    )
+    endpoints.enable_debug_cache()
+    endpoints.start()
+    try:
+        (port,) = endpoints.ports
+        before = _get(port, "/debug/cache")
+        endpoints.publish_cache_digest(compute)
+        answers = [_get(port, "/debug/cache") for _ in range(5)]
+    finally:
+        endpoints.stop()
+    assert before[0] == 503 and "no cycle has run yet" in before[2]
+    assert {(status, content_type) for status, content_type, _ in answers} == {(200, "application/json")}
+    assert all(json.loads(body) == digest for _, _, body in answers)
+    assert len(computed) == 1, "computed once per cycle, not per request"
+    with serving(f"127.0.0.1:{free_port()}", "", Checks()) as plain:
+        plain.publish_cache_digest(compute)
+        assert _get(plain.ports[0], "/debug/cache")[0] == 404, "off by default"
+    assert len(computed) == 1, "not computed at all when not served"
+
+
+def test_run_serves_the_cache_digest_only_with_its_flag() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["run", "--config", "c.yaml"]).debug_cache is False
+    assert parser.parse_args(["run", "--config", "c.yaml", "--debug-cache"]).debug_cache is True
+
+
+def test_a_probe_whose_check_stops_completing_answers_503_not_its_last_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(probes, "PROBE_REFRESH", 0.01)
+    monkeypatch.setattr(probes, "PROBE_STALE_AFTER", 0.3)
+    release = threading.Event()
+    calls: list[int] = []
+
+    def check() -> tuple[bool, str]:
+        calls.append(1)
+        if len(calls) > 1:
+            release.wait(5.0)  # blocked on a lock, say
+        return True, "ok"
+
+    refreshed = probes.RefreshedCheck("liveness", check)
+    refreshed.start()
+    try:
+        get = Request("GET", "/healthz")
+        assert refreshed.answer(get, time.monotonic()).startswith(b"HTTP/1.1 200 ")
+        later = refreshed.answer(get, time.monotonic() + 1.0)
+    finally:
+        refreshed.stop()
+        release.set()
+    assert later.startswith(b"HTTP/1.1 503 ") and later.endswith(b"liveness check has not completed for 1s\n")
+
+
+def test_a_check_that_raises_is_a_500_and_the_server_keeps_answering() -> None:
+    def boom() -> tuple[bool, str]:
+        raise RuntimeError("no cache")
+
+    address = f"127.0.0.1:{free_port()}"
+    endpoints = Endpoints(
+        healthz_address=address,
+        metrics_address="",
+        liveness=lambda: (True, "ok"),
+        readiness=boom,
+        registry=CollectorRegistry(),
     )
     endpoints.start()
     try:
         (port,) = endpoints.ports
-        status, content_type, body = _get(port, "/debug/cache")
+        assert [_get(port, p)[0::2] for p in ("/readyz", "/healthz")] == [
+            (500, "check raised an error\n"),
+            (200, "ok\n"),
+        ]
     finally:
         endpoints.stop()
-    assert (status, content_type) == (200, "application/json")
-    assert json.loads(body) == digest
-    with serving(f"127.0.0.1:{free_port()}", "", Checks()) as plain:
-        assert _get(plain.ports[0], "/debug/cache")[0] == 404
