@@ -280,6 +280,11 @@ class CycleRunner:
             settle=self.timing.unknown_settle_seconds,
             now=now,
             restart_settle=self.timing.restart_deadline_seconds,
+            rollouts={
+                f"{w.namespace}/{w.name}": w.rollout
+                for w in snapshot.workloads
+                if w.kind == "Deployment" and w.rollout is not None
+            },
         )
         announce.resolved(settled, self.edges.evictor, now)
         return settled

@@ -182,9 +182,9 @@ class Timing:
     """The least time a refused budget is left alone (the server's Retry-After when longer)."""
     unknown_settle_seconds: float = DEFAULT_SETTLE_SECONDS
     restart_deadline_seconds: float = float(DEFAULT_PROGRESS_DEADLINE)
-    """A restart of unknown outcome is confirmed not applied only this long after its patch (its old pod may
-    still be waiting for the new one); a restart in flight is followed by its Deployment's own deadline
-    (``planner.surge.follow_restarts``)."""
+    """A restart of unknown outcome whose Deployment is not in the cache is confirmed not applied only this
+    long after its patch (its old pod may still be waiting for the new one); a restart in flight is
+    followed by its Deployment's own deadline (``planner.surge.follow_restarts``)."""
     startup_quiet_seconds: float = 0.0
     fallback_quiet_seconds: float = 0.0
     """No live eviction this long when the migration journal cannot be read (an objectLimiters window)."""

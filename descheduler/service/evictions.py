@@ -196,6 +196,7 @@ class EvictionPass:
                     planned.reason,
                     sent,
                     planned.action == RESTART,
+                    planned.workload_name if planned.action == RESTART else "",
                 )
             )
         (

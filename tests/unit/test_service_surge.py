@@ -232,6 +232,43 @@ def test_an_unknown_restart_is_not_confirmed_failed_while_its_rollout_may_still_
     assert len(still) == (0 if settled else 1)
 
 
+@pytest.mark.parametrize(
+    ("stamped", "after", "expected"),
+    [
+        (True, 5, "evicted"),  # the template carries our restartedAt: applied, known at once
+        (True, 601, "evicted"),  # applied, its new pod still starting: never "failed" by a fixed rule
+        (False, 61, "failed"),  # past the server's own deadline and the template lacks it: not applied
+        (False, 30, "unknown"),  # the server may still apply it
+    ],
+)
+def test_an_unknown_restart_is_settled_by_its_deployments_pod_template(
+    stamped: bool, after: float, expected: str
+) -> None:
+    wall = [NOW]
+    run, evictor, cluster, _ = runner(world(), wall=wall)
+    evictor.results = ["unknown"]
+    run.run_cycle()
+    if stamped:  # what our patch wrote, to the second
+        cluster.value = replace(
+            cluster.value,
+            workloads=tuple(
+                replace(w, rollout=replace(w.rollout, restarted_at=float(int(NOW))))
+                if w.rollout is not None
+                else w
+                for w in cluster.value.workloads
+            ),
+        )
+    wall[0] += after
+    record = run.run_cycle()
+    assert record is not None
+    resolved = {e.pod: e.result for e in record.resolved}
+    assert resolved.get(OLD, "unknown") == expected
+    # Applied or maybe: the first restart is followed on; not applied: the cycle restarted it afresh.
+    first = [m.restart for m in run.state.migrations if m.pod == OLD and m.started <= NOW + 60]
+    assert first == ([] if expected == "failed" else ["restarting"])
+    assert len(evictor.restarts) == (2 if expected == "failed" else 1)
+
+
 def test_a_restart_of_unknown_outcome_is_remembered_as_a_restart_by_a_successor() -> None:
     journal = FakeJournal()
     run, evictor, _, _ = runner(world(), journal=journal)
