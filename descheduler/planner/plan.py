@@ -302,7 +302,8 @@ class _Cycle:
             self.pdbs = self.parts.pdb_tracker(self.snapshot.pdbs, refusals, budgets)
             for done in already:  # this cycle's earlier evictions: its own, for every limit and budget
                 self.limits.record(done.pod, done.node, self.index.workload_of(done.pod))
-                self.pdbs.record(done.pod)
+                if done.action != RESTART:
+                    self.pdbs.record(done.pod)
             self.filter = self.parts.pod_filter(s, self.index)
             if s.evict_resource_claim_pods:
                 self.devices = DeviceIndex(self.snapshot)
@@ -664,7 +665,9 @@ class _Cycle:
                 if recent:
                     self._skip(pod, source.name, reasons.SURGE_RESTARTING, recent, prod)
                     continue
-            hit = self.limits.check(pod, source.name, workload) or self.pdbs.check(pod)
+            # A restart surges: its new pod is Ready before the old goes, and the patch bypasses the
+            # Eviction API, so it neither needs nor spends a PodDisruptionBudget's disruption.
+            hit = self.limits.check(pod, source.name, workload) or (None if restart else self.pdbs.check(pod))
             if hit is not None:
                 self._skip(pod, source.name, hit.code, hit.message, prod)
                 if self._limit_stops(source, hit):
@@ -778,7 +781,8 @@ class _Cycle:
             )
         )
         self.limits.record(pod, source.name, workload)
-        self.pdbs.record(pod)
+        if action != RESTART:
+            self.pdbs.record(pod)
         drain.destinations.reserve(destination, pod, vector, prod_vector)
         for name in source.levels.usage:
             source.levels.usage[name] -= vector.get(name, 0)

@@ -410,6 +410,34 @@ def test_a_failed_restart_releases_its_max_migrating_per_node_slot() -> None:
     assert "restart failed" in next(s.message for s in later.pod_skips if s.pod == "default/web-1")
 
 
+# -- surge restarts and PodDisruptionBudgets ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("allowed", "moved"),
+    [
+        # minAvailable 1 over one replica: the budget allows no eviction, and the restart needs none.
+        (0, {"default/web-1": RESTART}),
+        # One disruption allowed: the restart leaves it to the eviction of the other pod it covers.
+        (1, {"default/web-1": RESTART, "default/api-1": EVICT}),
+    ],
+)
+def test_a_surge_restart_neither_needs_nor_spends_a_pdb_disruption(
+    allowed: int, moved: dict[str, str]
+) -> None:
+    """The new pod is Ready before the old one goes, so the budget's healthy count never drops; and the
+    patch does not go through the Eviction API, so what the budget allows is left to real evictions."""
+    world = World().node("hot", usage=cpu("9")).node("cool", usage=cpu("0")).node("cool-2", usage=cpu("0"))
+    world.deployment("web", 1, rolled_out=True).pod("web-1", on="hot", owner="web", usage=cpu("3"))
+    world.deployment("api", 4, rolled_out=True)
+    world.pod("api-1", on="hot", owner="api", usage=cpu("3"), labels={"app": "web"})
+    world.pdb("web-pdb", "web", allowed)
+    result = world.plan(settings(migration=SURGE))
+    assert {e.pod.key: e.action for e in result.evictions} == moved
+    if allowed == 0:
+        assert skip_codes(result)["default/api-1"] == reasons.PDB, "evictions still need the budget"
+
+
 def test_a_deployments_own_deadline_stall_and_restart_stamp_are_read() -> None:
     stalled = {"conditions": [STALLED]}
     template = {"metadata": {"annotations": {RESTARTED_AT: "2026-01-01T13:00:00+01:00"}}}
