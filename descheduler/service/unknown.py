@@ -10,11 +10,12 @@ shown enough:
 - the same pod, not terminating, in a cache that has heard from the server at least ``settle`` seconds
   after the request was sent (the server's own request timeout: a slow server may still act on it
   until then): ``failed``;
-- a surge-first restart's old pod legitimately runs on until its replacement is ready, so the pod tells
-  little: the Deployment does. Its pod template carries the ``restartedAt`` our patch wrote (not older
-  than the send, to the second): ``evicted`` (applied; the restart is then followed to its outcome,
-  ``restarts.py``); a cache that has heard ``settle`` seconds past the send with a template without it:
-  ``failed``. Only a Deployment missing from the cache falls back to waiting ``restart_settle`` too;
+- a surge-first restart's old pod legitimately runs on until its replacement is ready, so while it runs
+  (not terminating) the pod tells little: the Deployment does. Its pod template carries the
+  ``restartedAt`` our patch wrote (not older than the send, to the second): ``evicted`` (applied; the
+  restart is then followed to its outcome, ``restarts.py``); a cache that has heard ``settle`` seconds
+  past the send with a template without it: ``failed``. Only a Deployment missing from the cache falls
+  back to waiting ``restart_settle`` too;
 - anything else: still ``unknown``.
 """
 
@@ -76,10 +77,7 @@ def resolve(
     for item in pending:
         current = pods.get(item.pod.key)
         rollout = (rollouts or {}).get(f"{item.pod.namespace}/{item.deployment}") if item.restart else None
-        told = _restart_told(item, rollout, heard, settle) if rollout is not None else None
-        if told is not None:
-            settled.append(told)
-        elif current is None:
+        if current is None:
             settled.append(Resolution(item, "evicted", "confirmed: the pod is gone"))
         elif item.pod.uid and current.uid != item.pod.uid:
             settled.append(
@@ -87,6 +85,8 @@ def resolve(
             )
         elif current.terminating:
             settled.append(Resolution(item, "evicted", "confirmed: the pod is terminating"))
+        elif rollout is not None and (told := _restart_told(item, rollout, heard, settle)) is not None:
+            settled.append(told)
         elif heard >= item.sent + (max(settle, restart_settle) if item.restart else settle):
             settled.append(
                 Resolution(
