@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 import structlog
 
-from descheduler.cluster.types import ClusterSnapshot, UsageSnapshot
+from descheduler.cluster.types import ClusterSnapshot, Rollout, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
 from descheduler.planner import SUMMARISED, Plan, PlannerState, SkipForm, commit, plan, pod_usage_nodes
 from descheduler.planner.controls import (
@@ -280,11 +280,7 @@ class CycleRunner:
             settle=self.timing.unknown_settle_seconds,
             now=now,
             restart_settle=self.timing.restart_deadline_seconds,
-            rollouts={
-                f"{w.namespace}/{w.name}": w.rollout
-                for w in snapshot.workloads
-                if w.kind == "Deployment" and w.rollout is not None
-            },
+            rollouts=_rollouts(snapshot) if any(u.restart for u in self.unconfirmed.values()) else None,
         )
         announce.resolved(settled, self.edges.evictor, now)
         return settled
@@ -332,6 +328,15 @@ class CycleRunner:
         )
         if self.signals.on_record is not None:
             self.signals.on_record(record)
+
+
+def _rollouts(snapshot: ClusterSnapshot) -> dict[str, Rollout]:
+    """The Deployments' rollouts by ``namespace/name``: what settles a restart of unknown outcome."""
+    return {
+        f"{w.namespace}/{w.name}": w.rollout
+        for w in snapshot.workloads
+        if w.kind == "Deployment" and w.rollout is not None
+    }
 
 
 def distrust(usage: UsageSnapshot, untrusted: Mapping[str, str]) -> UsageSnapshot:
