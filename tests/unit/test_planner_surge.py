@@ -3,6 +3,7 @@ rollout restart only when the rollout creates the new pod before it stops the ol
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -449,3 +450,26 @@ def test_a_deployments_own_deadline_stall_and_restart_stamp_are_read() -> None:
     assert default.restarted_at == 0.0
     bad = rollout_of(None, None, 2, None, "1", progress=(-1, "x"), template={"metadata": "no"})
     assert "spec.progressDeadlineSeconds" in bad.problem and "spec.minReadySeconds" in bad.problem
+
+
+@pytest.mark.parametrize(
+    ("action", "outcome", "problem"),
+    [
+        (RESTART, "failed", ""),
+        (RESTART, "completed", ""),
+        (RESTART, "overdue", "outcome"),  # not an outcome
+        (EVICT, "failed", "outcome"),  # an eviction has none
+    ],
+)
+def test_a_restarts_outcome_is_kept_in_its_record_and_checked_when_read(
+    action: str, outcome: str, problem: str
+) -> None:
+    entry = journal.Entry("a/b", "u", "n", "w", "Deployment", "b", 1.0, journal.EVICTED, action=action)
+    text = journal.encode((replace(entry, outcome=outcome),), writer="t")
+    if problem:
+        with pytest.raises(journal.JournalUnreadable, match=problem):
+            journal.decode(text, "ConfigMap x")
+        return
+    (stored,) = journal.decode(text, "ConfigMap x")
+    (migration,) = journal.rebuild((stored,)).state.migrations
+    assert (stored.outcome, migration.restart) == (outcome, outcome)
