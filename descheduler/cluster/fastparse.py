@@ -239,10 +239,19 @@ class _Node(_S):
 
 
 # -- workloads ------------------------------------------------------------------------------------------
+class _Template(_S):
+    """A Deployment's ``spec.template``: its metadata only (``parse.rollout_of`` reads one annotation)."""
+
+    metadata: Any = None
+
+
 class _WorkloadSpec(_S):
     replicas: int = 1
     strategy: Any = None
     paused: Any = None
+    progress_deadline_seconds: Any = None
+    min_ready_seconds: Any = None
+    template: _Template | None = None
 
 
 class _WorkloadStatus(_S):
@@ -253,6 +262,7 @@ class _WorkloadStatus(_S):
     updated_replicas: Any = None
     ready_replicas: Any = None
     available_replicas: Any = None
+    conditions: Any = None
 
 
 class _Workload(_S):
@@ -515,6 +525,8 @@ def workload_converter(default_kind: str) -> Callable[[_Workload, Sharer], Workl
                 meta.generation,
                 _status_dict(status) if status is not None else None,
                 meta.resource_version,
+                progress=(spec.progress_deadline_seconds, spec.min_ready_seconds) if spec else (None, None),
+                template={"metadata": spec.template.metadata} if spec and spec.template else None,
             )
         return Workload(
             kind=kind,
@@ -538,6 +550,7 @@ def _status_dict(status: _WorkloadStatus) -> dict[str, Any]:
         "updatedReplicas": status.updated_replicas,
         "readyReplicas": status.ready_replicas,
         "availableReplicas": status.available_replicas,
+        "conditions": status.conditions,
     }
 
 

@@ -565,6 +565,8 @@ def parse_workload(obj: Obj) -> Workload:
             meta.get("generation"),
             obj.get("status"),
             meta.get("resourceVersion"),
+            progress=(spec.get("progressDeadlineSeconds"), spec.get("minReadySeconds")),
+            template=spec.get("template"),
         )
     return Workload(
         kind=kind,
@@ -602,9 +604,19 @@ def _count(value: Any, field: str, limit: int = INT32_MAX) -> tuple[int, str]:
     return 0, f"{field} must be a non-negative integer, got {show(value)}"
 
 
-def rollout_of(strategy: Any, paused: Any, generation: Any, status: Any, resource_version: Any) -> Rollout:
+def rollout_of(
+    strategy: Any,
+    paused: Any,
+    generation: Any,
+    status: Any,
+    resource_version: Any,
+    *,
+    progress: tuple[Any, Any] = (None, None),
+    template: Any = None,
+) -> Rollout:
     """A Deployment's ``Rollout`` from its raw fields (both parsers call this, so they agree). Never
-    raises: a field it cannot read is named in ``problem`` and the Deployment is never restarted."""
+    raises: a field it cannot read is named in ``problem`` and the Deployment is never restarted.
+    ``progress`` is (``progressDeadlineSeconds``, ``minReadySeconds``), ``template`` ``spec.template``."""
     problems: list[str] = []
     kind = "RollingUpdate"
     surge: int | str = DEFAULT_ROLLING
@@ -644,6 +656,10 @@ def rollout_of(strategy: Any, paused: Any, generation: Any, status: Any, resourc
         ):
             counts[key], problem = _count(status.get(key), f"status.{key}", limit)
             problems.append(problem)
+    deadline, problem = _count(progress[0], "spec.progressDeadlineSeconds")
+    problems.append(problem)
+    min_ready, problem = _count(progress[1], "spec.minReadySeconds")
+    problems.append(problem)
     return Rollout(
         strategy=kind,
         max_surge=surge,
@@ -655,9 +671,43 @@ def rollout_of(strategy: Any, paused: Any, generation: Any, status: Any, resourc
         updated_replicas=counts.get("updatedReplicas", 0),
         ready_replicas=counts.get("readyReplicas", 0),
         available_replicas=counts.get("availableReplicas", 0),
+        progress_deadline=deadline if progress[0] is not None else DEFAULT_PROGRESS_DEADLINE,
+        min_ready=min_ready,
+        deadline_exceeded=_deadline_exceeded(status),
+        restarted_at=_restarted_at(template),
         resource_version=resource_version if isinstance(resource_version, str) else "",
         problem="; ".join(p for p in problems if p),
     )
+
+
+DEFAULT_PROGRESS_DEADLINE = 600
+"""Kubernetes' default ``spec.progressDeadlineSeconds`` of a Deployment."""
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+"""The pod-template annotation ``kubectl rollout restart`` sets, and our restarts too (``kube/evict.py``)."""
+
+
+def _deadline_exceeded(status: Any) -> bool:
+    """Whether the Deployment reports condition Progressing=False, reason ProgressDeadlineExceeded."""
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    return isinstance(conditions, list) and any(
+        isinstance(c, Mapping)
+        and c.get("type") == "Progressing"
+        and c.get("status") == "False"
+        and c.get("reason") == "ProgressDeadlineExceeded"
+        for c in conditions
+    )
+
+
+def _restarted_at(template: Any) -> float:
+    """The pod template's ``restartedAt`` annotation as seconds since the epoch (0.0: none, or unreadable:
+    an annotation is free text, so it is never a problem of the Deployment)."""
+    meta = template.get("metadata") if isinstance(template, Mapping) else None
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    value = annotations.get(RESTARTED_AT) if isinstance(annotations, Mapping) else None
+    try:
+        return timestamp_seconds(value) if isinstance(value, str) else 0.0
+    except (ValueError, OverflowError, OSError):
+        return 0.0
 
 
 @_guarded

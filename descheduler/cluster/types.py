@@ -170,6 +170,15 @@ class Rollout:
     updated_replicas: int = 0
     ready_replicas: int = 0
     available_replicas: int = 0
+    progress_deadline: int = 600
+    """``spec.progressDeadlineSeconds`` (Kubernetes' default 600): with ``min_ready`` (``minReadySeconds``),
+    how long a restart of ours may take before it counts as failed (``planner/surge.py``)."""
+    min_ready: int = 0
+    deadline_exceeded: bool = False
+    """Condition ``Progressing`` is ``False``, reason ``ProgressDeadlineExceeded``: the rollout stalled."""
+    restarted_at: float = 0.0
+    """The pod template's ``kubectl.kubernetes.io/restartedAt`` (seconds since the epoch; 0: none or
+    unreadable): tells whether a restart patch of ours was applied."""
     resource_version: str = field(default="", compare=False)
     """Not compared: a status heartbeat alone does not make it another rollout."""
     problem: str = ""

@@ -23,6 +23,7 @@ from typing import Any, TypedDict, Unpack
 
 import structlog
 
+from descheduler.cluster.parse import RESTARTED_AT
 from descheduler.cluster.types import Pod
 from descheduler.config.migration import delete_options_to_send
 from descheduler.kube.api import KubeApi, Response, path_segment, status_error
@@ -38,8 +39,6 @@ from descheduler.kube.ratelimit import TokenBucket
 log = structlog.get_logger("descheduler.kube.evict")
 
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
-"""The pod-template annotation ``kubectl rollout restart`` sets (``planner.surge.RESTARTED_AT``)."""
 
 
 def restart_patch(now: float, resource_version: str) -> dict[str, Any]:

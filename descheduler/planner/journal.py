@@ -38,7 +38,15 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from descheduler.planner.model import EVICT, RESTART, PlannedEviction
-from descheduler.planner.state import AnomalyCount, Departure, Migration, PlannerState
+from descheduler.planner.state import (
+    COMPLETED,
+    FAILED,
+    RESTARTING,
+    AnomalyCount,
+    Departure,
+    Migration,
+    PlannerState,
+)
 
 VERSION = 1
 INTENT = "intent"
@@ -46,6 +54,8 @@ UNKNOWN = "unknown"
 EVICTED = "evicted"
 STATUSES = (INTENT, UNKNOWN, EVICTED)
 UNSETTLED = frozenset({INTENT, UNKNOWN})
+OUTCOMES = (COMPLETED, FAILED)
+"""A restart record's ``outcome`` once settled."""
 MAX_BYTES = 900_000
 """A ConfigMap's data may hold 1 MiB; stay well below (about 3,500 records)."""
 
@@ -86,6 +96,9 @@ class Entry:
     (``pingpong.replacements_since``), so a smaller gap changes nothing and costs bytes."""
     action: str = EVICT
     """``restart`` for a surge-first restart: a successor keeps counting its old pod as leaving."""
+    outcome: str = ""
+    """A restart's outcome once settled (``completed``, ``failed``; ``Migration.restart``): a successor
+    follows the others on, and neither reports these again nor counts a failed one's old pod as leaving."""
 
     @property
     def namespace(self) -> str:
@@ -220,7 +233,8 @@ def project(
                 replacement=m.replacement,
                 landed=m.landed,
                 bounced=m.bounced,
-                action=RESTART if gone is not None and gone.restart else EVICT,
+                action=RESTART if m.restart or (gone is not None and gone.restart) else EVICT,
+                outcome=m.restart if m.restart in OUTCOMES else "",
                 landed_at=m.landed_at,
                 sent=m.sent or (open_.sent if open_ is not None else 0.0),
             )
@@ -253,9 +267,9 @@ def merge(*journals: Iterable[Entry]) -> tuple[Entry, ...]:
     return tuple(sorted(out.values(), key=lambda e: (e.at, e.pod)))
 
 
-def _rank(e: Entry) -> tuple[float, bool, bool, bool]:
+def _rank(e: Entry) -> tuple[float, bool, bool, bool, bool]:
     """Which of two records of one pod is newer: the later, an unsettled one, one that knows more."""
-    return (e.at, e.status != EVICTED, bool(e.landed), e.bounced > 0)
+    return (e.at, e.status != EVICTED, bool(e.landed), e.bounced > 0, bool(e.outcome))
 
 
 def rebuild(entries: Iterable[Entry], detectors: Detectors | None = None) -> Rebuilt:
@@ -277,6 +291,7 @@ def rebuild(entries: Iterable[Entry], detectors: Detectors | None = None) -> Reb
             bounced=e.bounced,
             landed_at=e.landed_at,
             sent=e.sent,
+            restart=(e.outcome or RESTARTING) if e.action == RESTART else "",
         )
         for e in merged
     )
@@ -286,7 +301,7 @@ def rebuild(entries: Iterable[Entry], detectors: Detectors | None = None) -> Reb
             created=e.created,
             left=e.at,
             usage=dict(e.usage),
-            restart=e.action == RESTART,
+            restart=e.action == RESTART and not e.outcome,
         )
         for e in merged
         if e.usage
@@ -334,6 +349,8 @@ def encode(entries: Sequence[Entry], *, writer: str, detectors: Detectors | None
             record["bounced"] = round(e.bounced, 3)
         if e.action != EVICT:
             record["action"] = e.action
+        if e.outcome:
+            record["outcome"] = e.outcome
         records.append(json.dumps(record, separators=(",", ":"), sort_keys=False))
     top: dict[str, Any] = {"version": VERSION, "writer": writer}
     if detectors:
@@ -420,6 +437,9 @@ def _decode_record(item: Any, where: str, bad: Callable[[str, str], JournalUnrea
     action = item.get("action", EVICT)
     if action not in (EVICT, RESTART):
         raise bad(f"{where}.action", f"must be {EVICT} or {RESTART}, got {action!r}")
+    outcome = item.get("outcome", "")
+    if outcome and (action != RESTART or outcome not in OUTCOMES):
+        raise bad(f"{where}.outcome", f"must be {' or '.join(OUTCOMES)} on a restart, got {outcome!r}")
     landing = item.get("replacement", {})
     moved = f"{where}.replacement"
     if not isinstance(landing, dict):
@@ -445,6 +465,7 @@ def _decode_record(item: Any, where: str, bad: Callable[[str, str], JournalUnrea
         action=str(action),
         landed_at=seconds("at", negative=False, of=landing, at=moved),
         sent=recorded - before if before else 0.0,
+        outcome=str(outcome),
     )
 
 

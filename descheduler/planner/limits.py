@@ -30,7 +30,7 @@ from descheduler.planner import reasons
 from descheduler.planner.controls import Spending
 from descheduler.planner.index import ClusterIndex, PodMemo, WorkloadRef
 from descheduler.planner.settings import Settings
-from descheduler.planner.state import Migration
+from descheduler.planner.state import FAILED, Migration
 
 _NONE: frozenset[str] = frozenset()
 
@@ -88,8 +88,9 @@ class LimitHit:
 
 
 def in_flight(migrations: Iterable[Migration], index: ClusterIndex) -> list[Migration]:
-    """Migrations whose pod still exists in the snapshot (typically terminating)."""
-    return [m for m in migrations if index.pod_exists(m.uid, m.pod)]
+    """Migrations whose pod still exists in the snapshot (typically terminating); not a failed restart's,
+    whose old pod stays (``surge.follow_restarts``)."""
+    return [m for m in migrations if m.restart != FAILED and index.pod_exists(m.uid, m.pod)]
 
 
 class LimitTracker:

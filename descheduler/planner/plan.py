@@ -55,8 +55,8 @@ from descheduler.planner.pingpong import (
     replacements_since,
 )
 from descheduler.planner.settings import PoolSettings, Settings, compile_settings
-from descheduler.planner.state import AnomalyCount, Departure, Migration, PlannerState
-from descheduler.planner.surge import recent_restart
+from descheduler.planner.state import FAILED, AnomalyCount, Departure, Migration, PlannerState
+from descheduler.planner.surge import follow_restarts, recent_restart
 
 
 def plan(
@@ -93,6 +93,7 @@ def plan(
 
     Never refuses a configuration: ``load_config`` has checked it (``compile_settings``).
     """
+    state, _ = follow_restarts(snapshot, state, now)
     index = _index(restarts_leaving(snapshot, state), cache)
     cycle = _Cycle(index, after_evictions(usage, already), compile_settings(config), state, now, parts)
     cycle.skip_form = skip_form
@@ -106,7 +107,8 @@ def restarts_leaving(snapshot: ClusterSnapshot, state: PlannerState) -> ClusterS
     until its replacement is ready, which takes as long as the Deployment's ``minReadySeconds`` and its
     readiness probe. Counted as running meanwhile, its node would stay over and lose more pods than
     it needs to. So it counts as leaving, as an evicted one does: out of its node's usage, not a candidate
-    (``filtered-terminating``), in flight for every limit while it exists."""
+    (``filtered-terminating``), in flight for every limit while it exists. Not once the restart failed
+    (``surge.follow_restarts`` dropped its departure): the pod then stays, and counts as staying."""
     leaving = {d.uid for d in state.departures if d.restart and d.uid}
     if not leaving or not any(p.uid in leaving and not p.terminating for p in snapshot.pods):
         return snapshot
@@ -170,6 +172,7 @@ def pod_usage_nodes(
         return frozenset()
     if any(pool.prod_resources for pool in settings.pools):
         return None
+    state, _ = follow_restarts(snapshot, state, now)
     cycle = _Cycle(_index(restarts_leaving(snapshot, state), cache), usage, settings, state, now, parts)
     cycle.classify_nodes()
     over = {view.name for views in cycle.views.values() for view in views if view.over}
@@ -299,7 +302,8 @@ class _Cycle:
             self.pdbs = self.parts.pdb_tracker(self.snapshot.pdbs, refusals, budgets)
             for done in already:  # this cycle's earlier evictions: its own, for every limit and budget
                 self.limits.record(done.pod, done.node, self.index.workload_of(done.pod))
-                self.pdbs.record(done.pod)
+                if done.action != RESTART:
+                    self.pdbs.record(done.pod)
             self.filter = self.parts.pod_filter(s, self.index)
             if s.evict_resource_claim_pods:
                 self.devices = DeviceIndex(self.snapshot)
@@ -667,7 +671,9 @@ class _Cycle:
                 if recent:
                     self._skip(pod, source.name, reasons.SURGE_RESTARTING, recent, prod)
                     continue
-            hit = self.limits.check(pod, source.name, workload) or self.pdbs.check(pod)
+            # A restart surges: its new pod is Ready before the old goes, and the patch bypasses the
+            # Eviction API, so it neither needs nor spends a PodDisruptionBudget's disruption.
+            hit = self.limits.check(pod, source.name, workload) or (None if restart else self.pdbs.check(pod))
             if hit is not None:
                 self._skip(pod, source.name, hit.code, hit.message, prod)
                 if self._limit_stops(source, hit):
@@ -781,7 +787,8 @@ class _Cycle:
             )
         )
         self.limits.record(pod, source.name, workload)
-        self.pdbs.record(pod)
+        if action != RESTART:
+            self.pdbs.record(pod)
         drain.destinations.reserve(destination, pod, vector, prod_vector)
         for name in source.levels.usage:
             source.levels.usage[name] -= vector.get(name, 0)
@@ -824,6 +831,11 @@ class _Cycle:
         )
         if found is None:
             return ""
+        if found.restart == FAILED:
+            return (
+                f"{workload.describe()} was restarted by us at {found.started:.0f} and that restart failed; "
+                f"its old pod {found.pod} still runs: it is not restarted again while that pod runs"
+            )
         return (
             f"{workload.describe()} was moved by us at {found.started:.0f} (pod {found.pod}) and that move "
             f"is in flight or inside the objectLimiters window ({window:g}s): restarts never overlap"

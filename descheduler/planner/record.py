@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import TypedDict, Unpack
 
 from descheduler.planner.model import RESTART, Plan, PlannedEviction
-from descheduler.planner.state import Departure, Migration, PlannerState, reset_anomalies
+from descheduler.planner.state import RESTARTING, Departure, Migration, PlannerState, reset_anomalies
 
 
 class Marks(TypedDict, total=False):
@@ -98,6 +98,7 @@ def add_migrations(
             workload_name=e.workload_name,
             unresolved=e.pod.key in unresolved,
             sent=left.get(e.pod.key, 0.0),
+            restart=RESTARTING if e.action == RESTART else "",
         )
         for e in evictions
     )

@@ -35,6 +35,12 @@ class AnomalyCount:
         return out
 
 
+RESTARTING = "restarting"
+COMPLETED = "completed"
+FAILED = "failed"
+"""``Migration.restart``: a restart in flight, and its two outcomes."""
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     """An eviction that really happened: limits count it while it is in flight or in its window."""
@@ -69,6 +75,10 @@ class Migration:
     bounced: float = 0.0
     """When ``landed`` was first seen over its high threshold (0: not so far): the ping-pong guard's
     evidence, kept in the journal so a restart does not forget a back-off."""
+    restart: str = ""
+    """A surge-first restart (``surge.py``): ``restarting`` until its outcome, then ``completed`` or
+    ``failed`` (overdue: the old pod counts as staying and holds no slot); "" for an eviction. In the
+    journal, so a successor follows it on and reports it once."""
 
     def in_window(self, duration: float, now: float) -> bool:
         """Whether a window of ``duration`` seconds ending at ``now`` holds this migration."""
@@ -129,6 +139,7 @@ class PlannerState:
                     "started": m.started,
                     **({"replacement": m.replacement, "landed": m.landed} if m.landed else {}),
                     **({"bounced": m.bounced} if m.bounced else {}),
+                    **({"restart": m.restart} if m.restart else {}),
                 }
                 for m in self.migrations
             ],

@@ -17,16 +17,24 @@ surges first, which this module decides over the Deployment's fields (``cluster.
 - no restart of it by us in flight or within the ``objectLimiters`` window (``recent_restart``).
 
 Each failed condition has its own skip code. StatefulSets (their rolling update deletes first), bare pods
-and DaemonSets stay protected. Pure.
+and DaemonSets stay protected.
+
+Once patched, a restart is followed from the state alone (the journal's records and the Deployment's
+status, so a successor follows it on; ``follow_restarts``): ``completed`` when the old pod is gone and
+the Deployment rolled out; ``failed`` when it is overdue (``progressDeadlineSeconds`` plus
+``minReadySeconds`` after the patch) or the Deployment reports ``ProgressDeadlineExceeded``. A failed
+restart's old pod counts as staying: its usage is its node's again and it holds no limit slot. Pure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 
-from descheduler.cluster.types import Rollout
+from descheduler.cluster.parse import DEFAULT_PROGRESS_DEADLINE
+from descheduler.cluster.types import ClusterSnapshot, Pod, Rollout, Workload
 from descheduler.planner import reasons
-from descheduler.planner.state import Migration
+from descheduler.planner.state import COMPLETED, FAILED, RESTARTING, Migration, PlannerState
 
 
 def scaled(value: int | str, replicas: int, round_up: bool) -> int:
@@ -98,3 +106,91 @@ def recent_restart(
         if migration.workload == identity and (exists(migration) or migration.in_window(window, now)):
             return migration
     return None
+
+
+# --- following a restart to its outcome -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RestartOutcome:
+    """A restart this cycle found settled: the migration as it now stands (``restart`` is ``completed``
+    or ``failed``), why, and the seconds since the patch (a cycle's interval is the resolution)."""
+
+    migration: Migration
+    message: str
+    seconds: float
+
+
+def restart_deadline(rollout: Rollout | None) -> float:
+    """How long a restart may take: the Deployment's ``progressDeadlineSeconds`` plus its
+    ``minReadySeconds`` (the new pod must be available that long before the old one goes); Kubernetes'
+    default 600 s when the Deployment is unknown."""
+    if rollout is None:
+        return float(DEFAULT_PROGRESS_DEADLINE)
+    return float(rollout.progress_deadline + rollout.min_ready)
+
+
+def follow_restarts(
+    snapshot: ClusterSnapshot, state: PlannerState, now: float
+) -> tuple[PlannerState, tuple[RestartOutcome, ...]]:
+    """Settle the restarts in flight (``restarting``, outcome known) that ``snapshot`` shows ended. A
+    failed one whose old pod still runs loses its departure: that pod is its node's load again, not a
+    pod leaving. Restarts of unknown outcome wait until they are settled (``service/unknown.py``)."""
+    followed = [m for m in state.migrations if m.restart == RESTARTING and not m.unresolved]
+    if not followed:
+        return state, ()
+    pods = {p.uid or p.key: p for p in snapshot.pods}
+    deployments = {(w.namespace, w.name): w for w in snapshot.workloads if w.kind == "Deployment"}
+    settled: dict[tuple[str, str], RestartOutcome] = {}
+    for m in followed:
+        old = pods.get(m.uid or m.pod)
+        found = _outcome(m, old, deployments.get((m.namespace, m.workload_name)), now)
+        if found is not None:
+            result, message = found
+            settled[(m.pod, m.uid)] = RestartOutcome(replace(m, restart=result), message, now - m.started)
+    if not settled:
+        return state, ()
+    staying = {k for k, o in settled.items() if o.migration.restart == FAILED and (k[1] or k[0]) in pods}
+    migrations = tuple(
+        settled[(m.pod, m.uid)].migration if (m.pod, m.uid) in settled else m for m in state.migrations
+    )
+    departures = tuple(d for d in state.departures if (d.pod, d.uid) not in staying)
+    return replace(state, migrations=migrations, departures=departures), tuple(settled.values())
+
+
+def _outcome(
+    m: Migration, old: Pod | None, deployment: Workload | None, now: float
+) -> tuple[str, str] | None:
+    """(``completed`` or ``failed``, why) for restart ``m``, or None while it may still complete."""
+    if deployment is not None and m.workload and deployment.uid != m.workload:
+        deployment = None  # another Deployment of that name: ours is gone
+    rollout = deployment.rollout if deployment is not None else None
+    seconds = now - m.started
+    name = f"Deployment {m.namespace}/{m.workload_name}"
+    if old is None and deployment is not None and rollout is not None and _rolled_out(rollout, deployment):
+        return COMPLETED, f"old pod {m.pod} gone and {name} rolled out, {seconds:.0f}s after the restart"
+    if old is not None and old.terminating:
+        return None  # its replacement is ready: it is on its way out
+    stalled = rollout is not None and rollout.deadline_exceeded
+    stalled = stalled and rollout is not None and rollout.observed_generation == rollout.generation
+    deadline = restart_deadline(rollout)
+    if not stalled and seconds <= deadline:
+        return None
+    if stalled:
+        why = f"{name} reports ProgressDeadlineExceeded"
+    elif rollout is None:
+        why = f"{name} is not in the snapshot {seconds:.0f}s after the restart (deadline {deadline:g}s)"
+    else:
+        why = (
+            f"{name} has not rolled out {seconds:.0f}s after the restart (deadline {deadline:g}s: "
+            f"progressDeadlineSeconds {rollout.progress_deadline} + minReadySeconds {rollout.min_ready})"
+        )
+    fate = "still runs and counts as staying on its node" if old is not None else "is gone"
+    return FAILED, f"failed: {why}; the old pod {m.pod} {fate}"
+
+
+def _rolled_out(rollout: Rollout, deployment: Workload) -> bool:
+    """The Deployment's controller saw its latest spec and every expected replica is updated and ready."""
+    return rollout.observed_generation == rollout.generation and (
+        rollout.updated_replicas == rollout.ready_replicas == rollout.replicas == deployment.replicas
+    )

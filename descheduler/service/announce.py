@@ -1,7 +1,7 @@
 """What a cycle tells the world about outcomes other than its own evictions: log lines and Events.
 
 The runner decides; these say it, once each: evictions of unknown outcome the cache has now settled,
-rollout restarts whose old pod left (or that are overdue), and ping-pong back-offs as they begin.
+rollout restarts that completed or failed, and ping-pong back-offs as they begin.
 """
 
 from __future__ import annotations
@@ -42,28 +42,28 @@ def resolved(settled: Iterable[Resolution], evictor: Evictor, now: float) -> Non
 
 
 def followed(restarts: Iterable[Followed], evictor: Evictor) -> None:
-    """Restarts whose old pod left (new pod Ready) or that are overdue: told on the Deployment and pod."""
+    """Restarts that completed (old pod gone, rolled out) or failed: told on the Deployment and pod."""
     for f in restarts:
-        planned = f.restart.planned
+        m = f.migration
         completed = f.result == "completed"
         _outcome(
             completed,
             "restart_followed",
-            planned.pod,
-            planned.node,
+            f.pod,
+            m.node,
             f.result,
             f.message,
-            deployment=planned.workload_name,
+            deployment=m.workload_name,
             seconds=round(f.seconds, 3),
             new_pod=f.new_pod.key if f.new_pod is not None else None,
             new_node=f.new_pod.node_name if f.new_pod is not None else None,
         )
         evictor.report_restart(
-            planned.pod,
-            planned.workload_name,
+            f.pod,
+            m.workload_name,
             "Normal" if completed else "Warning",
-            "RestartCompleted" if completed else "RestartOverdue",
-            f"Rollout restart to move pod {planned.pod.name} off node {planned.node} {f.message}",
+            "RestartCompleted" if completed else "RestartFailed",
+            f"Rollout restart to move pod {f.pod.name} off node {m.node} {f.message}",
         )
 
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 import structlog
 
-from descheduler.cluster.types import ClusterSnapshot, UsageSnapshot
+from descheduler.cluster.types import ClusterSnapshot, Rollout, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
 from descheduler.planner import SUMMARISED, Plan, PlannerState, SkipForm, commit, plan, pod_usage_nodes
 from descheduler.planner.controls import (
@@ -31,12 +31,13 @@ from descheduler.planner.controls import (
     window_state,
 )
 from descheduler.planner.index import IndexCache
+from descheduler.planner.state import RESTARTING
 from descheduler.service import announce
 from descheduler.service.edges import Clocks, Edges, Signals, Timing
 from descheduler.service.evictions import EvictionPass, Gate, Pass, refused_budgets
 from descheduler.service.ledger import Held, Ledger
 from descheduler.service.records import CycleRecord, EvictionRecord, Restore
-from descheduler.service.restarts import Followed, Restarting, follow
+from descheduler.service.restarts import Followed, follow
 from descheduler.service.steering import Steering
 from descheduler.service.unknown import Resolution, Unconfirmed, settle_state
 from descheduler.service.verify import ServerCheck
@@ -94,8 +95,6 @@ class CycleRunner:
         verification and its re-plans, and derived from for the next cycle's snapshot."""
         self.unconfirmed: dict[str, Unconfirmed] = {}
         """Evictions of unknown outcome, by pod key, until the cache settles them."""
-        self.restarting: dict[str, Restarting] = {}
-        """Restarts the server accepted, by old pod key, until their old pod is gone (``restarts.py``)."""
         self.verified_requests = 0
         """API requests the verifications made so far."""
         self._last_verify_requests = 0
@@ -181,7 +180,7 @@ class CycleRunner:
                 usage_errors=dict(usage.node_errors),
                 oldest_sample=min((sample.timestamp for sample in usage.nodes.values()), default=None),
                 resolved=tuple(EvictionRecord.of(r.eviction, r.result, r.message) for r in resolved),
-                restarts=tuple(EvictionRecord.of(f.restart.planned, f.result, f.message) for f in followed),
+                restarts=tuple(f.record() for f in followed),
                 restart_seconds=tuple(f.seconds for f in followed if f.result == "completed"),
                 unconfirmed=tuple(sorted(self.unconfirmed)),
                 taints=(*added, *removed),
@@ -274,7 +273,6 @@ class CycleRunner:
             confirm_failures, held = self.ledger.confirm(held, leader=self.signals.is_leader())
             failures = ahead.failures + confirm_failures
         self.state, self.unconfirmed = held.state, held.unsettled
-        self.restarting.update({r.planned.pod.key: r for r in done.restarting})
         return done, failures
 
     def _settle_unknown(self, snapshot: ClusterSnapshot, now: float) -> list[Resolution]:
@@ -287,17 +285,18 @@ class CycleRunner:
             settle=self.timing.unknown_settle_seconds,
             now=now,
             restart_settle=self.timing.restart_deadline_seconds,
+            rollouts=_rollouts(snapshot) if any(u.restart for u in self.unconfirmed.values()) else None,
         )
         announce.resolved(settled, self.edges.evictor, now)
         return settled
 
     def _follow_restarts(self, snapshot: ClusterSnapshot, now: float) -> list[Followed]:
-        """Restarts whose old pod left (and new pod is Ready), or that are overdue: logged, and told on the
-        Deployment and the pod."""
-        if not self.restarting:
+        """Restarts in flight (this process's or, from the journal, a predecessor's) that completed or
+        failed: marked in the state (the journal keeps the outcome), logged, and told on the Deployment
+        and the pod."""
+        if not any(m.restart == RESTARTING for m in self.state.migrations):
             return []
-        index = self.indexes.index_of(snapshot)
-        followed, self.restarting = follow(self.restarting, index, now, self.timing.restart_deadline_seconds)
+        self.state, followed = follow(self.state, snapshot, self.indexes.index_of(snapshot), now)
         announce.followed(followed, self.edges.evictor)
         return followed
 
@@ -334,6 +333,15 @@ class CycleRunner:
         )
         if self.signals.on_record is not None:
             self.signals.on_record(record)
+
+
+def _rollouts(snapshot: ClusterSnapshot) -> dict[str, Rollout]:
+    """The Deployments' rollouts by ``namespace/name``: what settles a restart of unknown outcome."""
+    return {
+        f"{w.namespace}/{w.name}": w.rollout
+        for w in snapshot.workloads
+        if w.kind == "Deployment" and w.rollout is not None
+    }
 
 
 def distrust(usage: UsageSnapshot, untrusted: Mapping[str, str]) -> UsageSnapshot:

@@ -11,13 +11,13 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, Unpack
 
+from descheduler.cluster.parse import DEFAULT_PROGRESS_DEADLINE
 from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, UsageSnapshot
 from descheduler.kube.events import Regarding
 from descheduler.kube.evict import EvictHooks
 from descheduler.kube.verify import ClaimsView
 from descheduler.planner.journal import Detectors, Entry
 from descheduler.planner.verify import ServerView
-from descheduler.service.restarts import DEFAULT_RESTART_DEADLINE
 from descheduler.service.unknown import DEFAULT_SETTLE_SECONDS
 
 if TYPE_CHECKING:
@@ -181,8 +181,10 @@ class Timing:
     pdb_retry_seconds: float | None = None
     """The least time a refused budget is left alone (the server's Retry-After when longer)."""
     unknown_settle_seconds: float = DEFAULT_SETTLE_SECONDS
-    restart_deadline_seconds: float = DEFAULT_RESTART_DEADLINE
-    """A restart not completed (old pod gone, new pod Ready) this long after its patch is reported overdue."""
+    restart_deadline_seconds: float = float(DEFAULT_PROGRESS_DEADLINE)
+    """A restart of unknown outcome whose Deployment is not in the cache is confirmed not applied only this
+    long after its patch (its old pod may still be waiting for the new one); a restart in flight is
+    followed by its Deployment's own deadline (``planner.surge.follow_restarts``)."""
     startup_quiet_seconds: float = 0.0
     fallback_quiet_seconds: float = 0.0
     """No live eviction this long when the migration journal cannot be read (an objectLimiters window)."""

@@ -32,7 +32,6 @@ from descheduler.planner.model import RESTART
 from descheduler.service.edges import Evictor
 from descheduler.service.ledger import EVICTED_RESULTS, WriteAhead
 from descheduler.service.records import EvictionRecord
-from descheduler.service.restarts import Restarting
 from descheduler.service.unknown import Unconfirmed
 from descheduler.service.verify import ServerCheck
 
@@ -62,8 +61,6 @@ class Pass:
     """Pod key -> when its request was sent: its replacement is matched from there."""
     unresolved: set[str] = field(default_factory=set)
     unconfirmed: list[Unconfirmed] = field(default_factory=list)
-    restarting: list[Restarting] = field(default_factory=list)
-    """Restarts the server accepted: followed by the runner until the old pod is gone (``restarts.py``)."""
     refusals: PlannerState | None = None
     """The cycle's starting state with the budgets refused this cycle (None: no refusal)."""
 
@@ -193,8 +190,6 @@ class EvictionPass:
             sent = self.ahead.settle(planned, outcome.result) or sent
         if outcome.result in EVICTED_RESULTS:
             result.sent[planned.pod.key] = sent
-        if outcome.result == "restarted":
-            result.restarting.append(Restarting(planned, sent))
         if outcome.result == "unknown":
             result.unresolved.add(planned.pod.key)
             result.unconfirmed.append(
@@ -205,6 +200,7 @@ class EvictionPass:
                     planned.reason,
                     sent,
                     planned.action == RESTART,
+                    planned.workload_name if planned.action == RESTART else "",
                 )
             )
         (

@@ -261,5 +261,8 @@ def _adopt(entries: Sequence[Entry], ours: Held) -> Held:
     for e in rebuilt.pending:
         if e.pod not in unsettled:
             pod = Pod(namespace=e.namespace, name=e.name, uid=e.uid, node_name=e.node)
-            unsettled[e.pod] = Unconfirmed(pod, e.node, e.destination, e.reason, e.at, e.action == RESTART)
+            restart = e.action == RESTART
+            unsettled[e.pod] = Unconfirmed(
+                pod, e.node, e.destination, e.reason, e.at, restart, e.workload_name if restart else ""
+            )
     return Held(state, unsettled)

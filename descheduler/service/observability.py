@@ -93,7 +93,7 @@ class Metrics:
         self.restarts_followed = Counter(
             "descheduler_restarts_followed",
             "Rollout restarts (surgeSingleReplica) followed to their end, by result: completed (old pod "
-            "gone, new pod Ready) or overdue.",
+            "gone, Deployment rolled out) or failed (past its progress deadline, or stalled).",
             ["result"],
             registry=r,
         )

@@ -74,7 +74,7 @@ class CycleRecord:
     unconfirmed: tuple[str, ...] = ()
     """Pods whose eviction outcome is still unknown after this cycle (counted as evicted meanwhile)."""
     restarts: tuple[EvictionRecord, ...] = ()
-    """Restarts (earlier cycles) this cycle saw completed (old pod gone, new pod Ready) or overdue."""
+    """Restarts (earlier cycles) this cycle saw completed (old pod gone, rolled out) or failed."""
     restart_seconds: tuple[float, ...] = ()
     """For each completed one: seconds from its patch to this cycle."""
     taints: tuple[Mapping[str, str], ...] = ()

@@ -443,3 +443,115 @@ def test_a_sigkill_in_the_middle_of_a_restart_keeps_the_limits_through_the_journ
     names = [deployment_of(e) for e in everything]
     assert len(names) == len(set(names)), "no Deployment restarted twice"
     assert all(watch.min_available.get(name, 1) >= 1 for name in names), watch.min_available
+
+
+# --- a restart whose surge pod never schedules ----------------------------------------------------------
+
+DEADLINE = 6
+"""The stuck Deployment's progressDeadlineSeconds: short, so the test is."""
+
+
+def stuck_cluster(plane: ControlPlane, api: KubeApi, namespace: str) -> HotCluster:
+    """``stuck`` (one replica, 2 cores) and ``filler`` (1.9 cores, does not surge) fill the hot node's
+    4 cores; the cool nodes each run a ``blocker`` pod that ``stuck``'s pods refuse to share a node with
+    (required pod anti-affinity, which the descheduler does not model: it sees room there). Its restart
+    is planned towards a cool node, and its surge pod fits nowhere: Pending until the deadline."""
+    lease_namespace(plane)
+    hot, cool = f"{namespace}-hot", [f"{namespace}-cool-{i}" for i in range(2)]
+    plane.add_nodes(namespace, [hot])
+    plane.add_nodes(namespace, cool, unschedulable=True)
+    stuck = objects.deployment("stuck", namespace, replicas=1, cpu="2")
+    stuck["spec"]["progressDeadlineSeconds"] = DEADLINE
+    avoid = {"labelSelector": {"matchLabels": {"app": "blocker"}}, "topologyKey": "kubernetes.io/hostname"}
+    stuck["spec"]["template"]["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [avoid]}
+    }
+    filler = objects.deployment("filler", namespace, replicas=1, cpu="1900m")
+    filler["spec"]["strategy"] = NOT_SURGING["nosurge"]
+    blockers = [objects.bare_pod(f"blocker-{i}", namespace, name) for i, name in enumerate(cool)]
+    for blocker in blockers:
+        blocker["metadata"]["labels"] = {"app": "blocker"}
+    plane.apply([stuck, filler, *blockers], namespace=namespace)
+    pods = plane.wait_for(
+        "stuck and filler Running on the hot node, the blockers on the cool ones",
+        lambda: p if len(p := plane.running_pods(namespace)) == 4 else None,
+        timeout_s=60,
+    )
+    plane.wait_for(
+        "both Deployments available",
+        lambda: all(
+            int(d.get("status", {}).get("availableReplicas", 0) or 0) == 1
+            for d in plane.get_json("deployments", "-n", namespace)["items"]
+        ),
+        timeout_s=60,
+    )
+    for name in cool:
+        plane.kubectl("uncordon", name)
+    usage = ClusterUsage(api, namespace, dict.fromkeys([hot, *cool], 4), {"stuck": 2.0, "filler": 1.4})
+    return HotCluster(
+        namespace, hot, cool, usage, {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
+    )
+
+
+def test_a_restart_whose_surge_pod_never_schedules_is_reported_failed_and_its_pod_stays(
+    control_plane: ControlPlane,
+    namespace: str,
+    restarting_identity: Path,
+    admin_api: KubeApi,
+    usage_backend: UsageBackend,
+    tmp_path: Path,
+) -> None:
+    """The hot node (92.5 %) is held by ``stuck``; its restart is sent, the surge pod stays Pending, the
+    Deployment passes its 6 s progress deadline. The service reports the restart failed (log, Warning
+    Event on the Deployment), counts the old pod as staying (the node a hotspot again, the pod never
+    ``filtered-terminating`` again, no second restart) and a successor, rebuilt from the journal, neither
+    reports it again nor counts the pod as leaving."""
+    cluster = stuck_cluster(control_plane, admin_api, namespace)
+    control_plane.kubectl(
+        "delete", "configmap", f"{LEASE}-migrations", "-n", NAMESPACE, "--ignore-not-found", check=False
+    )
+    before = generations(control_plane, namespace)
+    with cluster.usage.following():
+        usage_backend.install(cluster.usage.model, full_window=True, timeout=30)
+        ports = Ports.free()
+        cfg = config(usage_backend, ports, namespace, tmp_path / "c.yaml", dry_run=False)
+        with run_descheduler(cfg, restarting_identity, ports, tmp_path, "first") as first:
+            first.wait_ready(timeout=30)
+            (sent,) = first.wait_for(lambda: restarts(first), timeout=60, what="the restart")
+            (failed,) = first.wait_for(
+                lambda: [e for e in first.events("restart_followed") if e["result"] == "failed"],
+                timeout=DEADLINE + 30,
+                what="the restart reported failed",
+            )
+            seen = len(first.events("cycle_summary"))
+            first.wait_for(
+                lambda: len(first.events("cycle_summary")) >= seen + 3, timeout=30, what="3 more cycles"
+            )
+            first.terminate()
+        with run_descheduler(cfg, restarting_identity, ports, tmp_path, "second") as second:
+            second.wait_for(lambda: len(second.events("cycle_summary")) >= 4, timeout=60, what="4 cycles")
+            second.terminate()
+    time.sleep(1)  # events are written in the background
+    warnings = [
+        (e["reason"], e["type"])
+        for e in control_plane.get_json("events", "-n", namespace)["items"]
+        if e["involvedObject"].get("kind") == "Deployment" and e["involvedObject"]["name"] == "stuck"
+    ]
+    stuck_uid = cluster.initial_pods[sent["pod"].split("/")[1]]
+    still = [p for p in control_plane.running_pods(namespace, "app=stuck")]
+    after_failure = [e for e in first.events("cycle_summary") if stamp(e) > stamp(failed)]
+    print(
+        f"\nstuck surge restart on the real control plane: patch at {sent['timestamp']}, reported failed "
+        f"{stamp(failed) - stamp(sent):.1f}s later (progressDeadlineSeconds {DEADLINE}): {failed['message']}"
+    )
+    assert deployment_of(sent) == "stuck" and "still runs" in failed["message"]
+    assert ("RestartFailed", "Warning") in warnings, warnings
+    assert [p["metadata"]["uid"] for p in still] == [stuck_uid], "the old pod runs on"
+    assert generations(control_plane, namespace)["stuck"] == before["stuck"] + 1, "restarted once only"
+    over = [e["nodes"].get("over", 0) + e["nodes"].get("hotspot", 0) for e in after_failure]
+    assert over and all(n == 1 for n in over), "its node is judged by what it runs: over again"
+    for proc in (first, second):
+        late = [e for e in proc.events("cycle_summary") if proc is second or stamp(e) > stamp(failed)]
+        assert not any("filtered-terminating" in e.get("skips", {}) for e in late), "it counts as staying"
+    assert second.events("state_rebuilt") and second.events("restart_followed") == [], "told once"
+    assert restarts(second) == []

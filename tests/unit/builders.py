@@ -180,12 +180,14 @@ class World:
         paused: bool | None = None,
         rolled_out: bool = False,
         status: Mapping[str, Any] | None = None,
+        spec_extra: Mapping[str, Any] | None = None,
     ) -> World:
         """A Deployment and its ReplicaSet (named ``<name>-rs``); pods use ``owner=name``.
 
         ``strategy`` is its ``spec.strategy`` (unset: Kubernetes' default, RollingUpdate 25%/25%);
         ``rolled_out`` gives it the status of a complete rollout (generation 1 observed, every replica
-        updated and ready), ``status`` a status of its own; without either it has no status."""
+        updated and ready), ``status`` a status of its own; without either it has no status.
+        ``spec_extra`` adds Deployment spec fields (``progressDeadlineSeconds``, ``template``...)."""
         dep_meta: Obj = {"name": name, "namespace": namespace, "uid": _uid("Deployment", namespace, name)}
         spec: Obj = {"replicas": replicas, "selector": {"matchLabels": {"app": name}}}
         deployment_spec = dict(spec)
@@ -193,6 +195,7 @@ class World:
             deployment_spec["strategy"] = dict(strategy)
         if paused is not None:
             deployment_spec["paused"] = paused
+        deployment_spec.update(spec_extra or {})
         obj: Obj = {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
@@ -460,6 +463,16 @@ class World:
         ]
         self.pod_usage.pop(f"{namespace}/{name}", None)
         return self
+
+    def edit(self, kind: str, name: str, namespace: str | None = "default") -> Obj:
+        """The object itself, to change in place: a later state of the cluster (a rollout's status)."""
+        return next(
+            o
+            for o in self.objects
+            if o["kind"] == kind
+            and o["metadata"]["name"] == name
+            and o["metadata"].get("namespace") == namespace
+        )
 
     def set_node_usage(self, name: str, usage: Mapping[str, str]) -> World:
         """A new sample of the node (what the metrics say in a later cycle)."""

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from descheduler.cluster.fastparse import FAST_KINDS, exact_item
-from descheduler.cluster.parse import ObjectError, parse_node, parse_pod, parse_workload
+from descheduler.cluster.parse import RESTARTED_AT, ObjectError, parse_node, parse_pod, parse_workload
 from descheduler.kube.cache import RESOURCES, Backoff, Interner, _Reflector
 from tests.unit.mutation import parent_of, paths
 
@@ -670,6 +670,34 @@ ODD: list[tuple[str, str, Callable[[], Obj], Callable[[Obj], None]]] = [
         "Deployment",
         deployment,
         put(("spec", "strategy", "type"), "X"),
+    ),
+    (
+        "a Deployment whose rollout stalled",
+        "Deployment",
+        deployment,
+        put(
+            ("status", "conditions"),
+            [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}],
+        ),
+    ),
+    ("a Deployment with its own deadline", "Deployment", deployment, put(("spec", "minReadySeconds"), 30)),
+    (
+        "a Deployment with a negative deadline",
+        "Deployment",
+        deployment,
+        put(("spec", "progressDeadlineSeconds"), -1),
+    ),
+    (
+        "a Deployment restarted by kubectl",
+        "Deployment",
+        deployment,
+        put(("spec", "template", "metadata", "annotations"), {RESTARTED_AT: "2026-01-01T13:00:00+01:00"}),
+    ),
+    (
+        "a Deployment whose restartedAt is no time",
+        "Deployment",
+        deployment,
+        put(("spec", "template", "metadata", "annotations"), {RESTARTED_AT: "yesterday"}),
     ),
 ]
 

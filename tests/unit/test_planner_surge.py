@@ -3,19 +3,20 @@ rollout restart only when the rollout creates the new pod before it stops the ol
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from descheduler.cluster.parse import rollout_of
+from descheduler.cluster.parse import RESTARTED_AT, rollout_of
 from descheduler.cluster.types import Rollout
 from descheduler.config.load import ConfigError
-from descheduler.planner import commit, journal, reasons
+from descheduler.planner import PlannerState, commit, journal, reasons
 from descheduler.planner.model import EVICT, RESTART, Plan
 from descheduler.planner.settings import loop_warnings
 from descheduler.planner.surge import fenceposts, scaled
 from descheduler.report.text import render_plan_text
-from tests.unit.builders import NOW, World, cpu, settings, skip_codes
+from tests.unit.builders import NOW, World, cpu, report, settings, skip_codes
 
 SURGE = {"surgeSingleReplica": True}
 ROLLING = "RollingUpdate"
@@ -289,9 +290,10 @@ def test_a_successor_rebuilt_from_the_journal_still_counts_the_restarted_pod_as_
     entries = journal.project(state.migrations, {}, state.departures)
     stored = journal.decode(journal.encode(entries, writer="test"), "test")
     assert [e.action for e in stored] == [RESTART]
+    # The migration itself says it is a restart: its record stays one after its departure aged out.
     assert (
         journal.decode(journal.encode(journal.project(state.migrations, {}), writer="t"), "t")[0].action
-        == EVICT
+        == RESTART
     )
     rebuilt = journal.rebuild(stored).state
     assert [d.restart for d in rebuilt.departures] == [True]
@@ -331,3 +333,143 @@ def test_a_restarted_pod_leaves_the_usage_window_when_it_is_gone_not_when_the_pa
     (departure,) = gone.state.departures
     assert (departure.left, departure.restart) == (NOW + 12, False)
     assert gone.evictions == (), "the node is cured: a-1 stays"
+
+
+# -- a restart that never completes ----------------------------------------------------------------------
+
+STALLED = {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}
+LOAD = {"low": {"cpu": 45}, "high": {"cpu": 70}}
+
+
+def restarted_then_stuck(
+    spec: dict[str, Any], conditions: list[dict[str, str]]
+) -> tuple[World, PlannerState]:
+    """The issue's cluster: ``hot`` measured at 9 of 10 cores, 5 of them its single-replica Deployment's
+    pod, restarted towards ``cool``; ``other`` a second hotspot with a 3-core pod. Then the surge pod stays
+    Pending (the rollout half done, generation 2 observed) and ``cool`` fills up to 6 cores."""
+    world = World().node("hot", usage=cpu("9")).node("cool", usage=cpu("1")).node("other", usage=cpu("9"))
+    world.deployment("web", 1, rolled_out=True, spec_extra=spec)
+    world.pod("web-1", on="hot", owner="web", usage=cpu("5"))
+    world.deployment("big", 4, rolled_out=True).pod("big-1", on="other", owner="big", usage=cpu("3"))
+    first = world.plan(settings(**LOAD, migration=SURGE))
+    assert [(e.pod.key, e.action) for e in first.evictions] == [("default/web-1", RESTART)]
+    state = commit(first.state, first.evictions, NOW)
+    web = world.edit("Deployment", "web")
+    web["metadata"]["generation"] = 2
+    web["status"] = {
+        "observedGeneration": 2,
+        "replicas": 2,
+        "updatedReplicas": 1,
+        "readyReplicas": 1,
+        "availableReplicas": 1,
+        "conditions": conditions,
+    }
+    world.pod("web-2", on="", owner="web", phase="Pending", ready=False)
+    world.set_node_usage("cool", cpu("6"))
+    return world, state
+
+
+@pytest.mark.parametrize(
+    ("spec", "conditions", "after", "staying"),
+    [
+        ({}, [], 3600, True),  # the issue's hour: Kubernetes' default 600 s long past
+        ({}, [], 590, False),  # within the default deadline: the old pod is still leaving
+        ({"progressDeadlineSeconds": 60, "minReadySeconds": 30}, [], 95, True),
+        ({"progressDeadlineSeconds": 60, "minReadySeconds": 30}, [], 85, False),  # minReadySeconds too
+        ({"progressDeadlineSeconds": 1200}, [], 900, False),  # its own deadline, not a fixed 600 s
+        ({"progressDeadlineSeconds": 1200}, [STALLED], 120, True),  # the Deployment says it stalled
+    ],
+)
+def test_a_restart_that_never_completes_stops_hiding_its_hot_node(
+    spec: dict[str, Any], conditions: list[dict[str, str]], after: float, staying: bool
+) -> None:
+    world, state = restarted_then_stuck(spec, conditions)
+    later = world.plan(settings(**LOAD, migration=SURGE), state, NOW + after)
+    (restart,) = [m.restart for m in later.state.migrations if m.pod == "default/web-1"]
+    assert restart == ("failed" if staying else "restarting")
+    if staying:
+        assert report(later, "hot").node_class == "hotspot", "measured 9 of 10 cores: still over"
+        assert [e.destination for e in later.evictions if e.destination == "hot"] == []
+        assert skip_codes(later).get("default/web-1") != reasons.FILTERED_TERMINATING
+    else:
+        assert skip_codes(later).get("default/web-1", "") in ("", reasons.FILTERED_TERMINATING)
+        assert report(later, "hot").node_class != "hotspot"
+
+
+def test_a_failed_restart_releases_its_max_migrating_per_node_slot() -> None:
+    world = World().node("hot", usage=cpu("9")).node("cool", usage=cpu("1"))
+    world.deployment("web", 1, rolled_out=True).pod("web-1", on="hot", owner="web", usage=cpu("5"))
+    world.deployment("api", 4, rolled_out=True).pod("api-1", on="hot", owner="api", usage=cpu("1"))
+    config = settings(**LOAD, migration={**SURGE, "maxMigratingPerNode": 1})
+    first = world.plan(config)
+    assert [(e.pod.key, e.action) for e in first.evictions] == [("default/web-1", RESTART)]
+    state = commit(first.state, first.evictions, NOW)
+    world.pod("web-2", on="", owner="web", phase="Pending", ready=False)
+    later = world.plan(config, state, NOW + 3600)
+    assert [e.pod.key for e in later.evictions] == ["default/api-1"], "the slot is free again"
+    assert skip_codes(later)["default/web-1"] == reasons.SURGE_RESTARTING
+    assert "restart failed" in next(s.message for s in later.pod_skips if s.pod == "default/web-1")
+
+
+# -- surge restarts and PodDisruptionBudgets ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("allowed", "moved"),
+    [
+        # minAvailable 1 over one replica: the budget allows no eviction, and the restart needs none.
+        (0, {"default/web-1": RESTART}),
+        # One disruption allowed: the restart leaves it to the eviction of the other pod it covers.
+        (1, {"default/web-1": RESTART, "default/api-1": EVICT}),
+    ],
+)
+def test_a_surge_restart_neither_needs_nor_spends_a_pdb_disruption(
+    allowed: int, moved: dict[str, str]
+) -> None:
+    """The new pod is Ready before the old one goes, so the budget's healthy count never drops; and the
+    patch does not go through the Eviction API, so what the budget allows is left to real evictions."""
+    world = World().node("hot", usage=cpu("9")).node("cool", usage=cpu("0")).node("cool-2", usage=cpu("0"))
+    world.deployment("web", 1, rolled_out=True).pod("web-1", on="hot", owner="web", usage=cpu("3"))
+    world.deployment("api", 4, rolled_out=True)
+    world.pod("api-1", on="hot", owner="api", usage=cpu("3"), labels={"app": "web"})
+    world.pdb("web-pdb", "web", allowed)
+    result = world.plan(settings(migration=SURGE))
+    assert {e.pod.key: e.action for e in result.evictions} == moved
+    if allowed == 0:
+        assert skip_codes(result)["default/api-1"] == reasons.PDB, "evictions still need the budget"
+
+
+def test_a_deployments_own_deadline_stall_and_restart_stamp_are_read() -> None:
+    stalled = {"conditions": [STALLED]}
+    template = {"metadata": {"annotations": {RESTARTED_AT: "2026-01-01T13:00:00+01:00"}}}
+    given = rollout_of(None, None, 2, stalled, "1", progress=(90, 15), template=template)
+    assert (given.progress_deadline, given.min_ready, given.deadline_exceeded) == (90, 15, True)
+    assert given.restarted_at == NOW and given.problem == ""
+    default = rollout_of(None, None, 2, {"conditions": [{"type": "Progressing", "status": "True"}]}, "1")
+    assert (default.progress_deadline, default.min_ready, default.deadline_exceeded) == (600, 0, False)
+    assert default.restarted_at == 0.0
+    bad = rollout_of(None, None, 2, None, "1", progress=(-1, "x"), template={"metadata": "no"})
+    assert "spec.progressDeadlineSeconds" in bad.problem and "spec.minReadySeconds" in bad.problem
+
+
+@pytest.mark.parametrize(
+    ("action", "outcome", "problem"),
+    [
+        (RESTART, "failed", ""),
+        (RESTART, "completed", ""),
+        (RESTART, "overdue", "outcome"),  # not an outcome
+        (EVICT, "failed", "outcome"),  # an eviction has none
+    ],
+)
+def test_a_restarts_outcome_is_kept_in_its_record_and_checked_when_read(
+    action: str, outcome: str, problem: str
+) -> None:
+    entry = journal.Entry("a/b", "u", "n", "w", "Deployment", "b", 1.0, journal.EVICTED, action=action)
+    text = journal.encode((replace(entry, outcome=outcome),), writer="t")
+    if problem:
+        with pytest.raises(journal.JournalUnreadable, match=problem):
+            journal.decode(text, "ConfigMap x")
+        return
+    (stored,) = journal.decode(text, "ConfigMap x")
+    (migration,) = journal.rebuild((stored,)).state.migrations
+    assert (stored.outcome, migration.restart) == (outcome, outcome)

@@ -20,10 +20,11 @@ from tests.unit.fakes import Cluster, FakeEvictor, FakeJournal, Usage
 OLD = "default/web-1"
 
 
-def world() -> World:
-    """One hot node whose load is a single-replica Deployment's pod; room on ``cool``."""
+def world(**spec: Any) -> World:
+    """One hot node whose load is a single-replica Deployment's pod (``spec``: more of its spec); room on
+    ``cool``."""
     w = World().node("hot", cpu="10", usage=cpu("9")).node("cool", cpu="10", usage=cpu("1"))
-    w.deployment("web", 1, rolled_out=True)
+    w.deployment("web", 1, rolled_out=True, spec_extra=spec)
     return w.pod("web-1", on="hot", owner="web", usage=cpu("3"))
 
 
@@ -141,17 +142,76 @@ def test_a_restart_is_followed_until_the_old_pod_is_gone_and_the_new_one_ready()
     assert third.to_dict()["followedRestarts"][0]["result"] == "completed"
 
 
-def test_a_restart_that_does_not_complete_in_time_is_reported_overdue() -> None:
+@pytest.mark.parametrize(
+    ("spec", "after", "failed"),
+    [
+        ({"progressDeadlineSeconds": 100, "minReadySeconds": 20}, 121, True),
+        ({"progressDeadlineSeconds": 100, "minReadySeconds": 20}, 119, False),  # minReadySeconds counts
+        ({}, 599, False),  # Kubernetes' default progressDeadlineSeconds: 600
+        ({}, 601, True),
+    ],
+)
+def test_a_restart_past_its_deployments_deadline_is_reported_failed_once_and_its_pod_stays(
+    spec: dict[str, Any], after: float, failed: bool
+) -> None:
     wall = [NOW]
-    run, evictor, _, _ = runner(world(), wall=wall, restart_deadline_seconds=120.0)
+    journal = FakeJournal()
+    run, evictor, _, _ = runner(world(**spec), wall=wall, journal=journal)
+    run.request_restore()
     run.run_cycle()
-    wall[0] += 121
+    wall[0] += after
     record = run.run_cycle()
     assert record is not None
+    if not failed:
+        assert record.restarts == () and record.plan.evictions == ()
+        assert [e.outcome for e in journal.entries] == [""]
+        return
     (late,) = record.restarts
-    assert late.result == "overdue" and "old pod default/web-1 is still running" in late.message
-    assert (OLD, "RestartOverdue") in evictor.reported
-    assert len(evictor.restarts) == 1, "the old pod still counts in flight: no second restart"
+    assert late.result == "failed" and "the old pod default/web-1 still runs" in late.message
+    assert record.to_dict()["followedRestarts"][0]["result"] == "failed"
+    assert (OLD, "RestartFailed") in evictor.reported
+    assert [(e.pod, e.outcome) for e in journal.entries] == [(OLD, "failed")]
+    assert OLD not in {d.pod for d in run.state.departures}, "the old pod stays: its load is its node's"
+    assert len(evictor.restarts) == 1, "a failed restart is not tried again while its old pod runs"
+    wall[0] += 60
+    again = run.run_cycle()
+    assert again is not None and again.restarts == (), "told once"
+
+
+@pytest.mark.parametrize(
+    ("after", "old_gone", "result", "event"),
+    [
+        (30, True, "completed", "RestartCompleted"),  # the new pod came up while nobody was running
+        (601, False, "failed", "RestartFailed"),  # the old pod never left: told by the successor
+    ],
+)
+def test_a_successor_follows_a_restart_in_flight_to_its_outcome_from_the_journal(
+    after: float, old_gone: bool, result: str, event: str
+) -> None:
+    journal = FakeJournal()
+    wall = [NOW]
+    first, _, _, _ = runner(world(), journal=journal, wall=wall)
+    first.request_restore()
+    first.run_cycle()  # the patch is sent; then the process is killed
+    successor, evictor, cluster, _ = runner(world(), journal=journal, wall=wall)
+    if old_gone:
+        ready = replace(cluster.value.pods[0], name="web-2", uid="uid-web-2", node_name="cool")
+        cluster.value = replace(cluster.value, pods=(ready,))
+    wall[0] += after
+    successor.request_restore()
+    record = successor.run_cycle()
+    assert record is not None
+    (done,) = record.restarts
+    assert done.result == result
+    if old_gone:
+        assert "new pod default/web-2 Ready on node cool (off hot) 30s after the restart" in done.message
+        assert record.restart_seconds == (30.0,)
+    assert evictor.reported == [(OLD, event)]
+    assert [(e.pod, e.outcome) for e in journal.entries] == [(OLD, result)]
+    third, told, _, _ = runner(world(), journal=journal, wall=wall)
+    third.request_restore()
+    later = third.run_cycle()
+    assert later is not None and later.restarts == () and told.reported == [], "told once, across takeovers"
 
 
 @pytest.mark.parametrize(
@@ -170,6 +230,43 @@ def test_an_unknown_restart_is_not_confirmed_failed_while_its_rollout_may_still_
     settled, still = resolve([item], {pod.key: pod}, heard=NOW + after, settle=60.0, restart_settle=600.0)
     assert (settled[0].result if settled else "unknown") == expected
     assert len(still) == (0 if settled else 1)
+
+
+@pytest.mark.parametrize(
+    ("stamped", "after", "expected"),
+    [
+        (True, 5, "evicted"),  # the template carries our restartedAt: applied, known at once
+        (True, 601, "evicted"),  # applied, its new pod still starting: never "failed" by a fixed rule
+        (False, 61, "failed"),  # past the server's own deadline and the template lacks it: not applied
+        (False, 30, "unknown"),  # the server may still apply it
+    ],
+)
+def test_an_unknown_restart_is_settled_by_its_deployments_pod_template(
+    stamped: bool, after: float, expected: str
+) -> None:
+    wall = [NOW]
+    run, evictor, cluster, _ = runner(world(), wall=wall)
+    evictor.results = ["unknown"]
+    run.run_cycle()
+    if stamped:  # what our patch wrote, to the second
+        cluster.value = replace(
+            cluster.value,
+            workloads=tuple(
+                replace(w, rollout=replace(w.rollout, restarted_at=float(int(NOW))))
+                if w.rollout is not None
+                else w
+                for w in cluster.value.workloads
+            ),
+        )
+    wall[0] += after
+    record = run.run_cycle()
+    assert record is not None
+    resolved = {e.pod: e.result for e in record.resolved}
+    assert resolved.get(OLD, "unknown") == expected
+    # Applied or maybe: the first restart is followed on; not applied: the cycle restarted it afresh.
+    first = [m.restart for m in run.state.migrations if m.pod == OLD and m.started <= NOW + 60]
+    assert first == ([] if expected == "failed" else ["restarting"])
+    assert len(evictor.restarts) == (2 if expected == "failed" else 1)
 
 
 def test_a_restart_of_unknown_outcome_is_remembered_as_a_restart_by_a_successor() -> None:
