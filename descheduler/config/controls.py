@@ -14,7 +14,7 @@ from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
-from descheduler.config.base import FieldProblem, StrictModel
+from descheduler.config.base import FieldProblem, StrictModel, quoted
 from descheduler.config.types import Duration, NonNegativeInt, checked, positive
 
 DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -29,7 +29,7 @@ def parse_day(text: str) -> int:
     for i, name in enumerate(_FULL_NAMES):
         if lowered in (name, name[:3]):
             return i
-    raise ValueError(f"unknown day {text!r}; use Mon, Tue, Wed, Thu, Fri, Sat, Sun (or the full names)")
+    raise ValueError(f"unknown day {quoted(text)}; use Mon, Tue, Wed, Thu, Fri, Sat, Sun (or the full names)")
 
 
 def parse_days(days: Sequence[str]) -> frozenset[int]:
@@ -47,7 +47,7 @@ def parse_clock(text: str) -> int:
         or int(hours) > 23
         or int(minutes) > 59
     ):
-        raise ValueError(f"expected a time of day as HH:MM (00:00 to 23:59), got {text!r}")
+        raise ValueError(f"expected a time of day as HH:MM (00:00 to 23:59), got {quoted(text)}")
     return int(hours) * 60 + int(minutes)
 
 

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from descheduler.config.base import FieldProblem, StrictModel
+from descheduler.config.base import FieldProblem, StrictModel, path_key, quoted
 from descheduler.config.controls import ChurnBudget, EvictionWindow, window_overlap
 from descheduler.config.selectors import LabelSelectorConfig, Namespaces
 from descheduler.config.types import (
@@ -65,7 +65,7 @@ def delete_options_to_send(options: Mapping[str, Any] | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in (options or {}).items():
         if key not in DELETE_OPTION_KEYS:
-            raise ValueError(f"unknown field {key!r}; known: {', '.join(sorted(DELETE_OPTION_KEYS))}")
+            raise ValueError(f"unknown field {quoted(key)}; known: {', '.join(sorted(DELETE_OPTION_KEYS))}")
         if key in EVICTOR_OWNED_KEYS:
             continue
         problem = None
@@ -174,7 +174,7 @@ class MigrationControllerArgs(StrictModel):
     def _known_limiters(cls, value: dict[str, ObjectLimiter]) -> dict[str, ObjectLimiter]:
         for name in value:
             if name != "workload":
-                raise ValueError(f"unknown object limiter {name!r}; the only kind is 'workload'")
+                raise ValueError(f"unknown object limiter {quoted(name)}; the only kind is 'workload'")
         return value
 
     @field_validator("opt_out_annotations")
@@ -183,12 +183,12 @@ class MigrationControllerArgs(StrictModel):
         for key, wanted in value.items():
             if key not in KNOWN_OPT_OUT_ANNOTATIONS:
                 raise FieldProblem(
-                    f"optOutAnnotations.{key}",
+                    path_key(key),
                     f"not an opt-out annotation this descheduler reads; known: "
                     f"{', '.join(sorted(KNOWN_OPT_OUT_ANNOTATIONS))} (pause with {PAUSE_ANNOTATION})",
                 )
             if not wanted.strip():
-                raise FieldProblem(f"optOutAnnotations.{key}", "needs the value that opts a pod out")
+                raise FieldProblem(path_key(key), "needs the value that opts a pod out")
         return value
 
     @field_validator("eviction_windows")

@@ -15,7 +15,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
-from descheduler.config.base import StrictModel
+from descheduler.config.base import StrictModel, quoted
 from descheduler.config.lownodeload import (
     HotspotTaint,
     LoadAnomalyCondition,
@@ -135,7 +135,7 @@ class PluginConfig(StrictModel):
         if isinstance(args, dict) and name in KNOWN_PLUGINS:
             kind = args.get("kind")
             if kind is not None and kind != f"{name}Args":
-                raise ValueError(f"args.kind is {kind!r} but plugin {name} takes {name}Args")
+                raise ValueError(f"args.kind is {quoted(kind)} but plugin {name} takes {name}Args")
             data = {**data, "args": {**args, "kind": f"{name}Args"}}
         return data
 
@@ -152,7 +152,7 @@ class EnabledPlugin(Plugin):
     def _not_a_typo(cls, name: str) -> str:
         close = plugin_name_typo(name)
         if close is not None:
-            raise ValueError(f"unknown plugin {name!r}; did you mean {close!r}?")
+            raise ValueError(f"unknown plugin {quoted(name)}; did you mean {close!r}?")
         return name
 
 
@@ -293,5 +293,5 @@ class DeschedulerConfiguration(StrictModel):
             return value
         _, sep, port = value.rpartition(":")
         if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise ValueError(f"expected HOST:PORT such as 0.0.0.0:10258, got {value!r}")
+            raise ValueError(f"expected HOST:PORT such as 0.0.0.0:10258, got {quoted(value)}")
         return value

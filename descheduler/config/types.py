@@ -9,6 +9,7 @@ from typing import Annotated, TypeVar
 
 from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer
 
+from descheduler.config.base import quoted
 from descheduler.units import MAX_INT32, format_duration, parse_duration, parse_int_or_percent
 
 _V = TypeVar("_V")
@@ -26,7 +27,7 @@ MAX_CONFIG_RATE = 1e6
 
 def _duration(value: object) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
-        raise ValueError(f"duration must be written with a unit like '90s' or '5m', got {value!r}")
+        raise ValueError(f"duration must be written with a unit like '90s' or '5m', got {quoted(value)}")
     return parse_duration(value)
 
 
@@ -51,17 +52,17 @@ Duration = Annotated[
 
 def _percent(value: object) -> float:
     if isinstance(value, bool):
-        raise ValueError(f"percentage must be a number 0..100, got {value!r}")
+        raise ValueError(f"percentage must be a number 0..100, got {quoted(value)}")
     if isinstance(value, str):
         text = value.strip().rstrip("%")
         try:
             value = float(text)
         except ValueError:
-            raise ValueError(f"percentage must be a number 0..100, got {value!r}") from None
+            raise ValueError(f"percentage must be a number 0..100, got {quoted(value)}") from None
     if not isinstance(value, int | float):
-        raise ValueError(f"percentage must be a number 0..100, got {value!r}")
+        raise ValueError(f"percentage must be a number 0..100, got {quoted(value)}")
     if not 0 <= value <= 100:
-        raise ValueError(f"percentage must be between 0 and 100, got {value!r}")
+        raise ValueError(f"percentage must be between 0 and 100, got {quoted(value)}")
     return float(value)
 
 
@@ -71,15 +72,15 @@ Percent = Annotated[float, BeforeValidator(_percent)]
 def _float_or_string(value: object) -> float:
     """Koordinator writes ``evictQPS: "10"`` (a string holding a float)."""
     if isinstance(value, bool):
-        raise ValueError(f"expected a number, got {value!r}")
+        raise ValueError(f"expected a number, got {quoted(value)}")
     try:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"expected a number (or a string holding one), got {str(value)[:40]!r}") from None
+        raise ValueError(f"expected a number (or a string holding one), got {quoted(str(value))}") from None
     if number < 0 or number != number:
-        raise ValueError(f"must be a non-negative number, got {value!r}")
+        raise ValueError(f"must be a non-negative number, got {quoted(value)}")
     if number > MAX_CONFIG_RATE:
-        raise ValueError(f"must be at most {MAX_CONFIG_RATE:g}, got {str(value)[:40]}")
+        raise ValueError(f"must be at most {MAX_CONFIG_RATE:g}, got {quoted(str(value))}")
     return number
 
 
@@ -88,7 +89,7 @@ FloatOrString = Annotated[float, BeforeValidator(_float_or_string)]
 
 def _share_of_replicas(value: int | str) -> int | str:
     if isinstance(value, str) and int(value.rstrip("%")) > 100:
-        raise ValueError(f"a share of a workload's replicas cannot exceed 100%, got {value!r}")
+        raise ValueError(f"a share of a workload's replicas cannot exceed 100%, got {quoted(value)}")
     return value
 
 
@@ -132,7 +133,7 @@ def dns1123_label_problem(value: str) -> str | None:
     """Why ``value`` cannot be a namespace (a DNS-1123 label, as Kubernetes checks), or None."""
     if len(value) > 63 or not _DNS1123_LABEL.match(value):
         return (
-            f"{value[:80]!r} is not a valid namespace name: at most 63 lowercase letters, digits or '-', "
+            f"{quoted(value)} is not a valid namespace name: at most 63 lowercase letters, digits or '-', "
             "starting and ending with a letter or digit"
         )
     return None
@@ -142,7 +143,7 @@ def dns1123_subdomain_problem(value: str, max_length: int = 253) -> str | None:
     """Why ``value`` cannot name an object such as a Lease (a DNS-1123 subdomain), or None."""
     if len(value) > max_length or not _DNS1123_SUBDOMAIN.match(value):
         return (
-            f"{value[:80]!r} is not a valid object name: at most {max_length} lowercase letters, digits, "
+            f"{quoted(value)} is not a valid object name: at most {max_length} lowercase letters, digits, "
             "'-' or '.', starting and ending with a letter or digit"
         )
     return None
@@ -175,13 +176,17 @@ def resource_name_problem(name: str) -> str | None:
         ):
             return None
         return (
-            f"{name!r} is not a valid extended resource name (domain/name, e.g. 'nvidia.com/gpu': "
+            f"{quoted(name)} is not a valid extended resource name (domain/name, e.g. 'nvidia.com/gpu': "
             "a lowercase DNS domain, then at most 63 letters, digits, '-', '_' or '.')"
         )
-    close = difflib.get_close_matches(name.lower(), KNOWN_RESOURCES, n=1, cutoff=0.75)
+    close = (
+        difflib.get_close_matches(name.lower(), KNOWN_RESOURCES, n=1, cutoff=0.75) if len(name) < 80 else []
+    )
     hint = f"; did you mean {close[0]!r}?" if close else ""
     known = ", ".join(KNOWN_RESOURCES)
-    return f"unknown resource {name!r}{hint} (known: {known}; extended resources are written domain/name)"
+    return (
+        f"unknown resource {quoted(name)}{hint} (known: {known}; extended resources are written domain/name)"
+    )
 
 
 def _resource_names(value: dict[str, _V]) -> dict[str, _V]:

@@ -455,3 +455,58 @@ def test_the_shipped_controls_examples_validate_once_uncommented(path: Path, key
     args = load_config_document(doc).migration
     assert args.eviction_windows is not None and len(args.eviction_windows) == 2
     assert args.churn_budget is not None and args.churn_budget.max_evictions == 100
+
+
+# --- hostile input to eviction windows and the churn budget (issue 37, point 18) ---------------------------
+
+HUGE = "x" * 900_000
+
+
+def as_configmap(doc: dict[str, Any], key: str = "config.yaml") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {key: yaml.dump(doc)}}
+
+
+@pytest.mark.parametrize(
+    ("case", "doc", "path"),
+    [
+        ("an opt-out key", config_with(mc={"optOutAnnotations": {HUGE: "true"}}),
+         f"{ARGS}.optOutAnnotations.xx"),
+        ("an unknown field", config_with(mc={HUGE: 1}), f"{ARGS}.xxx"),
+        ("an unknown top-level field", config_with(**{HUGE: 1}), "xxx"),
+        ("a resource name", config_with(lnl={"highThresholds": {HUGE: 50}}), "args.highThresholds: "),
+        ("a day", config_with(mc={"evictionWindows": [window(days=[HUGE])]}), "[0].days: unknown day"),
+        ("a start", config_with(mc={"evictionWindows": [window(start=HUGE)]}), "[0].start: expected"),
+        ("a delete option", config_with(mc={"defaultDeleteOptions": {HUGE: 1}}), "defaultDeleteOptions: "),
+        ("an object limiter", config_with(mc={"objectLimiters": {HUGE: {}}}), "args.objectLimiters: "),
+        ("a bind address", config_with(healthzBindAddress=HUGE), "healthzBindAddress: expected HOST:PORT"),
+        ("a plugin's args kind", config_with(mc={"kind": HUGE}), "args.kind is 'xx"),
+        ("a selector text", config_with(nodeSelector=HUGE + ",,"), "nodeSelector: "),
+        ("a percentage", config_with(lnl={"highThresholds": {"cpu": HUGE}}), "highThresholds.cpu: "),
+        ("a ConfigMap data key", as_configmap(config_with(dryRun="x"), key=HUGE), "data.xxx"),
+        ("a ConfigMap's many keys",
+         {"kind": "ConfigMap", "data": {f"{i}{HUGE[:9000]}": "" for i in range(99)}},
+         "data: expected exactly one key"),
+    ],
+)  # fmt: skip
+def test_an_error_quotes_a_huge_input_cut_short_with_its_length(
+    case: str, doc: dict[str, Any], path: str
+) -> None:
+    text = problems_of(doc)
+    assert path in text, case
+    assert len(text) < 3000, (case, len(text))
+    assert " characters)" in text or "..." in text, case
+
+
+@pytest.mark.parametrize(
+    ("opt_outs", "expected"),
+    [
+        ({"example.com/keep": "true"},
+         f"{ARGS}.optOutAnnotations.example.com/keep: not an opt-out annotation"),
+        ({"karpenter.sh/do-not-disrupt": " "},
+         f"{ARGS}.optOutAnnotations.karpenter.sh/do-not-disrupt: needs the value"),
+    ],
+)  # fmt: skip
+def test_an_opt_out_error_names_its_key_once_in_the_path(opt_outs: dict[str, str], expected: str) -> None:
+    text = problems_of(config_with(mc={"optOutAnnotations": opt_outs}))
+    assert expected in text
+    assert "optOutAnnotations.optOutAnnotations" not in text

@@ -20,7 +20,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from descheduler import strictyaml
-from descheduler.config.load import ConfigError, EffectiveConfig, load_config_document, load_config_text
+from descheduler.config.load import (
+    MAX_PROBLEM_CHARS,
+    ConfigError,
+    EffectiveConfig,
+    load_config_document,
+    load_config_text,
+)
 from descheduler.config.providers import redact_document
 from descheduler.planner import loop_warnings
 from descheduler.planner.settings import compile_settings
@@ -67,6 +73,8 @@ def _set(doc: Any, path: tuple[Any, ...], value: Any) -> None:
     parent_of(doc, path)[path[-1]] = value
 
 
+HUGE = "k" * 100_000
+"""A key or value far past what an error may quote."""
 DURATION_TEXT = st.one_of(
     st.from_regex(r"\A-?[0-9]{1,20}(\.[0-9]{0,12})?(ns|us|ms|s|m|h)\Z"),
     st.from_regex(r"\A([0-9]{1,6}h)?([0-9]{1,6}m)?([0-9]{1,6}s)?\Z"),
@@ -90,11 +98,13 @@ SCALARS = st.one_of(
     st.sampled_from(
         ["100%", "101%", "-5%", "99999999999%", "kube-system", "Bad_Name", "", "*", "http://u:p@h"]
     ),
+    st.just(HUGE),
 )
 VALUES = st.recursive(
     SCALARS,
     lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12), inner, max_size=4)
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.one_of(st.text(max_size=12), st.just(HUGE)), inner, max_size=4),
     ),
     max_leaves=12,
 )
@@ -116,6 +126,7 @@ def _load_and_exercise(text: str) -> None:
     except ConfigError as exc:
         assert exc.problems
         assert all(isinstance(p, str) and "\n" not in p for p in exc.problems), exc.problems
+        assert all(len(p) <= MAX_PROBLEM_CHARS + 30 for p in exc.problems), [p[:300] for p in exc.problems]
         return
     _exercise(effective)
 
