@@ -8,6 +8,7 @@ wall-clock minutes, which is what the operator reads; windows in different zones
 
 from __future__ import annotations
 
+import re
 import zoneinfo
 from collections.abc import Sequence
 from typing import Annotated
@@ -51,13 +52,22 @@ def parse_clock(text: str) -> int:
     return int(hours) * 60 + int(minutes)
 
 
+_ZONE_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,30}(/[A-Za-z0-9_.+-]{1,30}){0,3}")
+"""An IANA zone name's shape (at most 14 characters a part by the database's own rule; 30 allowed): a
+directory (``Europe``), a path too long for the file system, or any other file of the database is found
+by ``ZoneInfo`` as an ``OSError`` or a ``ValueError``, both answered here."""
+
+
 def zone_problem(name: str) -> str | None:
     """Why ``name`` is not an IANA time zone this runtime knows, or None."""
-    try:
-        zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        return f"unknown time zone {name!r}; use an IANA name such as 'Europe/Berlin' or 'UTC'"
-    return None
+    if _ZONE_NAME.fullmatch(name):
+        try:
+            zoneinfo.ZoneInfo(name)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+            pass
+        else:
+            return None
+    return f"unknown time zone {quoted(name)}; use an IANA name such as 'Europe/Berlin' or 'UTC'"
 
 
 class EvictionWindow(StrictModel):

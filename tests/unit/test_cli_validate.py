@@ -6,11 +6,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.unit.builders import settings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+HOTSPOT = Path(__file__).resolve().parents[2] / "config" / "examples" / "hotspot"
+EXAMPLE = [
+    "--cluster",
+    str(HOTSPOT / "cluster.yaml"),
+    "--usage",
+    str(HOTSPOT / "usage.yaml"),
+    "--cycles",
+    "1",
+]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -66,3 +76,30 @@ def test_validate_warns_naming_the_fields_when_hotspots_are_confirmed_faster_tha
         "warning: LowNodeLoadArgs.anomalyCondition.consecutiveAbnormalities (2) x deschedulingInterval "
         "(1m0s) = 2m0s is shorter than the default Prometheus window (5m0s)" in result.stderr
     )
+
+
+@pytest.mark.parametrize("zone", ["Europe", "Z" * 300], ids=["a-directory-of-the-database", "300-characters"])
+@pytest.mark.parametrize("command", ["validate", "simulate"])
+def test_an_unreadable_time_zone_in_a_configmap_exits_2_naming_the_field_without_a_traceback(
+    tmp_path: Path, zone: str, command: str
+) -> None:
+    doc = settings(
+        migration={"evictionWindows": [{"days": ["Mon"], "start": "01:00", "end": "02:00"}]}
+    ).to_document()
+    doc["profiles"][0]["pluginConfig"][1]["args"]["evictionWindows"][0]["timeZone"] = zone
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "c"},
+        "data": {"c.yaml": yaml.dump(doc)},
+    }
+    config = tmp_path / "configmap.yaml"
+    config.write_text(yaml.safe_dump(manifest))
+    args = [command, str(config)] if command == "validate" else [command, "--config", str(config), *EXAMPLE]
+    result = run(*args)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "data.c.yaml.profiles[0].pluginConfig[1].args.evictionWindows[0].timeZone: unknown time zone" in (
+        result.stderr
+    )
+    assert len(result.stderr) < 2000

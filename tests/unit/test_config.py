@@ -467,6 +467,19 @@ def as_configmap(doc: dict[str, Any], key: str = "config.yaml") -> dict[str, Any
 
 
 @pytest.mark.parametrize(
+    "zone",
+    ["Europe", "America/Argentina", "A" * 300, "Europe/" + "B" * 250, "../../etc/passwd", "/etc/localtime",
+     "zone1970.tab", "", " Europe/Berlin", "Europe//Berlin"],
+    ids=["database-directory", "nested-directory", "300-characters", "long-part", "parent-path",
+         "absolute-path", "database-file", "empty", "leading-space", "empty-part"],
+)  # fmt: skip
+def test_a_time_zone_the_database_cannot_read_is_refused_naming_the_field(zone: str) -> None:
+    doc = config_with(mc={"evictionWindows": [window(timeZone=zone)]})
+    for form, path in ((doc, ARGS), (as_configmap(doc), f"data.config.yaml.{ARGS}")):
+        assert f"{path}.evictionWindows[0].timeZone: unknown time zone" in problems_of(form)
+
+
+@pytest.mark.parametrize(
     ("case", "doc", "path"),
     [
         ("an opt-out key", config_with(mc={"optOutAnnotations": {HUGE: "true"}}),
@@ -474,6 +487,7 @@ def as_configmap(doc: dict[str, Any], key: str = "config.yaml") -> dict[str, Any
         ("an unknown field", config_with(mc={HUGE: 1}), f"{ARGS}.xxx"),
         ("an unknown top-level field", config_with(**{HUGE: 1}), "xxx"),
         ("a resource name", config_with(lnl={"highThresholds": {HUGE: 50}}), "args.highThresholds: "),
+        ("a time zone", config_with(mc={"evictionWindows": [window(timeZone=HUGE)]}), "[0].timeZone: "),
         ("a day", config_with(mc={"evictionWindows": [window(days=[HUGE])]}), "[0].days: unknown day"),
         ("a start", config_with(mc={"evictionWindows": [window(start=HUGE)]}), "[0].start: expected"),
         ("a delete option", config_with(mc={"defaultDeleteOptions": {HUGE: 1}}), "defaultDeleteOptions: "),
