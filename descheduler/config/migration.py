@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictInt, field_validator, model_validator
 
 from descheduler.config.base import FieldProblem, StrictModel, path_key, quoted
 from descheduler.config.controls import ChurnBudget, EvictionWindow, window_overlap
@@ -152,7 +152,7 @@ class MigrationControllerArgs(StrictModel):
         default_factory=lambda: {"workload": ObjectLimiter()}, alias="objectLimiters"
     )
     evict_qps: FloatOrString = Field(default=10.0, alias="evictQPS")
-    evict_burst: int = Field(default=1, ge=1, le=MAX_CONFIG_INT, alias="evictBurst")
+    evict_burst: StrictInt = Field(default=1, ge=1, le=MAX_CONFIG_INT, alias="evictBurst")
     eviction_policy: Literal["Eviction", "Delete"] = Field(default="Eviction", alias="evictionPolicy")
     default_delete_options: dict[str, Any] | None = Field(default=None, alias="defaultDeleteOptions")
     skip_eviction_gates: bool = Field(default=False, alias="skipEvictionGates")

@@ -13,7 +13,7 @@ import difflib
 from functools import partial
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import Discriminator, Field, StrictFloat, StrictInt, Tag, field_validator, model_validator
 
 from descheduler.config.base import StrictModel, quoted
 from descheduler.config.lownodeload import (
@@ -227,8 +227,8 @@ class ClientConnection(StrictModel):
     kubeconfig: str = ""
     accept_content_types: str = Field(default="", alias="acceptContentTypes")
     content_type: str = Field(default="application/json", alias="contentType")
-    qps: float = Field(default=50.0, gt=0, le=MAX_CONFIG_RATE)
-    burst: int = Field(default=100, ge=1, le=MAX_CONFIG_INT)
+    qps: StrictFloat = Field(default=50.0, gt=0, le=MAX_CONFIG_RATE)
+    burst: StrictInt = Field(default=100, ge=1, le=MAX_CONFIG_INT)
 
 
 class DeschedulerConfiguration(StrictModel):

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from typing import Annotated, TypeVar
 
-from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer
+from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer, Strict
 
 from descheduler.config.base import quoted
 from descheduler.units import MAX_INT32, format_duration, parse_duration, parse_int_or_percent
@@ -98,8 +98,10 @@ ReplicasIntOrPercent = Annotated[
 ]
 """A per-workload limit: an integer or a percentage of the expected replicas, at most ``"100%"``."""
 
-NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_CONFIG_INT)]
-Int32 = Annotated[int, Field(ge=-MAX_CONFIG_INT - 1, le=MAX_CONFIG_INT)]
+NonNegativeInt = Annotated[int, Strict(), Field(ge=0, le=MAX_CONFIG_INT)]
+Int32 = Annotated[int, Strict(), Field(ge=-MAX_CONFIG_INT - 1, le=MAX_CONFIG_INT)]
+"""Integers are strict (every ``int`` field of the configuration is ``StrictInt`` or one of these): YAML's
+``true`` would otherwise count as 1 and a quoted ``"5"`` or a ``2.0`` pass where Kubernetes refuses them."""
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

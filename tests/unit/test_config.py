@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import typing
+from collections.abc import Iterator
 from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
 import pytest
 import yaml
+from pydantic import TypeAdapter, ValidationError
 
+from descheduler.config.base import StrictModel
 from descheduler.config.load import ConfigError, load_config, load_config_document, load_config_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -524,3 +528,70 @@ def test_an_opt_out_error_names_its_key_once_in_the_path(opt_outs: dict[str, str
     text = problems_of(config_with(mc={"optOutAnnotations": opt_outs}))
     assert expected in text
     assert "optOutAnnotations.optOutAnnotations" not in text
+
+
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        (config_with(mc={"churnBudget": {"maxEvictions": True}}),
+         f"{ARGS}.churnBudget.maxEvictions: Input should be a valid integer (got True)"),
+        (config_with(mc={"churnBudget": {"maxEvictionsPerNamespace": False}}),
+         f"{ARGS}.churnBudget.maxEvictionsPerNamespace: Input should be a valid integer (got False)"),
+        (config_with(mc={"maxMigratingPerNode": True}), f"{ARGS}.maxMigratingPerNode: Input should be"),
+        (config_with(mc={"evictBurst": True}), f"{ARGS}.evictBurst: Input should be a valid integer"),
+        (config_with(lnl={"anomalyCondition": {"consecutiveAbnormalities": True}}),
+         "args.anomalyCondition.consecutiveAbnormalities: Input should be a valid integer"),
+        (config_with(lnl={"resourceWeights": {"cpu": True}}), "args.resourceWeights.cpu: Input should be"),
+        (config_with(clientConnection={"qps": True}), "clientConnection.qps: Input should be a valid number"),
+        (config_with(maxNoOfPodsToEvictTotal="5"), "maxNoOfPodsToEvictTotal: Input should be a valid int"),
+    ],
+)  # fmt: skip
+def test_a_boolean_or_a_quoted_number_is_refused_where_a_count_is_expected(
+    doc: dict[str, Any], expected: str
+) -> None:
+    assert expected in problems_of(doc)
+
+
+def _holds_a_number(annotation: Any) -> bool:
+    """Whether a field's type is, or holds (in a union, list or dict), an ``int`` or a ``float``."""
+    if annotation in (int, float):
+        return True
+    if isinstance(annotation, type):
+        return False
+    return any(_holds_a_number(arg) for arg in typing.get_args(annotation))
+
+
+def _subclasses(cls: type) -> Iterator[type]:
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+def _number_fields() -> list[tuple[str, str, Any]]:
+    """Every field of the configuration's models whose type holds a number: (model, field, type)."""
+    rows = []
+    for model in set(_subclasses(StrictModel)):
+        if not model.__module__.startswith("descheduler.config."):
+            continue
+        for name, info in model.model_fields.items():
+            if _holds_a_number(info.annotation):
+                annotation = (
+                    typing.Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+                )
+                rows.append((model.__name__, name, annotation))
+    return sorted(rows, key=lambda row: row[:2])
+
+
+NUMERIC_FIELDS = _number_fields()
+
+
+@pytest.mark.parametrize(
+    ("model", "field", "annotation"), NUMERIC_FIELDS, ids=[f"{m}.{f}" for m, f, _ in NUMERIC_FIELDS]
+)
+def test_no_number_field_of_the_configuration_reads_a_boolean_as_a_number(
+    model: str, field: str, annotation: Any
+) -> None:
+    adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+    for value in (True, False, [True], {"cpu": True}):
+        with pytest.raises(ValidationError):
+            adapter.validate_python(value)
