@@ -16,7 +16,7 @@ from typing import Annotated
 from pydantic import Field, field_validator, model_validator
 
 from descheduler.config.base import FieldProblem, StrictModel, quoted
-from descheduler.config.types import Duration, NonNegativeInt, checked, positive
+from descheduler.config.types import Duration, NonNegativeInt, at_least, checked
 
 DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _FULL_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -145,9 +145,7 @@ class ChurnBudget(StrictModel):
 
     max_evictions: NonNegativeInt | None = Field(default=None, alias="maxEvictions")
     max_evictions_per_namespace: NonNegativeInt | None = Field(default=None, alias="maxEvictionsPerNamespace")
-    period: Annotated[Duration, positive("must be longer than 0s: a budget needs a period to count over")] = (
-        24 * 3600.0
-    )
+    period: Annotated[Duration, at_least(1, "a budget needs a period to count over")] = 24 * 3600.0
 
     @model_validator(mode="after")
     def _some_limit(self) -> ChurnBudget:

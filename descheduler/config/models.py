@@ -41,10 +41,10 @@ from descheduler.config.types import (
     MAX_CONFIG_RATE,
     Duration,
     NonNegativeInt,
+    at_least,
     checked,
     dns1123_label_problem,
     dns1123_subdomain_problem,
-    positive,
 )
 
 __all__ = [
@@ -238,8 +238,8 @@ class DeschedulerConfiguration(StrictModel):
 
     api_version: Literal["descheduler/v1alpha2"] = Field(default="descheduler/v1alpha2", alias="apiVersion")
     kind: Literal["DeschedulerConfiguration"] = "DeschedulerConfiguration"
-    descheduling_interval: Annotated[Duration, positive("must be a positive duration such as 60s")] = Field(
-        default=60.0, alias="deschedulingInterval"
+    descheduling_interval: Annotated[Duration, at_least(1, "must be a positive duration such as 60s")] = (
+        Field(default=60.0, alias="deschedulingInterval")
     )
     dry_run: bool = Field(default=False, alias="dryRun")
     node_selector: LabelSelectorConfig | str | None = Field(default=None, alias="nodeSelector")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Annotated, TypeVar
 
 from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer, Strict
@@ -13,6 +14,8 @@ from descheduler.config.base import quoted
 from descheduler.units import MAX_INT32, format_duration, parse_duration, parse_int_or_percent
 
 _V = TypeVar("_V")
+
+NANOS = 10**9
 
 MAX_CONFIG_DURATION = 366 * 24 * 3600.0
 """No setting of this product means anything beyond a year; past it, sums and timeouts built from a
@@ -26,9 +29,11 @@ MAX_CONFIG_RATE = 1e6
 
 
 def _duration(value: object) -> float:
+    """Whole nanoseconds, as Go's ``time.Duration`` holds them (``0.1ns`` is 0): every value kept prints
+    (``format_duration``) as text that parses back to the same value, so ``validate``'s output validates."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         raise ValueError(f"duration must be written with a unit like '90s' or '5m', got {quoted(value)}")
-    return parse_duration(value)
+    return float(Fraction(round(Fraction(parse_duration(value)) * NANOS), NANOS))
 
 
 def _bounded_duration(value: float) -> float:
@@ -115,6 +120,18 @@ def checked(problem: Callable[[str], str | None], prefix: str = "") -> AfterVali
         found = problem(value)
         if found is not None:
             raise ValueError(f"{prefix}{found}")
+        return value
+
+    return AfterValidator(check)
+
+
+def at_least(seconds: float, message: str) -> AfterValidator:
+    """A duration field's validator: ``seconds`` or longer, else ``message`` and the value (where a shorter
+    one makes no sense, such as a sub-second cycle or budget period); None (unset) passes."""
+
+    def check(value: float | None) -> float | None:
+        if value is not None and value < seconds:
+            raise ValueError(f"{message} (at least {format_duration(seconds)}), got {format_duration(value)}")
         return value
 
     return AfterValidator(check)

@@ -78,6 +78,39 @@ def test_validate_warns_naming_the_fields_when_hotspots_are_confirmed_faster_tha
     )
 
 
+@pytest.mark.parametrize(("period", "refused"), [("0.1ns", True), ("1h0m0.000000001s", False)])
+def test_what_validate_prints_validates_again_and_prints_the_same(
+    tmp_path: Path, period: str, refused: bool
+) -> None:
+    """The printed effective configuration is a configuration: a duration prints as text the same check
+    accepts with the same value, or is refused at once (``0.1ns`` used to print ``period: 0s``, which
+    the same check then refused)."""
+    doc = settings(
+        top={"deschedulingInterval": "1.000000001s"},
+        migration={
+            "churnBudget": {"maxEvictions": 3, "period": "1h0m0.000000001s"},  # replaced in the text
+            "objectLimiters": {"workload": {"duration": "1.9ns"}},
+            "evictionWindows": [
+                {"days": ["Sat"], "start": "22:00", "end": "02:30", "timeZone": "Europe/Berlin"}
+            ],
+        },
+    ).to_document()
+    first = tmp_path / "first.yaml"
+    first.write_text(yaml.safe_dump(doc).replace("1h0m0.000000001s", period))
+    printed = run("validate", str(first))
+    if refused:
+        assert printed.returncode == 2
+        assert "pluginConfig[1].args.churnBudget.period: a budget needs a period" in printed.stderr
+        return
+    assert printed.returncode == 0, printed.stderr
+    second = tmp_path / "second.yaml"
+    second.write_text(printed.stdout)
+    again = run("validate", str(second))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == printed.stdout
+    assert f"period: {period}" in printed.stdout and "duration: 0.000000002s" in printed.stdout
+
+
 @pytest.mark.parametrize("zone", ["Europe", "Z" * 300], ids=["a-directory-of-the-database", "300-characters"])
 @pytest.mark.parametrize("command", ["validate", "simulate"])
 def test_an_unreadable_time_zone_in_a_configmap_exits_2_naming_the_field_without_a_traceback(

@@ -107,7 +107,7 @@ def test_defaults_are_koordinators() -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("90s", 90.0), ("5m", 300.0), ("1h30m", 5400.0), ("500ms", 0.5), ("1m30s", 90.0), ("2h", 7200.0)],
+    [("90s", 90.0), ("5m", 300.0), ("1h30m", 5400.0), ("1500ms", 1.5), ("1m30s", 90.0), ("2h", 7200.0)],
 )
 def test_durations_are_read_as_go_writes_them(text: str, seconds: float) -> None:
     assert (
@@ -248,7 +248,7 @@ def window(**fields: Any) -> dict[str, Any]:
         ),
         (
             {"churnBudget": {"maxEvictions": 5, "period": "0s"}},
-            f"{ARGS}.churnBudget.period: must be longer than 0s",
+            f"{ARGS}.churnBudget.period: a budget needs a period to count over (at least 1s), got 0s",
         ),
         ({"churnBudget": {"maxEvictions": 5, "period": "-1h"}}, f"{ARGS}.churnBudget.period"),
         (
@@ -552,6 +552,22 @@ def test_a_boolean_or_a_quoted_number_is_refused_where_a_count_is_expected(
     assert expected in problems_of(doc)
 
 
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        (config_with(mc={"churnBudget": {"maxEvictions": 5, "period": "0.1ns"}}),
+         f"{ARGS}.churnBudget.period: a budget needs a period to count over (at least 1s), got 0s"),
+        (config_with(mc={"churnBudget": {"maxEvictions": 5, "period": "999ms"}}),
+         f"{ARGS}.churnBudget.period: a budget needs a period to count over (at least 1s), got 0.999s"),
+        (config_with(deschedulingInterval="0.1ns"),
+         "deschedulingInterval: must be a positive duration such as 60s (at least 1s), got 0s"),
+        (config_with(deschedulingInterval="500ms"), "deschedulingInterval: must be a positive duration"),
+    ],
+)  # fmt: skip
+def test_a_duration_too_short_to_mean_anything_is_refused(doc: dict[str, Any], expected: str) -> None:
+    assert expected in problems_of(doc)
+
+
 def _holds_a_number(annotation: Any) -> bool:
     """Whether a field's type is, or holds (in a union, list or dict), an ``int`` or a ``float``."""
     if annotation in (int, float):
@@ -595,3 +611,27 @@ def test_no_number_field_of_the_configuration_reads_a_boolean_as_a_number(
     for value in (True, False, [True], {"cpu": True}):
         with pytest.raises(ValidationError):
             adapter.validate_python(value)
+
+
+@pytest.mark.parametrize(
+    ("period", "refused"),
+    [("0.1ns", True), ("999ms", True), ("1s", False), ("1.000000001s", False), ("1h0m0.000000001s", False),
+     ("1.9999999999s", False), ("90m", False), ("8784h", False), ("8784h0m1s", True)],
+)  # fmt: skip
+def test_a_duration_is_refused_or_prints_as_text_that_validates_to_the_same_value(
+    period: str, refused: bool
+) -> None:
+    doc = config_with(
+        mc={"churnBudget": {"maxEvictions": 5, "period": period}, "objectLimiters": {"workload": {
+            "duration": period}}},
+        deschedulingInterval=period,
+    )  # fmt: skip
+    if refused:
+        assert f"{ARGS}.churnBudget.period: " in problems_of(doc)
+        return
+    effective = load_config_document(doc)
+    printed = yaml.safe_dump(effective.to_document())
+    again = load_config_text(printed, "printed")
+    assert again.migration == effective.migration
+    assert again.config.descheduling_interval == effective.config.descheduling_interval
+    assert yaml.safe_dump(again.to_document()) == printed
