@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, StrictInt, field_validator, model_validator
 
 from descheduler.config.base import FieldProblem, StrictModel, path_key, quoted
-from descheduler.config.controls import ChurnBudget, EvictionWindow, window_overlap
+from descheduler.config.controls import MAX_EVICTION_WINDOWS, ChurnBudget, EvictionWindow, window_overlap
 from descheduler.config.selectors import LabelSelectorConfig, Namespaces
 from descheduler.config.types import (
     MAX_CONFIG_DURATION,
@@ -189,6 +189,17 @@ class MigrationControllerArgs(StrictModel):
                 )
             if not wanted.strip():
                 raise FieldProblem(path_key(key), "needs the value that opts a pod out")
+        return value
+
+    @field_validator("eviction_windows", mode="before")
+    @classmethod
+    def _few_windows(cls, value: Any) -> Any:
+        """Refused before each window is read: a generated list of thousands costs seconds to check."""
+        if isinstance(value, list) and len(value) > MAX_EVICTION_WINDOWS:
+            raise ValueError(
+                f"{len(value)} windows, at most {MAX_EVICTION_WINDOWS}: merge adjacent ones (a window may "
+                "list several days)"
+            )
         return value
 
     @field_validator("eviction_windows")

@@ -8,11 +8,14 @@ from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
+import hypothesis
 import pytest
 import yaml
+from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from descheduler.config.base import StrictModel
+from descheduler.config.controls import DAY_NAMES, MAX_EVICTION_WINDOWS, EvictionWindow, window_overlap
 from descheduler.config.load import ConfigError, load_config, load_config_document, load_config_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -635,3 +638,70 @@ def test_a_duration_is_refused_or_prints_as_text_that_validates_to_the_same_valu
     assert again.migration == effective.migration
     assert again.config.descheduling_interval == effective.config.descheduling_interval
     assert yaml.safe_dump(again.to_document()) == printed
+
+
+def one_minute_windows(count: int) -> list[dict[str, Any]]:
+    """``count`` one-minute windows spread over the week, none touching another."""
+    out = []
+    for i in range(count):
+        day, start = divmod(i * 7 * 1440 // count, 1440)
+        end = (start + 1) % 1440
+        out.append(window(days=[DAY_NAMES[day]], start=f"{start // 60:02d}:{start % 60:02d}",
+                          end=f"{end // 60:02d}:{end % 60:02d}"))  # fmt: skip
+    return out
+
+
+def test_the_overlap_check_reads_each_window_once_not_once_per_pair(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check sorts the windows' spans and sweeps them (O(n log n)): counted, not timed."""
+    windows = [EvictionWindow.model_validate(w) for w in one_minute_windows(600)]
+    calls = []
+    spans = EvictionWindow.weekly_spans
+    monkeypatch.setattr(EvictionWindow, "weekly_spans", lambda self: calls.append(1) or spans(self))
+    assert window_overlap(windows) is None
+    assert len(calls) == len(windows)
+
+
+def test_as_many_windows_as_allowed_validate_one_more_overlapping_is_named_and_more_are_refused() -> None:
+    windows = one_minute_windows(MAX_EVICTION_WINDOWS - 1)
+    load_config_document(config_with(mc={"evictionWindows": windows}))
+    assert f"{ARGS}.evictionWindows: 1002 windows, at most 1000: merge adjacent ones" in problems_of(
+        config_with(mc={"evictionWindows": [window(days=[d]) for d in ["Mon", "Tue"] * 501]})
+    )
+    late = window(days=[windows[500]["days"][0]], start=windows[500]["start"], end="23:59")
+    assert f"{ARGS}.evictionWindows[999]: overlaps evictionWindows[500]" in problems_of(
+        config_with(mc={"evictionWindows": [*windows, late]})
+    )
+
+
+def _pairwise_overlap(windows: list[EvictionWindow]) -> set[tuple[int, int]]:
+    """The overlapping pairs found by comparing every pair: the reference the sweep is checked against."""
+    return {
+        (i, j)
+        for j, b in enumerate(windows)
+        for i, a in enumerate(windows[:j])
+        if a.time_zone == b.time_zone
+        and any(a0 < b1 and b0 < a1 for a0, a1 in a.weekly_spans() for b0, b1 in b.weekly_spans())
+    }
+
+
+CLOCK = st.builds(lambda h, m: f"{h:02d}:{m:02d}", st.integers(0, 23), st.sampled_from([0, 30, 59]))
+WINDOW = st.builds(
+    lambda days, start, end, zone: {"days": days, "start": start, "end": end, "timeZone": zone},
+    st.lists(st.sampled_from(DAY_NAMES), min_size=1, max_size=3, unique=True),
+    CLOCK,
+    CLOCK,
+    st.sampled_from(["UTC", "Europe/Berlin"]),
+).filter(lambda w: w["start"] != w["end"])
+
+
+@hypothesis.settings(max_examples=150, deadline=None)
+@hypothesis.given(st.lists(WINDOW, max_size=6))
+def test_the_sweep_finds_an_overlap_exactly_when_some_pair_overlaps(raw: list[dict[str, Any]]) -> None:
+    windows = [EvictionWindow.model_validate(w) for w in raw]
+    pairs = _pairwise_overlap(windows)
+    problem = window_overlap(windows)
+    assert (problem is None) == (not pairs)
+    if problem is not None:
+        later = int(problem.path.removeprefix("evictionWindows[").removesuffix("]"))
+        earlier = int(problem.message.removeprefix("overlaps evictionWindows[").split("]")[0])
+        assert (earlier, later) in pairs
