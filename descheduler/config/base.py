@@ -19,6 +19,32 @@ def _known_names(cls: type[BaseModel]) -> list[str]:
     return names
 
 
+QUOTE_LIMIT = 80
+"""Characters of user input an error quotes; the rest is cut, with its length (a 900 KB key must not
+become 900 KB of error on stderr and in the pod's log)."""
+
+
+def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(value)`` for an error message, cut to about ``limit`` characters with an ellipsis and the
+    full length when longer."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= limit else f"{value[:limit]!r}... ({len(value)} characters)"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        try:
+            digits = str(len(str(abs(value))))
+        except ValueError:  # past Python's int-to-text limit (4,300 digits)
+            digits = f"about {int(value.bit_length() * 0.30103)}"
+        return f"an integer of {digits} digits"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def path_key(key: object, limit: int = QUOTE_LIMIT) -> str:
+    """A user's mapping key as one step of a field path, cut like ``quoted`` when longer than ``limit``."""
+    text = str(key)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 class FieldProblem(ValueError):
     """A problem a model validator finds in one of the model's fields (or deeper): the loader appends
     ``path`` to the model's own location, so the line names the field, not just the object holding it."""
@@ -46,8 +72,8 @@ class StrictModel(BaseModel):
         allowed = set(known) | set(cls.model_fields) | set(cls.ignored_fields)
         unknown = [key for key in data if key not in allowed]
         if unknown:
-            key = unknown[0]
-            hint = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+            key = str(unknown[0])
+            hint = difflib.get_close_matches(key, known, n=1, cutoff=0.6) if len(key) <= QUOTE_LIMIT else []
             suggestion = f"; did you mean {hint[0]!r}?" if hint else f"; known fields: {', '.join(known)}"
-            raise ValueError(f"unknown field {key!r}{suggestion}")
+            raise FieldProblem(path_key(key), f"unknown field {quoted(key)}{suggestion}")
         return {k: v for k, v in data.items() if k not in cls.ignored_fields or k in cls.model_fields}

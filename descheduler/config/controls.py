@@ -8,19 +8,23 @@ wall-clock minutes, which is what the operator reads; windows in different zones
 
 from __future__ import annotations
 
+import re
 import zoneinfo
 from collections.abc import Sequence
 from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
-from descheduler.config.base import FieldProblem, StrictModel
-from descheduler.config.types import Duration, NonNegativeInt, checked, positive
+from descheduler.config.base import FieldProblem, StrictModel, quoted
+from descheduler.config.types import Duration, NonNegativeInt, at_least, checked
 
 DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _FULL_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 MINUTES_PER_DAY = 24 * 60
 MINUTES_PER_WEEK = 7 * MINUTES_PER_DAY
+MAX_EVICTION_WINDOWS = 1000
+"""More than any schedule needs (168 is one window per hour of the week): each is judged before every
+eviction, and a list of 10,000 is a generator's mistake."""
 
 
 def parse_day(text: str) -> int:
@@ -29,7 +33,7 @@ def parse_day(text: str) -> int:
     for i, name in enumerate(_FULL_NAMES):
         if lowered in (name, name[:3]):
             return i
-    raise ValueError(f"unknown day {text!r}; use Mon, Tue, Wed, Thu, Fri, Sat, Sun (or the full names)")
+    raise ValueError(f"unknown day {quoted(text)}; use Mon, Tue, Wed, Thu, Fri, Sat, Sun (or the full names)")
 
 
 def parse_days(days: Sequence[str]) -> frozenset[int]:
@@ -47,17 +51,26 @@ def parse_clock(text: str) -> int:
         or int(hours) > 23
         or int(minutes) > 59
     ):
-        raise ValueError(f"expected a time of day as HH:MM (00:00 to 23:59), got {text!r}")
+        raise ValueError(f"expected a time of day as HH:MM (00:00 to 23:59), got {quoted(text)}")
     return int(hours) * 60 + int(minutes)
+
+
+_ZONE_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,30}(/[A-Za-z0-9_.+-]{1,30}){0,3}")
+"""An IANA zone name's shape (at most 14 characters a part by the database's own rule; 30 allowed): a
+directory (``Europe``), a path too long for the file system, or any other file of the database is found
+by ``ZoneInfo`` as an ``OSError`` or a ``ValueError``, both answered here."""
 
 
 def zone_problem(name: str) -> str | None:
     """Why ``name`` is not an IANA time zone this runtime knows, or None."""
-    try:
-        zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        return f"unknown time zone {name!r}; use an IANA name such as 'Europe/Berlin' or 'UTC'"
-    return None
+    if _ZONE_NAME.fullmatch(name):
+        try:
+            zoneinfo.ZoneInfo(name)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+            pass
+        else:
+            return None
+    return f"unknown time zone {quoted(name)}; use an IANA name such as 'Europe/Berlin' or 'UTC'"
 
 
 class EvictionWindow(StrictModel):
@@ -113,19 +126,28 @@ def _grid_clock(minute: int) -> str:
 
 
 def window_overlap(windows: Sequence[EvictionWindow]) -> FieldProblem | None:
-    """The first window that overlaps an earlier one of the same time zone, named by its index."""
-    for j, later in enumerate(windows):
-        for i, earlier in enumerate(windows[:j]):
-            if earlier.time_zone != later.time_zone:
-                continue
-            for a0, a1 in earlier.weekly_spans():
-                for b0, b1 in later.weekly_spans():
-                    if a0 < b1 and b0 < a1:
-                        return FieldProblem(
-                            f"evictionWindows[{j}]",
-                            f"overlaps evictionWindows[{i}] ({earlier.describe()}) from "
-                            f"{_grid_clock(max(a0, b0))} to {_grid_clock(min(a1, b1))}: merge them into one",
-                        )
+    """Two windows of the same time zone that overlap, named by their indexes (the overlap that starts
+    first on the weekly grid), or None.
+
+    Sort and sweep, O(n log n) in the spans (at most 8 a window): spans sorted by start overlap an earlier
+    one exactly when a span starts before the furthest end seen so far in its zone."""
+    spans = sorted(
+        (window.time_zone, begin, end, index)
+        for index, window in enumerate(windows)
+        for begin, end in window.weekly_spans()
+    )
+    furthest: tuple[str, int, int, int] | None = None  # the span of the zone reaching furthest so far
+    for span in spans:
+        zone, begin, end, index = span
+        if furthest is not None and furthest[0] == zone and begin < furthest[2]:
+            first, later = sorted((furthest[3], index))
+            return FieldProblem(
+                f"evictionWindows[{later}]",
+                f"overlaps evictionWindows[{first}] ({windows[first].describe()}) from "
+                f"{_grid_clock(begin)} to {_grid_clock(min(end, furthest[2]))}: merge them into one",
+            )
+        if furthest is None or furthest[0] != zone or end > furthest[2]:
+            furthest = span
     return None
 
 
@@ -135,9 +157,7 @@ class ChurnBudget(StrictModel):
 
     max_evictions: NonNegativeInt | None = Field(default=None, alias="maxEvictions")
     max_evictions_per_namespace: NonNegativeInt | None = Field(default=None, alias="maxEvictionsPerNamespace")
-    period: Annotated[Duration, positive("must be longer than 0s: a budget needs a period to count over")] = (
-        24 * 3600.0
-    )
+    period: Annotated[Duration, at_least(1, "a budget needs a period to count over")] = 24 * 3600.0
 
     @model_validator(mode="after")
     def _some_limit(self) -> ChurnBudget:

@@ -6,7 +6,6 @@ so an operator reading ``kubectl logs`` of a crash-looping pod sees exactly what
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from descheduler.config.base import FieldProblem
+from descheduler.config.base import FieldProblem, path_key, quoted
 from descheduler.config.lownodeload import anomaly_condition_notices
 from descheduler.config.models import (
     EXTENSION_POINTS,
@@ -31,6 +30,10 @@ from descheduler.units import format_duration
 
 MAX_CONFIG_BYTES = 2**20
 """A configuration is a few KB; anything over 1 MiB is a mistake (or ``/dev/zero``), refused unread."""
+
+MAX_PROBLEM_CHARS = 2000
+"""The longest line of a ``ConfigError``: validators quote user input cut short (``base.quoted``); this
+bounds whatever else a message may echo (a known-fields list is about 1,000 characters)."""
 
 _TAGS = {"LowNodeLoadArgs", "MigrationControllerArgs", "Other"}
 
@@ -64,10 +67,13 @@ def decode_utf8(data: bytes) -> str:
 
 
 def _one_line(text: str) -> str:
-    """A problem is one line: a key or value holding a line break or a control character is escaped."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    """A problem is one line of at most ``MAX_PROBLEM_CHARS``: a key or value holding a line break or a
+    control character is escaped, a longer line cut with its length."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    if len(text) > MAX_PROBLEM_CHARS:
+        return f"{text[:MAX_PROBLEM_CHARS]}... ({len(text)} characters)"
+    return text
 
 
 class ConfigError(ValueError):
@@ -137,7 +143,7 @@ def _format_loc(loc: Sequence[int | str], prefix: str) -> str:
         elif item in _TAGS or item.startswith("function-"):
             continue
         else:
-            parts.append(("." if parts else "") + item)
+            parts.append(("." if parts else "") + path_key(item))
     path = "".join(parts)
     if prefix:
         return f"{prefix}.{path}" if path else prefix
@@ -151,9 +157,7 @@ def _short(text: str, limit: int = 200) -> str:
 
 
 def _short_repr(value: object) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**60:
-        return f"an integer of {len(str(abs(value)))} digits"
-    return _short(repr(value), 80)
+    return _short(quoted(value), 200)
 
 
 def _format_validation_error(exc: ValidationError, prefix: str) -> list[str]:
@@ -166,12 +170,7 @@ def _format_validation_error(exc: ValidationError, prefix: str) -> list[str]:
         cause = (err.get("ctx") or {}).get("error")
         if isinstance(cause, FieldProblem):
             where = f"{path}.{cause.path}" if path != "(top level)" else cause.path
-            problems.append(f"{where}: {_short(cause.message)}")
-            continue
-        unknown = re.match(r"unknown field '([^']+)'", message)
-        if unknown:
-            path = f"{path}.{unknown.group(1)}" if path != "(top level)" else unknown.group(1)
-            problems.append(f"{path}: {message}")
+            problems.append(f"{where}: {_short(cause.message, MAX_PROBLEM_CHARS)}")
             continue
         if err.get("type") in ("missing",):
             problems.append(f"{path}: field required")
@@ -193,19 +192,22 @@ def _unwrap_configmap(doc: Mapping[str, Any], source: str) -> tuple[Any, str]:
     if not isinstance(data, Mapping) or not data:
         raise ConfigError(source, ["data: a ConfigMap holding the configuration needs one data key"])
     if len(data) != 1:
+        keys = sorted(map(str, data))
+        shown = ", ".join(quoted(k) for k in keys[:5]) + (", ..." if len(keys) > 5 else "")
         raise ConfigError(
-            source, [f"data: expected exactly one key holding the configuration, found {sorted(data)}"]
+            source, [f"data: expected exactly one key holding the configuration, found {len(keys)}: {shown}"]
         )
     key, text = next(iter(data.items()))
+    where = f"data.{path_key(key)}"
     if not isinstance(text, str):
-        raise ConfigError(source, [f"data.{key}: must be a string holding YAML"])
+        raise ConfigError(source, [f"{where}: must be a string holding YAML"])
     try:
-        docs = load_all(text, f"data.{key}", max_bytes=MAX_CONFIG_BYTES)
+        docs = load_all(text, where, max_bytes=MAX_CONFIG_BYTES)
     except YamlInputError as exc:
-        raise ConfigError(source, [f"data.{key}: {_yaml_problem(exc)}"]) from None
+        raise ConfigError(source, [f"{where}: {_yaml_problem(exc)}"]) from None
     if len(docs) != 1:
-        raise ConfigError(source, [f"data.{key}: expected exactly one YAML document, found {len(docs)}"])
-    return docs[0], f"data.{key}"
+        raise ConfigError(source, [f"{where}: expected exactly one YAML document, found {len(docs)}"])
+    return docs[0], where
 
 
 def _plugin_notices(config: DeschedulerConfiguration) -> list[str]:
@@ -286,7 +288,7 @@ def _wrong_kind(doc: Mapping[str, Any], prefix: str) -> str | None:
         return None
     where = f"{prefix}.kind" if prefix else "kind"
     api = doc.get("apiVersion")
-    named = f"{kind!r}" + (f" ({api})" if api else "")
+    named = quoted(kind) + (f" ({path_key(api)})" if api else "")
     return (
         f"{where}: this is a {named}, not a DeschedulerConfiguration; give the configuration itself or "
         "the ConfigMap holding it"

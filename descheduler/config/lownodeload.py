@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictInt, field_validator, model_validator
 
 from descheduler.config.base import FieldProblem, StrictModel
 from descheduler.config.selectors import LabelSelectorConfig, Namespaces
@@ -26,12 +26,14 @@ from descheduler.config.types import (
 
 
 class LoadAnomalyCondition(StrictModel):
-    consecutive_abnormalities: int = Field(
+    consecutive_abnormalities: StrictInt = Field(
         default=5, ge=0, le=MAX_CONFIG_INT, alias="consecutiveAbnormalities"
     )
     """A node over its high threshold this many cycles in a row is a hotspot (1 = at once; 0 is
     Koordinator's "unset": see ``effective_anomaly_condition``)."""
-    consecutive_normalities: int = Field(default=3, ge=0, le=MAX_CONFIG_INT, alias="consecutiveNormalities")
+    consecutive_normalities: StrictInt = Field(
+        default=3, ge=0, le=MAX_CONFIG_INT, alias="consecutiveNormalities"
+    )
     """A confirmed hotspot that has more than this many normal cycles in a row must be confirmed again
     (``planner/anomaly.py``). 0 is Koordinator's unset value: 3 at top level, the top level's in a pool."""
     timeout: Duration = 60.0
@@ -67,7 +69,7 @@ class HotspotTaint(StrictModel):
     """
 
     enabled: bool = False
-    remove_after_cycles: int = Field(default=3, ge=1, le=1000, alias="removeAfterCycles")
+    remove_after_cycles: StrictInt = Field(default=3, ge=1, le=1000, alias="removeAfterCycles")
     """Consecutive cycles without a reason for the taint (normal or low) after which it is removed."""
 
 
@@ -106,7 +108,7 @@ class LowNodeLoadArgs(StrictModel):
     paused: bool = False
     dry_run: bool = Field(default=False, alias="dryRun")
     number_of_nodes: NonNegativeInt = Field(default=0, alias="numberOfNodes")
-    node_metric_expiration_seconds: int = Field(
+    node_metric_expiration_seconds: StrictInt = Field(
         default=180, ge=1, le=int(MAX_CONFIG_DURATION), alias="nodeMetricExpirationSeconds"
     )
     evictable_namespaces: Namespaces | None = Field(default=None, alias="evictableNamespaces")

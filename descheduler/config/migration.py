@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictInt, field_validator, model_validator
 
-from descheduler.config.base import FieldProblem, StrictModel
-from descheduler.config.controls import ChurnBudget, EvictionWindow, window_overlap
+from descheduler.config.base import FieldProblem, StrictModel, path_key, quoted
+from descheduler.config.controls import MAX_EVICTION_WINDOWS, ChurnBudget, EvictionWindow, window_overlap
 from descheduler.config.selectors import LabelSelectorConfig, Namespaces
 from descheduler.config.types import (
     MAX_CONFIG_DURATION,
@@ -65,7 +65,7 @@ def delete_options_to_send(options: Mapping[str, Any] | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in (options or {}).items():
         if key not in DELETE_OPTION_KEYS:
-            raise ValueError(f"unknown field {key!r}; known: {', '.join(sorted(DELETE_OPTION_KEYS))}")
+            raise ValueError(f"unknown field {quoted(key)}; known: {', '.join(sorted(DELETE_OPTION_KEYS))}")
         if key in EVICTOR_OWNED_KEYS:
             continue
         problem = None
@@ -152,7 +152,7 @@ class MigrationControllerArgs(StrictModel):
         default_factory=lambda: {"workload": ObjectLimiter()}, alias="objectLimiters"
     )
     evict_qps: FloatOrString = Field(default=10.0, alias="evictQPS")
-    evict_burst: int = Field(default=1, ge=1, le=MAX_CONFIG_INT, alias="evictBurst")
+    evict_burst: StrictInt = Field(default=1, ge=1, le=MAX_CONFIG_INT, alias="evictBurst")
     eviction_policy: Literal["Eviction", "Delete"] = Field(default="Eviction", alias="evictionPolicy")
     default_delete_options: dict[str, Any] | None = Field(default=None, alias="defaultDeleteOptions")
     skip_eviction_gates: bool = Field(default=False, alias="skipEvictionGates")
@@ -174,7 +174,7 @@ class MigrationControllerArgs(StrictModel):
     def _known_limiters(cls, value: dict[str, ObjectLimiter]) -> dict[str, ObjectLimiter]:
         for name in value:
             if name != "workload":
-                raise ValueError(f"unknown object limiter {name!r}; the only kind is 'workload'")
+                raise ValueError(f"unknown object limiter {quoted(name)}; the only kind is 'workload'")
         return value
 
     @field_validator("opt_out_annotations")
@@ -183,12 +183,23 @@ class MigrationControllerArgs(StrictModel):
         for key, wanted in value.items():
             if key not in KNOWN_OPT_OUT_ANNOTATIONS:
                 raise FieldProblem(
-                    f"optOutAnnotations.{key}",
+                    path_key(key),
                     f"not an opt-out annotation this descheduler reads; known: "
                     f"{', '.join(sorted(KNOWN_OPT_OUT_ANNOTATIONS))} (pause with {PAUSE_ANNOTATION})",
                 )
             if not wanted.strip():
-                raise FieldProblem(f"optOutAnnotations.{key}", "needs the value that opts a pod out")
+                raise FieldProblem(path_key(key), "needs the value that opts a pod out")
+        return value
+
+    @field_validator("eviction_windows", mode="before")
+    @classmethod
+    def _few_windows(cls, value: Any) -> Any:
+        """Refused before each window is read: a generated list of thousands costs seconds to check."""
+        if isinstance(value, list) and len(value) > MAX_EVICTION_WINDOWS:
+            raise ValueError(
+                f"{len(value)} windows, at most {MAX_EVICTION_WINDOWS}: merge adjacent ones (a window may "
+                "list several days)"
+            )
         return value
 
     @field_validator("eviction_windows")

@@ -13,9 +13,9 @@ import difflib
 from functools import partial
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import Discriminator, Field, StrictFloat, StrictInt, Tag, field_validator, model_validator
 
-from descheduler.config.base import StrictModel
+from descheduler.config.base import StrictModel, quoted
 from descheduler.config.lownodeload import (
     HotspotTaint,
     LoadAnomalyCondition,
@@ -41,10 +41,10 @@ from descheduler.config.types import (
     MAX_CONFIG_RATE,
     Duration,
     NonNegativeInt,
+    at_least,
     checked,
     dns1123_label_problem,
     dns1123_subdomain_problem,
-    positive,
 )
 
 __all__ = [
@@ -135,7 +135,7 @@ class PluginConfig(StrictModel):
         if isinstance(args, dict) and name in KNOWN_PLUGINS:
             kind = args.get("kind")
             if kind is not None and kind != f"{name}Args":
-                raise ValueError(f"args.kind is {kind!r} but plugin {name} takes {name}Args")
+                raise ValueError(f"args.kind is {quoted(kind)} but plugin {name} takes {name}Args")
             data = {**data, "args": {**args, "kind": f"{name}Args"}}
         return data
 
@@ -152,7 +152,7 @@ class EnabledPlugin(Plugin):
     def _not_a_typo(cls, name: str) -> str:
         close = plugin_name_typo(name)
         if close is not None:
-            raise ValueError(f"unknown plugin {name!r}; did you mean {close!r}?")
+            raise ValueError(f"unknown plugin {quoted(name)}; did you mean {close!r}?")
         return name
 
 
@@ -227,8 +227,8 @@ class ClientConnection(StrictModel):
     kubeconfig: str = ""
     accept_content_types: str = Field(default="", alias="acceptContentTypes")
     content_type: str = Field(default="application/json", alias="contentType")
-    qps: float = Field(default=50.0, gt=0, le=MAX_CONFIG_RATE)
-    burst: int = Field(default=100, ge=1, le=MAX_CONFIG_INT)
+    qps: StrictFloat = Field(default=50.0, gt=0, le=MAX_CONFIG_RATE)
+    burst: StrictInt = Field(default=100, ge=1, le=MAX_CONFIG_INT)
 
 
 class DeschedulerConfiguration(StrictModel):
@@ -238,8 +238,8 @@ class DeschedulerConfiguration(StrictModel):
 
     api_version: Literal["descheduler/v1alpha2"] = Field(default="descheduler/v1alpha2", alias="apiVersion")
     kind: Literal["DeschedulerConfiguration"] = "DeschedulerConfiguration"
-    descheduling_interval: Annotated[Duration, positive("must be a positive duration such as 60s")] = Field(
-        default=60.0, alias="deschedulingInterval"
+    descheduling_interval: Annotated[Duration, at_least(1, "must be a positive duration such as 60s")] = (
+        Field(default=60.0, alias="deschedulingInterval")
     )
     dry_run: bool = Field(default=False, alias="dryRun")
     node_selector: LabelSelectorConfig | str | None = Field(default=None, alias="nodeSelector")
@@ -293,5 +293,5 @@ class DeschedulerConfiguration(StrictModel):
             return value
         _, sep, port = value.rpartition(":")
         if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise ValueError(f"expected HOST:PORT such as 0.0.0.0:10258, got {value!r}")
+            raise ValueError(f"expected HOST:PORT such as 0.0.0.0:10258, got {quoted(value)}")
         return value

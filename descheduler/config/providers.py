@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from descheduler.config.base import StrictModel
+from descheduler.config.base import StrictModel, quoted
 from descheduler.config.types import Duration, positive
 
 DEFAULT_PROMETHEUS_URL = "http://prometheus-k8s.monitoring.svc:9090"
@@ -164,7 +164,7 @@ class PrometheusSettings(StrictModel):
     @classmethod
     def _http_url(cls, value: str) -> str:
         if not re.match(r"^https?://[^/\s]+", value):
-            raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
+            raise ValueError(f"must be an http:// or https:// URL, got {quoted(value)}")
         return value.rstrip("/")
 
     @field_validator("window")
@@ -178,7 +178,7 @@ class PrometheusSettings(StrictModel):
     @classmethod
     def _label_name(cls, value: str) -> str:
         if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", value):
-            raise ValueError(f"not a Prometheus label name: {value!r}")
+            raise ValueError(f"not a Prometheus label name: {quoted(value)}")
         return value
 
     @model_validator(mode="after")

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from descheduler.config.base import StrictModel
+from descheduler.config.base import StrictModel, quoted
 
 SelectorTerm = tuple[str, str, tuple[str, ...]]
 """``(key, operator, values)`` with a Kubernetes operator: In, NotIn, Exists, DoesNotExist, Gt or Lt."""
@@ -86,12 +86,12 @@ def parse_selector_text(text: str) -> tuple[SelectorTerm, ...]:
     for part in _split_top_level(text):
         if not part.strip():
             if text.strip():
-                raise ValueError(f"empty requirement in selector {text!r}")
+                raise ValueError(f"empty requirement in selector {quoted(text)}")
             continue
         match = _REQUIREMENT.match(part)
         if match is None:
             raise ValueError(
-                f"{part.strip()!r} is not a label requirement (examples: a=b, a!=b, a in (x,y), !a)"
+                f"{quoted(part.strip())} is not a label requirement (examples: a=b, a!=b, a in (x,y), !a)"
             )
         if match.group("nkey"):
             terms.append((match.group("nkey"), "DoesNotExist", ()))

@@ -1,12 +1,14 @@
 """When live evictions may happen (``evictionWindows``) and how many (``churnBudget``), as pure functions
 of the configuration, the recorded migrations and the clock.
 
-Windows are weekly, in wall-clock time of an IANA zone: each instance is built as a local date and time
-and converted with ``zoneinfo`` (PEP 495, fold 0), so the standard library decides DST. A start that
-does not exist (the hour skipped in spring) is read with the offset before the change, i.e. one hour
-later on the new clock; a start in the hour repeated in autumn is its first occurrence. A window across
-the change is as long in real time as the clock says: 01:00-05:00 lasts 3 hours on the spring night
-and 5 on the autumn one.
+Windows are weekly, in wall-clock time of an IANA zone (``zoneinfo`` decides DST). A window is open only
+while the zone's clock reads a time inside it, never longer: where a change of the clock makes a
+boundary ambiguous, the reading that opens later or closes sooner wins. A start or an end the clock skips
+(the spring gap) is the moment of the jump; an end the clock reads twice (the repeated autumn hour) is
+its first occurrence, a start its second (its first, if the window would close before that: a window
+inside the repeated hour). A window across the change is as long in real time as the clock says:
+01:00-05:00 lasts 3 hours on the spring night and 5 on the autumn one; 22:00-02:30 closes at the jump
+(03:00 on the new clock) in spring; 02:00-02:30 does not open on the spring night.
 
 The budget counts every ``Migration`` in the state (whatever its kind: an eviction today, a restart if
 one is ever recorded) that started less than ``period`` ago, or whose outcome is still unknown (counted as
@@ -16,6 +18,7 @@ now). The migrations come from the journal after a restart or takeover, so a cra
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
@@ -49,14 +52,37 @@ class Window:
             day = today + timedelta(days=offset)
             if day.weekday() not in self.days:
                 continue
-            opens = _at(day, self.start, zone)
-            closes = _at(day + timedelta(days=1) if crosses else day, self.end, zone)
-            if closes > opens:  # a start in the skipped hour can fall after an end just past it
+            first_open, last_open = _readings(day, self.start, zone)
+            closes, _ = _readings(day + timedelta(days=1) if crosses else day, self.end, zone)
+            opens = last_open if last_open < closes else first_open
+            if closes > opens:  # both ends in the skipped hour: the clock never reads the window
                 yield opens, closes
 
 
-def _at(day: date, minute: int, zone: ZoneInfo) -> float:
-    return datetime.combine(day, time(minute // 60, minute % 60), tzinfo=zone).timestamp()
+def _readings(day: date, minute: int, zone: ZoneInfo) -> tuple[float, float]:
+    """The first and the last instant the clock of ``zone`` reads ``minute`` on ``day``: equal on most
+    days, an hour apart in the repeated hour, both the jump's instant for a time in the skipped hour."""
+    local = datetime.combine(day, time(minute // 60, minute % 60))
+    earlier = local.replace(tzinfo=zone, fold=0).timestamp()
+    later = local.replace(tzinfo=zone, fold=1).timestamp()
+    if earlier > later:  # skipped: fold 0 reads it with the old offset (after the jump), fold 1 before
+        jump = _jump(later, earlier, zone)
+        return jump, jump
+    return earlier, later
+
+
+def _jump(before: float, after: float, zone: ZoneInfo) -> float:
+    """The instant between ``before`` and ``after`` at which ``zone``'s offset changes: transitions are on
+    whole seconds, found by bisection (about 13 steps over an hour's gap)."""
+    target = datetime.fromtimestamp(after, zone).utcoffset()
+    low, high = math.floor(before), math.ceil(after)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if datetime.fromtimestamp(middle, zone).utcoffset() == target:
+            high = middle
+        else:
+            low = middle
+    return float(high)
 
 
 @dataclass(frozen=True, slots=True)

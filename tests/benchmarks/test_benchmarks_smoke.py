@@ -121,6 +121,10 @@ def _run(*args: str) -> dict[str, tuple[float, str]]:
                 "dump_20": "MiB",
             },
         ),
+        (
+            ("benchmarks.config_windows", "--sizes", "20,40", "--runs", "1"),
+            {"overlap_20": "s", "overlap_40": "s", "validate_40": "s", "state_40": "s", "growth": "x"},
+        ),
     ],
     ids=[
         "cycle_cost",
@@ -132,6 +136,7 @@ def _run(*args: str) -> dict[str, tuple[float, str]]:
         "usage_fetch",
         "steady_steps",
         "snapshot_scale",
+        "config_windows",
     ],
 )
 def test_each_benchmark_script_runs_small_and_ends_with_a_parsable_summary(

@@ -8,8 +8,8 @@
   hour late. It must evict nothing
   before the opening (each planned eviction is ``outside-window``), announce the opening in advance on
   its gauge, and evict once it opens. (Clocks going back cannot be shown in seconds: a wall-clock time
-  within the hour after the change is in the repeated hour, read as its first occurrence, an hour
-  earlier; the unit tests hold that rule and the longer autumn window with Europe/Berlin's real dates.)
+  within the hour after the change is in the repeated hour, a start read as its second occurrence and an
+  end as its first; the unit tests hold those rules and the autumn window with Europe/Berlin's real dates.)
 - **The budget across SIGKILL.** Two evictions per hour: a process killed right after spending the first
   one is followed by one that spends the second and then nothing, and a third process after that one is
   killed evicts nothing either, with the node still hot all along.

@@ -6,11 +6,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.unit.builders import settings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+HOTSPOT = Path(__file__).resolve().parents[2] / "config" / "examples" / "hotspot"
+EXAMPLE = [
+    "--cluster",
+    str(HOTSPOT / "cluster.yaml"),
+    "--usage",
+    str(HOTSPOT / "usage.yaml"),
+    "--cycles",
+    "1",
+]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -66,3 +76,63 @@ def test_validate_warns_naming_the_fields_when_hotspots_are_confirmed_faster_tha
         "warning: LowNodeLoadArgs.anomalyCondition.consecutiveAbnormalities (2) x deschedulingInterval "
         "(1m0s) = 2m0s is shorter than the default Prometheus window (5m0s)" in result.stderr
     )
+
+
+@pytest.mark.parametrize(("period", "refused"), [("0.1ns", True), ("1h0m0.000000001s", False)])
+def test_what_validate_prints_validates_again_and_prints_the_same(
+    tmp_path: Path, period: str, refused: bool
+) -> None:
+    """The printed effective configuration is a configuration: a duration prints as text the same check
+    accepts with the same value, or is refused at once (``0.1ns`` used to print ``period: 0s``, which
+    the same check then refused)."""
+    doc = settings(
+        top={"deschedulingInterval": "1.000000001s"},
+        migration={
+            "churnBudget": {"maxEvictions": 3, "period": "1h0m0.000000001s"},  # replaced in the text
+            "objectLimiters": {"workload": {"duration": "1.9ns"}},
+            "evictionWindows": [
+                {"days": ["Sat"], "start": "22:00", "end": "02:30", "timeZone": "Europe/Berlin"}
+            ],
+        },
+    ).to_document()
+    first = tmp_path / "first.yaml"
+    first.write_text(yaml.safe_dump(doc).replace("1h0m0.000000001s", period))
+    printed = run("validate", str(first))
+    if refused:
+        assert printed.returncode == 2
+        assert "pluginConfig[1].args.churnBudget.period: a budget needs a period" in printed.stderr
+        return
+    assert printed.returncode == 0, printed.stderr
+    second = tmp_path / "second.yaml"
+    second.write_text(printed.stdout)
+    again = run("validate", str(second))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == printed.stdout
+    assert f"period: {period}" in printed.stdout and "duration: 0.000000002s" in printed.stdout
+
+
+@pytest.mark.parametrize("zone", ["Europe", "Z" * 300], ids=["a-directory-of-the-database", "300-characters"])
+@pytest.mark.parametrize("command", ["validate", "simulate"])
+def test_an_unreadable_time_zone_in_a_configmap_exits_2_naming_the_field_without_a_traceback(
+    tmp_path: Path, zone: str, command: str
+) -> None:
+    doc = settings(
+        migration={"evictionWindows": [{"days": ["Mon"], "start": "01:00", "end": "02:00"}]}
+    ).to_document()
+    doc["profiles"][0]["pluginConfig"][1]["args"]["evictionWindows"][0]["timeZone"] = zone
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "c"},
+        "data": {"c.yaml": yaml.dump(doc)},
+    }
+    config = tmp_path / "configmap.yaml"
+    config.write_text(yaml.safe_dump(manifest))
+    args = [command, str(config)] if command == "validate" else [command, "--config", str(config), *EXAMPLE]
+    result = run(*args)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "data.c.yaml.profiles[0].pluginConfig[1].args.evictionWindows[0].timeZone: unknown time zone" in (
+        result.stderr
+    )
+    assert len(result.stderr) < 2000

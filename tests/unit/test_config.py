@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import typing
+from collections.abc import Iterator
 from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
+import hypothesis
 import pytest
 import yaml
+from hypothesis import strategies as st
+from pydantic import TypeAdapter, ValidationError
 
+from descheduler.config.base import StrictModel
+from descheduler.config.controls import DAY_NAMES, MAX_EVICTION_WINDOWS, EvictionWindow, window_overlap
 from descheduler.config.load import ConfigError, load_config, load_config_document, load_config_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -103,7 +110,7 @@ def test_defaults_are_koordinators() -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("90s", 90.0), ("5m", 300.0), ("1h30m", 5400.0), ("500ms", 0.5), ("1m30s", 90.0), ("2h", 7200.0)],
+    [("90s", 90.0), ("5m", 300.0), ("1h30m", 5400.0), ("1500ms", 1.5), ("1m30s", 90.0), ("2h", 7200.0)],
 )
 def test_durations_are_read_as_go_writes_them(text: str, seconds: float) -> None:
     assert (
@@ -244,7 +251,7 @@ def window(**fields: Any) -> dict[str, Any]:
         ),
         (
             {"churnBudget": {"maxEvictions": 5, "period": "0s"}},
-            f"{ARGS}.churnBudget.period: must be longer than 0s",
+            f"{ARGS}.churnBudget.period: a budget needs a period to count over (at least 1s), got 0s",
         ),
         ({"churnBudget": {"maxEvictions": 5, "period": "-1h"}}, f"{ARGS}.churnBudget.period"),
         (
@@ -455,3 +462,246 @@ def test_the_shipped_controls_examples_validate_once_uncommented(path: Path, key
     args = load_config_document(doc).migration
     assert args.eviction_windows is not None and len(args.eviction_windows) == 2
     assert args.churn_budget is not None and args.churn_budget.max_evictions == 100
+
+
+# --- hostile input to eviction windows and the churn budget (issue 37, point 18) ---------------------------
+
+HUGE = "x" * 900_000
+
+
+def as_configmap(doc: dict[str, Any], key: str = "config.yaml") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {key: yaml.dump(doc)}}
+
+
+@pytest.mark.parametrize(
+    "zone",
+    ["Europe", "America/Argentina", "A" * 300, "Europe/" + "B" * 250, "../../etc/passwd", "/etc/localtime",
+     "zone1970.tab", "", " Europe/Berlin", "Europe//Berlin"],
+    ids=["database-directory", "nested-directory", "300-characters", "long-part", "parent-path",
+         "absolute-path", "database-file", "empty", "leading-space", "empty-part"],
+)  # fmt: skip
+def test_a_time_zone_the_database_cannot_read_is_refused_naming_the_field(zone: str) -> None:
+    doc = config_with(mc={"evictionWindows": [window(timeZone=zone)]})
+    for form, path in ((doc, ARGS), (as_configmap(doc), f"data.config.yaml.{ARGS}")):
+        assert f"{path}.evictionWindows[0].timeZone: unknown time zone" in problems_of(form)
+
+
+@pytest.mark.parametrize(
+    ("case", "doc", "path"),
+    [
+        ("an opt-out key", config_with(mc={"optOutAnnotations": {HUGE: "true"}}),
+         f"{ARGS}.optOutAnnotations.xx"),
+        ("an unknown field", config_with(mc={HUGE: 1}), f"{ARGS}.xxx"),
+        ("an unknown top-level field", config_with(**{HUGE: 1}), "xxx"),
+        ("a resource name", config_with(lnl={"highThresholds": {HUGE: 50}}), "args.highThresholds: "),
+        ("a time zone", config_with(mc={"evictionWindows": [window(timeZone=HUGE)]}), "[0].timeZone: "),
+        ("a day", config_with(mc={"evictionWindows": [window(days=[HUGE])]}), "[0].days: unknown day"),
+        ("a start", config_with(mc={"evictionWindows": [window(start=HUGE)]}), "[0].start: expected"),
+        ("a delete option", config_with(mc={"defaultDeleteOptions": {HUGE: 1}}), "defaultDeleteOptions: "),
+        ("an object limiter", config_with(mc={"objectLimiters": {HUGE: {}}}), "args.objectLimiters: "),
+        ("a bind address", config_with(healthzBindAddress=HUGE), "healthzBindAddress: expected HOST:PORT"),
+        ("a plugin's args kind", config_with(mc={"kind": HUGE}), "args.kind is 'xx"),
+        ("a selector text", config_with(nodeSelector=HUGE + ",,"), "nodeSelector: "),
+        ("a percentage", config_with(lnl={"highThresholds": {"cpu": HUGE}}), "highThresholds.cpu: "),
+        ("a ConfigMap data key", as_configmap(config_with(dryRun="x"), key=HUGE), "data.xxx"),
+        ("a ConfigMap's many keys",
+         {"kind": "ConfigMap", "data": {f"{i}{HUGE[:9000]}": "" for i in range(99)}},
+         "data: expected exactly one key"),
+    ],
+)  # fmt: skip
+def test_an_error_quotes_a_huge_input_cut_short_with_its_length(
+    case: str, doc: dict[str, Any], path: str
+) -> None:
+    text = problems_of(doc)
+    assert path in text, case
+    assert len(text) < 3000, (case, len(text))
+    assert " characters)" in text or "..." in text, case
+
+
+@pytest.mark.parametrize(
+    ("opt_outs", "expected"),
+    [
+        ({"example.com/keep": "true"},
+         f"{ARGS}.optOutAnnotations.example.com/keep: not an opt-out annotation"),
+        ({"karpenter.sh/do-not-disrupt": " "},
+         f"{ARGS}.optOutAnnotations.karpenter.sh/do-not-disrupt: needs the value"),
+    ],
+)  # fmt: skip
+def test_an_opt_out_error_names_its_key_once_in_the_path(opt_outs: dict[str, str], expected: str) -> None:
+    text = problems_of(config_with(mc={"optOutAnnotations": opt_outs}))
+    assert expected in text
+    assert "optOutAnnotations.optOutAnnotations" not in text
+
+
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        (config_with(mc={"churnBudget": {"maxEvictions": True}}),
+         f"{ARGS}.churnBudget.maxEvictions: Input should be a valid integer (got True)"),
+        (config_with(mc={"churnBudget": {"maxEvictionsPerNamespace": False}}),
+         f"{ARGS}.churnBudget.maxEvictionsPerNamespace: Input should be a valid integer (got False)"),
+        (config_with(mc={"maxMigratingPerNode": True}), f"{ARGS}.maxMigratingPerNode: Input should be"),
+        (config_with(mc={"evictBurst": True}), f"{ARGS}.evictBurst: Input should be a valid integer"),
+        (config_with(lnl={"anomalyCondition": {"consecutiveAbnormalities": True}}),
+         "args.anomalyCondition.consecutiveAbnormalities: Input should be a valid integer"),
+        (config_with(lnl={"resourceWeights": {"cpu": True}}), "args.resourceWeights.cpu: Input should be"),
+        (config_with(clientConnection={"qps": True}), "clientConnection.qps: Input should be a valid number"),
+        (config_with(maxNoOfPodsToEvictTotal="5"), "maxNoOfPodsToEvictTotal: Input should be a valid int"),
+    ],
+)  # fmt: skip
+def test_a_boolean_or_a_quoted_number_is_refused_where_a_count_is_expected(
+    doc: dict[str, Any], expected: str
+) -> None:
+    assert expected in problems_of(doc)
+
+
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        (config_with(mc={"churnBudget": {"maxEvictions": 5, "period": "0.1ns"}}),
+         f"{ARGS}.churnBudget.period: a budget needs a period to count over (at least 1s), got 0s"),
+        (config_with(mc={"churnBudget": {"maxEvictions": 5, "period": "999ms"}}),
+         f"{ARGS}.churnBudget.period: a budget needs a period to count over (at least 1s), got 0.999s"),
+        (config_with(deschedulingInterval="0.1ns"),
+         "deschedulingInterval: must be a positive duration such as 60s (at least 1s), got 0s"),
+        (config_with(deschedulingInterval="500ms"), "deschedulingInterval: must be a positive duration"),
+    ],
+)  # fmt: skip
+def test_a_duration_too_short_to_mean_anything_is_refused(doc: dict[str, Any], expected: str) -> None:
+    assert expected in problems_of(doc)
+
+
+def _holds_a_number(annotation: Any) -> bool:
+    """Whether a field's type is, or holds (in a union, list or dict), an ``int`` or a ``float``."""
+    if annotation in (int, float):
+        return True
+    if isinstance(annotation, type):
+        return False
+    return any(_holds_a_number(arg) for arg in typing.get_args(annotation))
+
+
+def _subclasses(cls: type) -> Iterator[type]:
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+def _number_fields() -> list[tuple[str, str, Any]]:
+    """Every field of the configuration's models whose type holds a number: (model, field, type)."""
+    rows = []
+    for model in set(_subclasses(StrictModel)):
+        if not model.__module__.startswith("descheduler.config."):
+            continue
+        for name, info in model.model_fields.items():
+            if _holds_a_number(info.annotation):
+                annotation = (
+                    typing.Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+                )
+                rows.append((model.__name__, name, annotation))
+    return sorted(rows, key=lambda row: row[:2])
+
+
+NUMERIC_FIELDS = _number_fields()
+
+
+@pytest.mark.parametrize(
+    ("model", "field", "annotation"), NUMERIC_FIELDS, ids=[f"{m}.{f}" for m, f, _ in NUMERIC_FIELDS]
+)
+def test_no_number_field_of_the_configuration_reads_a_boolean_as_a_number(
+    model: str, field: str, annotation: Any
+) -> None:
+    adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+    for value in (True, False, [True], {"cpu": True}):
+        with pytest.raises(ValidationError):
+            adapter.validate_python(value)
+
+
+@pytest.mark.parametrize(
+    ("period", "refused"),
+    [("0.1ns", True), ("999ms", True), ("1s", False), ("1.000000001s", False), ("1h0m0.000000001s", False),
+     ("1.9999999999s", False), ("90m", False), ("8784h", False), ("8784h0m1s", True)],
+)  # fmt: skip
+def test_a_duration_is_refused_or_prints_as_text_that_validates_to_the_same_value(
+    period: str, refused: bool
+) -> None:
+    doc = config_with(
+        mc={"churnBudget": {"maxEvictions": 5, "period": period}, "objectLimiters": {"workload": {
+            "duration": period}}},
+        deschedulingInterval=period,
+    )  # fmt: skip
+    if refused:
+        assert f"{ARGS}.churnBudget.period: " in problems_of(doc)
+        return
+    effective = load_config_document(doc)
+    printed = yaml.safe_dump(effective.to_document())
+    again = load_config_text(printed, "printed")
+    assert again.migration == effective.migration
+    assert again.config.descheduling_interval == effective.config.descheduling_interval
+    assert yaml.safe_dump(again.to_document()) == printed
+
+
+def one_minute_windows(count: int) -> list[dict[str, Any]]:
+    """``count`` one-minute windows spread over the week, none touching another."""
+    out = []
+    for i in range(count):
+        day, start = divmod(i * 7 * 1440 // count, 1440)
+        end = (start + 1) % 1440
+        out.append(window(days=[DAY_NAMES[day]], start=f"{start // 60:02d}:{start % 60:02d}",
+                          end=f"{end // 60:02d}:{end % 60:02d}"))  # fmt: skip
+    return out
+
+
+def test_the_overlap_check_reads_each_window_once_not_once_per_pair(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check sorts the windows' spans and sweeps them (O(n log n)): counted, not timed."""
+    windows = [EvictionWindow.model_validate(w) for w in one_minute_windows(600)]
+    calls = []
+    spans = EvictionWindow.weekly_spans
+    monkeypatch.setattr(EvictionWindow, "weekly_spans", lambda self: calls.append(1) or spans(self))
+    assert window_overlap(windows) is None
+    assert len(calls) == len(windows)
+
+
+def test_as_many_windows_as_allowed_validate_one_more_overlapping_is_named_and_more_are_refused() -> None:
+    windows = one_minute_windows(MAX_EVICTION_WINDOWS - 1)
+    load_config_document(config_with(mc={"evictionWindows": windows}))
+    assert f"{ARGS}.evictionWindows: 1002 windows, at most 1000: merge adjacent ones" in problems_of(
+        config_with(mc={"evictionWindows": [window(days=[d]) for d in ["Mon", "Tue"] * 501]})
+    )
+    late = window(days=[windows[500]["days"][0]], start=windows[500]["start"], end="23:59")
+    assert f"{ARGS}.evictionWindows[999]: overlaps evictionWindows[500]" in problems_of(
+        config_with(mc={"evictionWindows": [*windows, late]})
+    )
+
+
+def _pairwise_overlap(windows: list[EvictionWindow]) -> set[tuple[int, int]]:
+    """The overlapping pairs found by comparing every pair: the reference the sweep is checked against."""
+    return {
+        (i, j)
+        for j, b in enumerate(windows)
+        for i, a in enumerate(windows[:j])
+        if a.time_zone == b.time_zone
+        and any(a0 < b1 and b0 < a1 for a0, a1 in a.weekly_spans() for b0, b1 in b.weekly_spans())
+    }
+
+
+CLOCK = st.builds(lambda h, m: f"{h:02d}:{m:02d}", st.integers(0, 23), st.sampled_from([0, 30, 59]))
+WINDOW = st.builds(
+    lambda days, start, end, zone: {"days": days, "start": start, "end": end, "timeZone": zone},
+    st.lists(st.sampled_from(DAY_NAMES), min_size=1, max_size=3, unique=True),
+    CLOCK,
+    CLOCK,
+    st.sampled_from(["UTC", "Europe/Berlin"]),
+).filter(lambda w: w["start"] != w["end"])
+
+
+@hypothesis.settings(max_examples=150, deadline=None)
+@hypothesis.given(st.lists(WINDOW, max_size=6))
+def test_the_sweep_finds_an_overlap_exactly_when_some_pair_overlaps(raw: list[dict[str, Any]]) -> None:
+    windows = [EvictionWindow.model_validate(w) for w in raw]
+    pairs = _pairwise_overlap(windows)
+    problem = window_overlap(windows)
+    assert (problem is None) == (not pairs)
+    if problem is not None:
+        later = int(problem.path.removeprefix("evictionWindows[").removesuffix("]"))
+        earlier = int(problem.message.removeprefix("overlaps evictionWindows[").split("]")[0])
+        assert (earlier, later) in pairs

@@ -20,7 +20,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from descheduler import strictyaml
-from descheduler.config.load import ConfigError, EffectiveConfig, load_config_document, load_config_text
+from descheduler.config.load import (
+    MAX_PROBLEM_CHARS,
+    ConfigError,
+    EffectiveConfig,
+    load_config_text,
+)
 from descheduler.config.providers import redact_document
 from descheduler.planner import loop_warnings
 from descheduler.planner.settings import compile_settings
@@ -29,9 +34,27 @@ from descheduler.units import parse_duration, parse_int_or_percent, parse_quanti
 from tests.unit.mutation import parent_of, paths
 
 ROOT = Path(__file__).resolve().parents[2]
+CONTROLS = """\
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerConfiguration
+deschedulingInterval: 90s
+profiles:
+- name: p
+  plugins: {balance: {enabled: [{name: LowNodeLoad}]}}
+  pluginConfig:
+  - name: MigrationController
+    args:
+      optOutAnnotations: {karpenter.sh/do-not-disrupt: "true"}
+      evictionWindows:
+      - {days: [Mon, Tue], start: "22:00", end: "02:30", timeZone: Europe/Berlin}
+      - {days: [Sat], start: "01:00", end: "05:00", timeZone: UTC}
+      churnBudget: {maxEvictions: 10, maxEvictionsPerNamespace: 2, period: 1h30m}
+"""
+"""Eviction windows, the churn budget and opt-outs (issue 37), which the other seeds do not set."""
 SEEDS = [
     (ROOT / "config" / "examples" / "hotspot" / "config.yaml").read_text(),
     (ROOT / "tests" / "fixtures" / "koordinator-guide-configmap.yaml").read_text(),
+    CONTROLS,
 ]
 FUZZ = settings(
     max_examples=200,
@@ -67,6 +90,8 @@ def _set(doc: Any, path: tuple[Any, ...], value: Any) -> None:
     parent_of(doc, path)[path[-1]] = value
 
 
+HUGE = "k" * 100_000
+"""A key or value far past what an error may quote."""
 DURATION_TEXT = st.one_of(
     st.from_regex(r"\A-?[0-9]{1,20}(\.[0-9]{0,12})?(ns|us|ms|s|m|h)\Z"),
     st.from_regex(r"\A([0-9]{1,6}h)?([0-9]{1,6}m)?([0-9]{1,6}s)?\Z"),
@@ -90,22 +115,26 @@ SCALARS = st.one_of(
     st.sampled_from(
         ["100%", "101%", "-5%", "99999999999%", "kube-system", "Bad_Name", "", "*", "http://u:p@h"]
     ),
+    st.sampled_from(["Europe", "Z" * 300, "0.1ns", "999ms", "1.9ns", HUGE]),
 )
 VALUES = st.recursive(
     SCALARS,
     lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12), inner, max_size=4)
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.one_of(st.text(max_size=12), st.just(HUGE)), inner, max_size=4),
     ),
     max_leaves=12,
 )
 
 
 def _exercise(effective: EffectiveConfig) -> None:
-    """Everything validate, run, once and simulate do with an accepted configuration before acting."""
+    """Everything validate, run, once and simulate do with an accepted configuration before acting; what
+    ``validate`` prints validates to the same configuration."""
     compile_settings(effective)  # never raises: what load_config accepts, the planner can compile
     loop_warnings(effective)
-    yaml.safe_dump(redact_document(effective.to_document()))
-    load_config_document(effective.to_document(), "round-trip")
+    printed = yaml.safe_dump(redact_document(effective.to_document()))
+    again = load_config_text(printed, "round-trip")
+    assert yaml.safe_dump(redact_document(again.to_document())) == printed
 
 
 def _load_and_exercise(text: str) -> None:
@@ -116,6 +145,7 @@ def _load_and_exercise(text: str) -> None:
     except ConfigError as exc:
         assert exc.problems
         assert all(isinstance(p, str) and "\n" not in p for p in exc.problems), exc.problems
+        assert all(len(p) <= MAX_PROBLEM_CHARS + 30 for p in exc.problems), [p[:300] for p in exc.problems]
         return
     _exercise(effective)
 

@@ -23,7 +23,10 @@ BERLIN = "Europe/Berlin"
 
 
 def at(local: str, zone: str = BERLIN) -> float:
-    """``2026-03-29 03:30`` in ``zone`` as seconds since the epoch (fold 0, as the product reads it)."""
+    """``2026-03-29 03:30`` in ``zone`` (its first occurrence in a repeated hour), or ``... UTC``, as
+    seconds since the epoch."""
+    if local.endswith(" UTC"):
+        return datetime.fromisoformat(local.removesuffix(" UTC")).replace(tzinfo=UTC).timestamp()
     return datetime.fromisoformat(local).replace(tzinfo=ZoneInfo(zone)).timestamp()
 
 
@@ -74,13 +77,13 @@ def test_without_windows_evictions_may_happen_at_any_time() -> None:
         # Spring: on 2026-03-29 Berlin's clocks go from 02:00 CET to 03:00 CEST.
         ({"days": ["Sun"], "start": "01:00", "end": "05:00"}, "2026-03-29 01:00", "00:00", "03:00"),  # 3 h
         ({"days": ["Sat"], "start": "22:00", "end": "06:00"}, "2026-03-28 22:00", "21:00", "04:00"),  # 7 h
-        # A start in the skipped hour: 02:30 with the old offset, i.e. 03:30 on the new clock.
-        ({"days": ["Sun"], "start": "02:30", "end": "04:00"}, "2026-03-29 03:30", "01:30", "02:00"),
+        # A start in the skipped hour opens at the jump, 03:00 on the new clock.
+        ({"days": ["Sun"], "start": "02:30", "end": "04:00"}, "2026-03-29 03:00", "01:00", "02:00"),
         # Autumn: on 2026-10-25 Berlin's clocks go from 03:00 CEST back to 02:00 CET.
         ({"days": ["Sun"], "start": "01:00", "end": "05:00"}, "2026-10-25 01:00", "23:00", "04:00"),  # 5 h
         ({"days": ["Sat"], "start": "22:00", "end": "06:00"}, "2026-10-24 22:00", "20:00", "05:00"),  # 9 h
-        # A start in the repeated hour is its first occurrence (CEST).
-        ({"days": ["Sun"], "start": "02:30", "end": "04:00"}, "2026-10-25 02:30", "00:30", "03:00"),
+        # A start in the repeated hour is its second occurrence (CET): the window is not open longer.
+        ({"days": ["Sun"], "start": "02:30", "end": "04:00"}, "2026-10-25 01:30 UTC", "01:30", "03:00"),
     ],
 )
 def test_a_window_across_a_dst_change_lasts_what_the_wall_clock_says(
@@ -96,6 +99,42 @@ def test_a_window_across_a_dst_change_lasts_what_the_wall_clock_says(
     assert during.open and during.closes is not None
     assert datetime.fromtimestamp(during.closes, UTC).strftime("%H:%M") == closes_utc
     assert not window_state(compiled, during.closes).open
+
+
+# Berlin's clock jumps from 02:00 CET to 03:00 CEST at 01:00 UTC on 2026-03-29 (02:00-02:59 never read)
+# and falls back from 03:00 CEST to 02:00 CET at 01:00 UTC on 2026-10-25 (02:00-02:59 read twice).
+@pytest.mark.parametrize(
+    ("case", "window", "utc", "is_open"),
+    [
+        ("an end in the gap closes at the jump", "Sat 22:00-02:30", "2026-03-29 00:59", True),
+        ("an end in the gap closes at the jump", "Sat 22:00-02:30", "2026-03-29 01:00", False),
+        ("an end in the gap is not read as 03:30 CEST", "Sat 22:00-02:30", "2026-03-29 01:29", False),
+        ("a start in the gap opens at the jump", "Sun 02:30-04:00", "2026-03-29 00:59", False),
+        ("a start in the gap opens at the jump", "Sun 02:30-04:00", "2026-03-29 01:00", True),
+        ("a start in the gap opens at the jump", "Sun 02:30-04:00", "2026-03-29 01:59", True),
+        ("a start in the gap opens at the jump", "Sun 02:30-04:00", "2026-03-29 02:00", False),
+        ("a window inside the gap never opens", "Sun 02:00-02:45", "2026-03-29 01:00", False),
+        ("a window inside the gap never opens", "Sun 02:00-02:45", "2026-03-29 01:30", False),
+        ("an end in the repeated hour closes at its first", "Sat 22:00-02:30", "2026-10-25 00:29", True),
+        ("an end in the repeated hour closes at its first", "Sat 22:00-02:30", "2026-10-25 00:30", False),
+        ("an end in the repeated hour closes at its first", "Sat 22:00-02:30", "2026-10-25 01:15", False),
+        ("a start in the repeated hour opens at its second", "Sun 02:30-04:00", "2026-10-25 00:45", False),
+        ("a start in the repeated hour opens at its second", "Sun 02:30-04:00", "2026-10-25 01:29", False),
+        ("a start in the repeated hour opens at its second", "Sun 02:30-04:00", "2026-10-25 01:30", True),
+        ("a start in the repeated hour opens at its second", "Sun 02:30-04:00", "2026-10-25 02:59", True),
+        ("a start in the repeated hour opens at its second", "Sun 02:30-04:00", "2026-10-25 03:00", False),
+        ("a window inside the repeated hour opens once", "Sun 02:10-02:40", "2026-10-25 00:10", True),
+        ("a window inside the repeated hour opens once", "Sun 02:10-02:40", "2026-10-25 00:40", False),
+        ("a window inside the repeated hour opens once", "Sun 02:10-02:40", "2026-10-25 01:10", False),
+    ],
+)
+def test_a_window_is_never_open_longer_than_its_wall_clock_times_across_a_dst_change(
+    case: str, window: str, utc: str, is_open: bool
+) -> None:
+    day, times = window.split()
+    start, end = times.split("-")
+    compiled = windows({"days": [day], "start": start, "end": end, "timeZone": BERLIN})
+    assert window_state(compiled, at(utc + " UTC")).open is is_open, case
 
 
 def test_windows_in_different_zones_each_open_on_their_own_clock() -> None:
