@@ -131,6 +131,25 @@ def detectors_of(state: PlannerState) -> Detectors:
     return Detectors(kept(state.anomalies), kept(state.prod_anomalies))
 
 
+def reset_by_records(detectors: Detectors, entries: Iterable[Entry]) -> Detectors:
+    """The detectors as the records allow: a record of a node newer than the node's detector stands for
+    an eviction (maybe only intended: the process may have died before confirming it) that reset the
+    node's counts (``record.commit``), so the detector the journal still holds is reset too. Otherwise a
+    successor would take a node confirmed before the eviction as still confirmed and evict again without
+    N new over cycles."""
+    latest: dict[str, float] = {}
+    for e in entries:
+        latest[e.node] = max(e.at, latest.get(e.node, e.at))
+
+    def kept(counts: Mapping[str, AnomalyCount]) -> dict[str, AnomalyCount]:
+        return {
+            node: AnomalyCount(0, latest[node]) if latest.get(node, -math.inf) > c.updated else c
+            for node, c in counts.items()
+        }
+
+    return Detectors(kept(detectors.nodes), kept(detectors.prod))
+
+
 @dataclass(frozen=True)
 class Rebuilt:
     state: PlannerState

@@ -93,11 +93,12 @@ class Ledger:
             return self._fallback(exc.reason, str(exc)), empty
         self._memory_only = False
         self._restore_failed = False
-        detectors = self.journal.detectors()
+        stored = self.journal.detectors()
+        detectors = records.reset_by_records(stored, entries)
         kept = PlannerState(anomalies=dict(detectors.nodes), prod_anomalies=dict(detectors.prod))
         held = _adopt(entries, Held(kept, {}))
         self.saved = tuple(entries)
-        self.saved_detectors = detectors
+        self.saved_detectors = stored
         self.quiet_until = -math.inf
         restore = Restore("rebuilt", "ok", migrations=len(held.state.migrations), pending=len(held.unsettled))
         log.info(

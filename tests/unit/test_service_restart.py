@@ -258,3 +258,39 @@ def test_a_standby_never_writes_its_own_counts_over_the_leaders() -> None:
     standby = counting_runner(FakeEvictor(), journal, wall, is_leader=lambda: False)
     standby.run_cycle()
     assert journal.detector_saves == [] and not journal.stored
+
+
+def crashed_intent(at: float) -> Entry:
+    """The record a process wrote before evicting from the hot node, then died before confirming it."""
+    return Entry(
+        pod="default/stress-demo-588f9646cf-aaaaa",
+        uid="uid-of-a-pod-already-gone",
+        node=HOT_NODE,
+        workload="uid-stress-demo",
+        workload_kind="Deployment",
+        workload_name="stress-demo",
+        at=at,
+        status=records.INTENT,
+    )
+
+
+CRASHED = [
+    ("count 2 of 3 kept, intent after it", AnomalyCount(2, NOW - 60), NOW - 30, (1, "over"), False),
+    ("confirmed, intent after it", AnomalyCount(0, NOW - 60, 1, NOW - 120), NOW - 30, (1, "over"), False),
+    ("count 2 of 3 written after the intent", AnomalyCount(2, NOW - 60), NOW - 90, (3, "hotspot"), True),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("detector", "intent_at", "hot", "evicts_at_once"), [c[1:] for c in CRASHED], ids=[c[0] for c in CRASHED]
+)
+def test_a_record_of_a_node_newer_than_its_detector_makes_the_successor_count_again(
+    detector: AnomalyCount, intent_at: float, hot: tuple[int, str], evicts_at_once: bool
+) -> None:
+    journal = FakeJournal(entries=(crashed_intent(intent_at),), stored=Detectors(nodes={HOT_NODE: detector}))
+    evictor = FakeEvictor()
+    record = counting_runner(evictor, journal, [NOW]).run_cycle()
+    assert record is not None
+    report = next(r for r in record.plan.node_reports if r.node == HOT_NODE)
+    assert (report.anomaly_count, report.node_class) == hot
+    assert bool(evictor.sent) is evicts_at_once
