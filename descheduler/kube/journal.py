@@ -16,10 +16,12 @@ import structlog
 
 from descheduler.kube.api import KubeApi, path_segment
 from descheduler.kube.errors import ApiStatusError, KubeError
+from descheduler.kube.lost import LeaseMarker, evidence
 from descheduler.planner.journal import (
     MAX_BYTES,
     Detectors,
     Entry,
+    JournalLost,
     JournalUnreadable,
     JournalWriteError,
     decode,
@@ -54,6 +56,11 @@ class ConfigMapJournal:
         base = f"/api/v1/namespaces/{path_segment(namespace)}/configmaps"
         self._collection = base
         self._path = f"{base}/{path_segment(name)}"
+        lease = name.removesuffix(SUFFIX)
+        self.marker = LeaseMarker(
+            api, namespace=namespace, lease=lease, journal=name, timeout=REQUEST_TIMEOUT
+        )
+        """Tells a lost journal from a first start (``kube/lost.py``)."""
 
     @property
     def where(self) -> str:
@@ -67,7 +74,7 @@ class ConfigMapJournal:
                 if exc.status == 404:
                     self._loaded, self._resource_version = True, None
                     self._detectors = Detectors()
-                    return ()
+                    return self._missing()
                 reason = "forbidden" if exc.status in (401, 403) else "unavailable"
                 raise JournalUnreadable(reason, f"{self.where}: {exc}") from None
             except KubeError as exc:
@@ -80,6 +87,7 @@ class ConfigMapJournal:
             text = data.get(DATA_KEY) if isinstance(data, dict) else None
             # Past this point the object exists: even bad content may be replaced by the next save.
             self._loaded, self._resource_version = True, rv
+            self.marker.mark()  # a journal of an earlier version, or a Lease made again: mark it now
             if text is None:
                 self._detectors = Detectors()
                 return ()
@@ -87,6 +95,17 @@ class ConfigMapJournal:
             entries = decode(str(text), where)
             self._detectors = decode_detectors(str(text), where)
             return entries
+
+    def _missing(self) -> tuple[Entry, ...]:
+        """No object: no records on a first start; ``JournalLost`` when the Lease says it existed."""
+        if not self.marker.present():
+            return ()
+        raise JournalLost(
+            f"{self.where} is gone, but {self.marker.where} says it existed: it was deleted",
+            evidence(self.api, REQUEST_TIMEOUT),
+            self.namespace,
+            self.name,
+        )
 
     def detectors(self) -> Detectors:
         """The anomaly detectors the last successful load found (none before)."""
@@ -148,3 +167,4 @@ class ConfigMapJournal:
                 raise JournalWriteError("unavailable", f"{self.where}: the answer had no resourceVersion")
             self._resource_version = rv
             self._detectors = detectors
+        self.marker.mark()

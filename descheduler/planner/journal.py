@@ -102,6 +102,18 @@ class JournalUnreadable(JournalError):
     """Reasons: ``forbidden`` (RBAC), ``unavailable`` (the API did not answer), ``invalid`` (bad content)."""
 
 
+class JournalLost(JournalUnreadable):
+    """The journal is gone although a marker says it existed (deleted, not a first start). ``entries``
+    are what the API still shows of its records (Events we wrote), None when even those could not be
+    read; ``namespace`` and ``name`` name the lost object (the Warning Event is about it)."""
+
+    def __init__(self, message: str, entries: tuple[Entry, ...] | None, namespace: str, name: str) -> None:
+        super().__init__("lost", message)
+        self.entries = entries
+        self.namespace = namespace
+        self.name = name
+
+
 class JournalWriteError(JournalError):
     """Reasons: ``conflict`` (someone else wrote it since we read it), ``too-large``, ``forbidden``,
     ``unavailable``, ``not-loaded`` (never read successfully, so a write could drop records)."""

@@ -136,7 +136,8 @@ class Metrics:
             "descheduler_state_rebuilds",
             "Starts and takeovers by how the migration state was obtained: result rebuilt (reason ok) "
             "or fallback (no live eviction for one objectLimiters window), reason forbidden, "
-            "unavailable, invalid or no-journal.",
+            "unavailable, invalid, no-journal or lost (the journal ConfigMap was deleted: rebuilt "
+            "from Events, then a quiet period).",
             ["result", "reason"],
             registry=r,
         )

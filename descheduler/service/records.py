@@ -22,11 +22,14 @@ class Restore:
 
     result: str
     reason: str
-    """``ok`` when rebuilt; else ``forbidden``, ``unavailable``, ``invalid`` or ``no-journal``."""
+    """``ok`` when rebuilt; else ``forbidden``, ``unavailable``, ``invalid``, ``no-journal`` or ``lost``
+    (deleted: the evictions its Events show rebuilt, then a quiet period)."""
     migrations: int = 0
     pending: int = 0
     quiet_seconds: float = 0.0
     message: str = ""
+    lost: tuple[str, str] | None = None
+    """Namespace and name of a journal that was deleted (reason ``lost``): the Warning Event's object."""
 
 
 @dataclass(frozen=True)

@@ -294,3 +294,44 @@ def test_a_record_of_a_node_newer_than_its_detector_makes_the_successor_count_ag
     report = next(r for r in record.plan.node_reports if r.node == HOT_NODE)
     assert (report.anomaly_count, report.node_class) == hot
     assert bool(evictor.sent) is evicts_at_once
+
+
+# --- a deleted journal: rebuilt from Events, then a quiet period -------------------------------------------
+
+
+class ObjectEvents:
+    """Events on objects (``record_object``), as (kind, namespace/name, type, reason)."""
+
+    def __init__(self) -> None:
+        self.said: list[tuple[str, str, str, str]] = []
+
+    def record_object(self, regarding: Any, type_: str, reason: str, message: str, *, action: str) -> None:
+        self.said.append((regarding.kind, f"{regarding.namespace}/{regarding.name}", type_, reason))
+
+
+LOST = [
+    ("its Events read: the longest back-off", (crashed_intent(NOW - 60),), 3600.0, 1),
+    ("not even its Events: the fallback", None, 300.0, 0),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("rebuilt", "quiet", "migrations"), [c[1:] for c in LOST], ids=[c[0] for c in LOST])
+def test_a_deleted_journal_is_said_loudly_and_holds_evictions_for_a_quiet_period(
+    rebuilt: tuple[Entry, ...] | None, quiet: float, migrations: int
+) -> None:
+    lost = records.JournalLost("ConfigMap test/records is gone", rebuilt, "test", "records")
+    journal = FakeJournal(load_errors=[lost])
+    events, clock, evictor = ObjectEvents(), [0.0], FakeEvictor()
+    run = journaled(evictor, journal, clock=clock, events=events)
+    record = run.run_cycle()
+    assert record is not None and record.restore is not None
+    assert (record.restore.result, record.restore.reason, record.restore.migrations) == (
+        "fallback", "lost", migrations,
+    )  # fmt: skip
+    assert record.quiet_seconds_left == quiet, "objectLimiters 5m, pingPongGuard.maxCooldown 1h"
+    assert events.said == [("ConfigMap", "test/records", "Warning", "MigrationJournalLost")]
+    assert evictor.sent == [] and journal.saves == [], "not written during the quiet period either"
+    clock[0] = quiet + 1
+    run.run_cycle()
+    assert evictor.sent == [HOT_POD]
+    assert len({e.pod for e in journal.entries}) == migrations + 1, "written again, rebuilt records too"
