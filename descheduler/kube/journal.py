@@ -121,7 +121,7 @@ class ConfigMapJournal:
             raise JournalWriteError(
                 "too-large",
                 f"{self.where}: {len(entries)} migration records exceed {MAX_BYTES} bytes; "
-                "lower evictQPS or the objectLimiters window",
+                "set or lower churnBudget.maxEvictions, or shorten the objectLimiters window",
             )
         with self._lock:
             if not self._loaded:

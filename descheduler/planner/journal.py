@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict
 
 from descheduler.planner.model import EVICT, RESTART, PlannedEviction
@@ -47,7 +47,14 @@ EVICTED = "evicted"
 STATUSES = (INTENT, UNKNOWN, EVICTED)
 UNSETTLED = frozenset({INTENT, UNKNOWN})
 MAX_BYTES = 900_000
-"""A ConfigMap's data may hold 1 MiB; stay well below (about 3,500 records)."""
+"""A ConfigMap's data may hold 1 MiB; stay well below. With long real-world names a record takes about
+475 bytes, 680 once its replacement is matched and bounced, so 1,320 fully grown ones fit
+(``benchmarks/journal_capacity.py``); the configuration refuses a churn budget that could keep more
+(``config/migration.py``, ``JOURNAL_RECORDS``)."""
+COMPACT_AT = 810_000
+"""Nearing ``MAX_BYTES``: ``compact`` drops what safety does not need before a write could fail."""
+WRITER_ROOM = 253
+"""Bytes kept for the writer's name when sizing (the pod name and pid the service writes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,6 +368,59 @@ def encode(entries: Sequence[Entry], *, writer: str, detectors: Detectors | None
     head = json.dumps(top, separators=(",", ":"))
     body = ",\n".join(records)
     return head[:-1] + ',"records":[\n' + body + "\n]}\n" if records else head[:-1] + ',"records":[]}\n'
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """Records and detectors as they fit, and what was dropped, in order (empty: nothing)."""
+
+    entries: tuple[Entry, ...]
+    detectors: Detectors
+    dropped: tuple[str, ...]
+
+
+def _unconfirmed_detectors(entries: tuple[Entry, ...], d: Detectors) -> tuple[tuple[Entry, ...], Detectors]:
+    def kept(counts: Mapping[str, AnomalyCount]) -> dict[str, AnomalyCount]:
+        return {k: v for k, v in counts.items() if v.confirmed is not None}
+
+    return entries, Detectors(kept(d.nodes), kept(d.prod))
+
+
+def _workload_names(entries: tuple[Entry, ...], d: Detectors) -> tuple[tuple[Entry, ...], Detectors]:
+    return tuple(
+        replace(e, workload_kind="", workload_name="") if e.status == EVICTED and e.workload else e
+        for e in entries
+    ), d
+
+
+def _confirmed_detectors(entries: tuple[Entry, ...], d: Detectors) -> tuple[tuple[Entry, ...], Detectors]:
+    return entries, Detectors()
+
+
+COMPACTION = (
+    ("unconfirmed-detectors", _unconfirmed_detectors),
+    ("workload-names", _workload_names),
+    ("confirmed-detectors", _confirmed_detectors),
+)
+"""What a journal nearing its limit drops, least important first. Never a record: each one counts
+against a limit. Dropped detectors make a successor count the node again (later evictions, the safe
+side); workload kind and name only label Events and reports (the limits count by the identity, kept)."""
+
+
+def compact(
+    entries: Sequence[Entry], detectors: Detectors, *, writer: str = "", limit: int = COMPACT_AT
+) -> Compacted:
+    """``entries`` and ``detectors`` made to fit in ``limit`` bytes as far as ``COMPACTION`` allows; a
+    journal still larger after every step keeps its records (the write fails: no eviction without one)."""
+    room = "x" * max(len(writer), WRITER_ROOM)
+    out, kept = tuple(entries), detectors
+    dropped: list[str] = []
+    for name, step in COMPACTION:
+        if len(encode(out, writer=room, detectors=kept).encode()) <= limit:
+            break
+        out, kept = step(out, kept)
+        dropped.append(name)
+    return Compacted(out, kept, tuple(dropped))
 
 
 def _invalid(source: str) -> Callable[[str, str], JournalUnreadable]:

@@ -190,6 +190,7 @@ class CycleRunner:
                 restore=restore,
                 quiet_seconds_left=self.ledger.quiet_left() if not self.config.dry_run else 0.0,
                 journal_failures=tuple(failures),
+                journal_compactions=self.ledger.take_compactions(),
                 verify_requests=self._last_verify_requests,
                 object_problems=dict(self.signals.object_problems()),
                 window=window,

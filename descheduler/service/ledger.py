@@ -74,6 +74,13 @@ class Ledger:
         """The records as last read or written; None when unknown (read before the next write)."""
         self.saved_detectors: Detectors | None = None
         """The anomaly detectors as last read or written; None when unknown."""
+        self.compactions: list[str] = []
+        """What writes near the size limit dropped since the last cycle record (``take_compactions``)."""
+
+    def take_compactions(self) -> tuple[str, ...]:
+        """What writes dropped to fit since the last call (the cycle record's metric)."""
+        taken, self.compactions = tuple(self.compactions), []
+        return taken
 
     def quiet_left(self) -> float:
         return max(0.0, self.quiet_until - self.monotonic())
@@ -207,15 +214,22 @@ class Ledger:
         """Save ``entries`` (and ``detectors``; None keeps the journal's); on failure returns the reason
         code and forgets what the journal holds."""
         assert self.journal is not None
+        stored = entries, detectors
+        fitted = records.compact(entries, detectors or self.saved_detectors or Detectors())
+        if fitted.dropped:  # nearing the ConfigMap's limit: drop what safety does not need, not stall
+            self.compactions.extend(fitted.dropped)
+            log.warning("journal_compacted", records=len(entries), dropped=list(fitted.dropped))
+            entries, detectors = fitted.entries, fitted.detectors
         try:
             self.journal.save(entries, detectors)
         except JournalError as exc:
             self.saved = None
             log.warning("journal_write_failed", reason=exc.reason, error=str(exc))
             return exc.reason
-        self.saved = tuple(entries)
-        if detectors is not None:
-            self.saved_detectors = detectors
+        # What was asked, not what was written: a compacted journal must not look changed at every cycle.
+        self.saved = tuple(stored[0])
+        if stored[1] is not None:
+            self.saved_detectors = stored[1]
         return None
 
 

@@ -157,6 +157,13 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.journal_compactions = Counter(
+            "descheduler_journal_compactions",
+            "Journal writes that neared the ConfigMap's limit and dropped data safety does not need, by "
+            "what was dropped (unconfirmed-detectors, workload-names, confirmed-detectors).",
+            ["dropped"],
+            registry=r,
+        )
 
     def _declare_cycles(self, r: CollectorRegistry) -> None:
         """Cycles: how long, how often, how they ended, and this replica's role."""

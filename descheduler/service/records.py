@@ -94,6 +94,8 @@ class CycleRecord:
     """Seconds of the fallback quiet period still to go (no live eviction meanwhile)."""
     journal_failures: tuple[str, ...] = ()
     """Reason codes of the journal writes that failed this cycle (each stopped an eviction or a confirm)."""
+    journal_compactions: tuple[str, ...] = ()
+    """What journal writes near the size limit dropped this cycle (``planner/journal.COMPACTION``)."""
     object_problems: Mapping[str, str] = field(default_factory=dict)
     """Cluster objects left out or kept with a fallback (``Kind name`` -> what happened)."""
     verify_requests: int = 0

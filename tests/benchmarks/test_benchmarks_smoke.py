@@ -121,6 +121,10 @@ def _run(*args: str) -> dict[str, tuple[float, str]]:
                 "dump_20": "MiB",
             },
         ),
+        (
+            ("benchmarks.journal_capacity", "--records", "20", "--nodes", "20"),
+            {"worst_bytes_per_record": "", "capacity_records": "", "bound_fits": "", "compacted_fits": ""},
+        ),
     ],
     ids=[
         "cycle_cost",
@@ -132,6 +136,7 @@ def _run(*args: str) -> dict[str, tuple[float, str]]:
         "usage_fetch",
         "steady_steps",
         "snapshot_scale",
+        "journal_capacity",
     ],
 )
 def test_each_benchmark_script_runs_small_and_ends_with_a_parsable_summary(

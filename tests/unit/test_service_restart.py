@@ -335,3 +335,45 @@ def test_a_deleted_journal_is_said_loudly_and_holds_evictions_for_a_quiet_period
     run.run_cycle()
     assert evictor.sent == [HOT_POD]
     assert len({e.pod for e in journal.entries}) == migrations + 1, "written again, rebuilt records too"
+
+
+# --- a journal near its size limit is compacted, not stalled ---------------------------------------------
+
+
+class SizedJournal(FakeJournal):
+    """The ConfigMap with its size limit: a save larger than ``MAX_BYTES`` is refused, as the API would."""
+
+    def save(self, entries: Sequence[Entry], detectors: Detectors | None = None) -> None:
+        text = records.encode(
+            entries, writer="me", detectors=detectors if detectors is not None else self.stored
+        )
+        if len(text.encode()) > records.MAX_BYTES:
+            raise JournalWriteError("too-large", f"{len(text)} bytes")
+        super().save(entries, detectors)
+
+
+def many_detectors(nodes: int, confirmed: bool) -> Detectors:
+    """Counts on ``nodes`` other nodes (long EKS names, ~80 bytes each), written just now."""
+    return Detectors(
+        nodes={
+            f"ip-10-{i // 65536 % 256}-{i // 256 % 256}-{i % 256}.eu-west-1.compute.internal": AnomalyCount(
+                1, NOW, 0, NOW if confirmed else None
+            )
+            for i in range(nodes)
+        }
+    )
+
+
+@pytest.mark.parametrize("confirmed", [False, True], ids=["counting", "confirmed"])
+def test_a_journal_nearing_its_limit_drops_detectors_and_the_eviction_is_still_sent(confirmed: bool) -> None:
+    journal = SizedJournal(stored=many_detectors(12_000, confirmed))
+    evictor = FakeEvictor()
+    run = journaled(evictor, journal)
+    record = run.run_cycle()
+    assert record is not None
+    assert evictor.sent == [HOT_POD], "not stalled by a journal that no longer fits"
+    assert record.journal_failures == ()
+    assert "unconfirmed-detectors" in record.journal_compactions
+    assert ("confirmed-detectors" in record.journal_compactions) is confirmed
+    assert [(e.pod, e.status) for e in journal.entries] == [(HOT_POD, "evicted")], "every record kept"
+    assert len(records.encode(journal.entries, writer="me", detectors=journal.stored)) <= records.COMPACT_AT
