@@ -94,10 +94,10 @@ def backoffs(decided: Plan, events: WorkloadEvents | None, dry_run: bool) -> Non
             )
 
 
-def journal_lost(restore: Restore, events: WorkloadEvents | None) -> None:
+def journal_lost(restore: Restore, events: WorkloadEvents | None, dry_run: bool) -> None:
     """A deleted migration journal, said loudly: a Warning Event on the ConfigMap (the log line and the
-    metric come from the ledger and the cycle record)."""
-    if events is None or restore.lost is None:
+    metric come from the ledger and the cycle record; a dry run writes no Event)."""
+    if events is None or restore.lost is None or dry_run:
         return
     namespace, name = restore.lost
     events.record_object(

@@ -210,7 +210,7 @@ class CycleRunner:
     def _restore(self) -> Restore:
         restore, held = self.ledger.restore()
         self.state, self.unconfirmed = held.state, held.unsettled
-        announce.journal_lost(restore, self.edges.events)
+        announce.journal_lost(restore, self.edges.events, self.config.dry_run)
         return restore
 
     def _usage(self, snapshot: ClusterSnapshot, now: float) -> UsageSnapshot:
