@@ -1,9 +1,11 @@
 """The migration journal's home: one ConfigMap the descheduler owns, next to its Lease.
 
-``load`` reads it (absent: no records yet); ``save`` replaces its data with optimistic concurrency on the
-resourceVersion it last saw, so a replica that lost the Lease and still tries to write gets a conflict
-instead of erasing its successor's records (and therefore does not evict). A save is refused until a
-load has succeeded or shown bad content: writing blind could drop records another process made.
+``load`` reads it (absent: no records yet on a first start, ``JournalLost`` when the marker the first
+``save`` put on the Lease says it existed: ``kube/lost.py``); ``save`` replaces its data with optimistic
+concurrency on the resourceVersion it last saw, so a replica that lost the Lease and still tries to write
+gets a conflict instead of erasing its successor's records (and therefore does not evict). A save is
+refused until a load has succeeded or shown bad content: writing blind could drop records another
+process made.
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ def journal_name(lease_name: str) -> str:
 
 
 class ConfigMapJournal:
-    def __init__(self, api: KubeApi, *, namespace: str, name: str, writer: str) -> None:
+    def __init__(
+        self, api: KubeApi, *, namespace: str, name: str, writer: str, dry_run: bool = False
+    ) -> None:
         self.api = api
         self.namespace = namespace
         self.name = name
@@ -60,7 +64,9 @@ class ConfigMapJournal:
         self.marker = LeaseMarker(
             api, namespace=namespace, lease=lease, journal=name, timeout=REQUEST_TIMEOUT
         )
-        """Tells a lost journal from a first start (``kube/lost.py``)."""
+        """Tells a lost journal from a first start (``kube/lost.py``); a dry run neither reads nor writes it
+        (it touches no Lease, and evicts nothing a lost journal could let through)."""
+        self.dry_run = dry_run
 
     @property
     def where(self) -> str:
@@ -87,7 +93,6 @@ class ConfigMapJournal:
             text = data.get(DATA_KEY) if isinstance(data, dict) else None
             # Past this point the object exists: even bad content may be replaced by the next save.
             self._loaded, self._resource_version = True, rv
-            self.marker.mark()  # a journal of an earlier version, or a Lease made again: mark it now
             if text is None:
                 self._detectors = Detectors()
                 return ()
@@ -98,7 +103,7 @@ class ConfigMapJournal:
 
     def _missing(self) -> tuple[Entry, ...]:
         """No object: no records on a first start; ``JournalLost`` when the Lease says it existed."""
-        if not self.marker.present():
+        if self.dry_run or not self.marker.present():
             return ()
         raise JournalLost(
             f"{self.where} is gone, but {self.marker.where} says it existed: it was deleted",
@@ -167,4 +172,4 @@ class ConfigMapJournal:
                 raise JournalWriteError("unavailable", f"{self.where}: the answer had no resourceVersion")
             self._resource_version = rv
             self._detectors = detectors
-        self.marker.mark()
+        self.marker.mark()  # each process once: a journal of an earlier version or a Lease made again too

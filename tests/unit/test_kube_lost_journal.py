@@ -146,3 +146,10 @@ def test_the_first_write_of_a_journal_marks_the_lease_and_keeps_its_other_annota
     with pytest.raises(JournalUnreadable) as caught:
         journal(api).load()
     assert caught.value.reason == "lost", "deleted after that, it is lost"
+
+
+def test_a_dry_run_never_touches_the_lease_and_reads_a_missing_journal_as_empty() -> None:
+    api = Api(lease(MARKED), events=[EVICTED])
+    store = ConfigMapJournal(api, namespace=NS, name="lad-migrations", writer="me", dry_run=True)  # type: ignore[arg-type]
+    assert store.load() == ()
+    assert [path for _, path, _ in api.sent] == [CONFIGMAP]
