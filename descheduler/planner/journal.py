@@ -19,6 +19,12 @@ plain data:
   identity the limits count by), so a record maps back to its workload after the pod is gone; and the
   pod's usage when it left, so the usage estimate still subtracts a departure a successor did not see.
 
+- **Fit, never stall.** A journal nearing ``MAX_BYTES`` drops what safety does not need (``compact``):
+  anomaly detectors and workload labels, never a record. The configuration refuses a churn budget that
+  could keep more records than fit (``config/migration.py``, ``JOURNAL_RECORDS``).
+- **A record resets its node's detector** when it is newer (``reset_by_records``): an eviction intended
+  by a process that died before confirming it reset the node's counts too.
+
 Records of migrations that no longer matter are dropped by the planner (``plan`` keeps a migration while
 its pod exists or its window is open); the journal follows the state, so they leave with the next write.
 

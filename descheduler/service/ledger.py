@@ -3,8 +3,9 @@
 The rules are ``planner/journal.py``'s (pure); this module holds what they need across cycles: what the
 journal holds as far as we know, whether a rebuild is due, and the fallback quiet period when the records
 cannot be read (no live eviction for one objectLimiters window, after which a previous instance's
-migrations no longer count). It hands the runner values (state, unsettled evictions) and never reads the
-runner's fields.
+migrations no longer count), or a shorter one when it was deleted and rebuilt from Events
+(``lost_quiet``). It hands the runner values (state, unsettled evictions) and never reads the runner's
+fields.
 """
 
 from __future__ import annotations
