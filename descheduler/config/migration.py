@@ -7,6 +7,7 @@ here: the model refuses what the evictor (``kube/evict.py``) could not send.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
@@ -92,6 +93,12 @@ class PriorityThreshold(StrictModel):
         if self.value is not None and self.name:
             raise ValueError("set either value or name, not both")
         return self
+
+
+JOURNAL_RECORDS = 1_200
+"""Migration records the journal's ConfigMap is sure to hold: with long real-world names a record takes
+about 475 bytes after its eviction and 680 once its replacement is matched and bounced, so 1,320 fully
+grown ones fit (``benchmarks/journal_capacity.py``); kept below that for restarts in flight."""
 
 
 class ObjectLimiter(StrictModel):
@@ -214,6 +221,25 @@ class MigrationControllerArgs(StrictModel):
         problem = window_overlap(self.eviction_windows or [])
         if problem is not None:
             raise problem
+        return self
+
+    @model_validator(mode="after")
+    def _journal_holds_the_budget(self) -> MigrationControllerArgs:
+        """Records are kept for the longer of the workload window and the budget's period: a budget that
+        allows more evictions in that time than the journal holds would stall every eviction later."""
+        budget = self.churn_budget
+        if budget is None or budget.max_evictions is None:
+            return self
+        limiter = self.object_limiters.get("workload")
+        periods = max(1, math.ceil((limiter.duration if limiter is not None else 0.0) / budget.period))
+        kept = budget.max_evictions * periods
+        if kept > JOURNAL_RECORDS:
+            spans = f" over {periods} periods (objectLimiters.workload.duration)" if periods > 1 else ""
+            raise FieldProblem(
+                "churnBudget.maxEvictions",
+                f"allows {kept} migration records{spans}; the migration journal holds {JOURNAL_RECORDS} "
+                "with long names: lower maxEvictions or the objectLimiters window",
+            )
         return self
 
     @model_validator(mode="after")

@@ -1,9 +1,11 @@
 """The migration journal's home: one ConfigMap the descheduler owns, next to its Lease.
 
-``load`` reads it (absent: no records yet); ``save`` replaces its data with optimistic concurrency on the
-resourceVersion it last saw, so a replica that lost the Lease and still tries to write gets a conflict
-instead of erasing its successor's records (and therefore does not evict). A save is refused until a
-load has succeeded or shown bad content: writing blind could drop records another process made.
+``load`` reads it (absent: no records yet on a first start, ``JournalLost`` when the marker the first
+``save`` put on the Lease says it existed: ``kube/lost.py``); ``save`` replaces its data with optimistic
+concurrency on the resourceVersion it last saw, so a replica that lost the Lease and still tries to write
+gets a conflict instead of erasing its successor's records (and therefore does not evict). A save is
+refused until a load has succeeded or shown bad content: writing blind could drop records another
+process made.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import structlog
 
 from descheduler.kube.api import KubeApi, path_segment
 from descheduler.kube.errors import ApiStatusError, KubeError
+from descheduler.kube.lost import LeaseMarker, evidence
 from descheduler.planner.journal import (
     MAX_BYTES,
     Detectors,
     Entry,
+    JournalLost,
     JournalUnreadable,
     JournalWriteError,
     decode,
@@ -41,7 +45,9 @@ def journal_name(lease_name: str) -> str:
 
 
 class ConfigMapJournal:
-    def __init__(self, api: KubeApi, *, namespace: str, name: str, writer: str) -> None:
+    def __init__(
+        self, api: KubeApi, *, namespace: str, name: str, writer: str, dry_run: bool = False
+    ) -> None:
         self.api = api
         self.namespace = namespace
         self.name = name
@@ -54,6 +60,13 @@ class ConfigMapJournal:
         base = f"/api/v1/namespaces/{path_segment(namespace)}/configmaps"
         self._collection = base
         self._path = f"{base}/{path_segment(name)}"
+        lease = name.removesuffix(SUFFIX)
+        self.marker = LeaseMarker(
+            api, namespace=namespace, lease=lease, journal=name, timeout=REQUEST_TIMEOUT
+        )
+        """Tells a lost journal from a first start (``kube/lost.py``); a dry run neither reads nor writes it
+        (it touches no Lease, and evicts nothing a lost journal could let through)."""
+        self.dry_run = dry_run
 
     @property
     def where(self) -> str:
@@ -67,7 +80,7 @@ class ConfigMapJournal:
                 if exc.status == 404:
                     self._loaded, self._resource_version = True, None
                     self._detectors = Detectors()
-                    return ()
+                    return self._missing()
                 reason = "forbidden" if exc.status in (401, 403) else "unavailable"
                 raise JournalUnreadable(reason, f"{self.where}: {exc}") from None
             except KubeError as exc:
@@ -88,6 +101,17 @@ class ConfigMapJournal:
             self._detectors = decode_detectors(str(text), where)
             return entries
 
+    def _missing(self) -> tuple[Entry, ...]:
+        """No object: no records on a first start; ``JournalLost`` when the Lease says it existed."""
+        if self.dry_run or not self.marker.present():
+            return ()
+        raise JournalLost(
+            f"{self.where} is gone, but {self.marker.where} says it existed: it was deleted",
+            evidence(self.api, REQUEST_TIMEOUT),
+            self.namespace,
+            self.name,
+        )
+
     def detectors(self) -> Detectors:
         """The anomaly detectors the last successful load found (none before)."""
         with self._lock:
@@ -102,7 +126,7 @@ class ConfigMapJournal:
             raise JournalWriteError(
                 "too-large",
                 f"{self.where}: {len(entries)} migration records exceed {MAX_BYTES} bytes; "
-                "lower evictQPS or the objectLimiters window",
+                "set or lower churnBudget.maxEvictions, or shorten the objectLimiters window",
             )
         with self._lock:
             if not self._loaded:
@@ -148,3 +172,4 @@ class ConfigMapJournal:
                 raise JournalWriteError("unavailable", f"{self.where}: the answer had no resourceVersion")
             self._resource_version = rv
             self._detectors = detectors
+        self.marker.mark()  # each process once: a journal of an earlier version or a Lease made again too

@@ -19,6 +19,12 @@ plain data:
   identity the limits count by), so a record maps back to its workload after the pod is gone; and the
   pod's usage when it left, so the usage estimate still subtracts a departure a successor did not see.
 
+- **Fit, never stall.** A journal nearing ``MAX_BYTES`` drops what safety does not need (``compact``):
+  anomaly detectors and workload labels, never a record. The configuration refuses a churn budget that
+  could keep more records than fit (``config/migration.py``, ``JOURNAL_RECORDS``).
+- **A record resets its node's detector** when it is newer (``reset_by_records``): an eviction intended
+  by a process that died before confirming it reset the node's counts too.
+
 Records of migrations that no longer matter are dropped by the planner (``plan`` keeps a migration while
 its pod exists or its window is open); the journal follows the state, so they leave with the next write.
 
@@ -34,7 +40,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict
 
 from descheduler.planner.model import EVICT, RESTART, PlannedEviction
@@ -57,7 +63,14 @@ UNSETTLED = frozenset({INTENT, UNKNOWN})
 OUTCOMES = (COMPLETED, FAILED)
 """A restart record's ``outcome`` once settled."""
 MAX_BYTES = 900_000
-"""A ConfigMap's data may hold 1 MiB; stay well below (about 3,500 records)."""
+"""A ConfigMap's data may hold 1 MiB; stay well below. With long real-world names a record takes about
+475 bytes, 680 once its replacement is matched and bounced, so 1,320 fully grown ones fit
+(``benchmarks/journal_capacity.py``); the configuration refuses a churn budget that could keep more
+(``config/migration.py``, ``JOURNAL_RECORDS``)."""
+COMPACT_AT = 810_000
+"""Nearing ``MAX_BYTES``: ``compact`` drops what safety does not need before a write could fail."""
+WRITER_ROOM = 253
+"""Bytes kept for the writer's name when sizing (the pod name and pid the service writes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +134,18 @@ class JournalUnreadable(JournalError):
     """Reasons: ``forbidden`` (RBAC), ``unavailable`` (the API did not answer), ``invalid`` (bad content)."""
 
 
+class JournalLost(JournalUnreadable):
+    """The journal is gone although a marker says it existed (deleted, not a first start). ``entries``
+    are what the API still shows of its records (Events we wrote), None when even those could not be
+    read; ``namespace`` and ``name`` name the lost object (the Warning Event is about it)."""
+
+    def __init__(self, message: str, entries: tuple[Entry, ...] | None, namespace: str, name: str) -> None:
+        super().__init__("lost", message)
+        self.entries = entries
+        self.namespace = namespace
+        self.name = name
+
+
 class JournalWriteError(JournalError):
     """Reasons: ``conflict`` (someone else wrote it since we read it), ``too-large``, ``forbidden``,
     ``unavailable``, ``not-loaded`` (never read successfully, so a write could drop records)."""
@@ -148,6 +173,25 @@ def detectors_of(state: PlannerState) -> Detectors:
         return {k: v for k, v in sorted(counts.items()) if v.count or v.confirmed is not None}
 
     return Detectors(kept(state.anomalies), kept(state.prod_anomalies))
+
+
+def reset_by_records(detectors: Detectors, entries: Iterable[Entry]) -> Detectors:
+    """The detectors as the records allow: a record of a node newer than the node's detector stands for
+    an eviction (maybe only intended: the process may have died before confirming it) that reset the
+    node's counts (``record.commit``), so the detector the journal still holds is reset too. Otherwise a
+    successor would take a node confirmed before the eviction as still confirmed and evict again without
+    N new over cycles."""
+    latest: dict[str, float] = {}
+    for e in entries:
+        latest[e.node] = max(e.at, latest.get(e.node, e.at))
+
+    def kept(counts: Mapping[str, AnomalyCount]) -> dict[str, AnomalyCount]:
+        return {
+            node: AnomalyCount(0, latest[node]) if latest.get(node, -math.inf) > c.updated else c
+            for node, c in counts.items()
+        }
+
+    return Detectors(kept(detectors.nodes), kept(detectors.prod))
 
 
 @dataclass(frozen=True)
@@ -361,6 +405,59 @@ def encode(entries: Sequence[Entry], *, writer: str, detectors: Detectors | None
     head = json.dumps(top, separators=(",", ":"))
     body = ",\n".join(records)
     return head[:-1] + ',"records":[\n' + body + "\n]}\n" if records else head[:-1] + ',"records":[]}\n'
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """Records and detectors as they fit, and what was dropped, in order (empty: nothing)."""
+
+    entries: tuple[Entry, ...]
+    detectors: Detectors
+    dropped: tuple[str, ...]
+
+
+def _unconfirmed_detectors(entries: tuple[Entry, ...], d: Detectors) -> tuple[tuple[Entry, ...], Detectors]:
+    def kept(counts: Mapping[str, AnomalyCount]) -> dict[str, AnomalyCount]:
+        return {k: v for k, v in counts.items() if v.confirmed is not None}
+
+    return entries, Detectors(kept(d.nodes), kept(d.prod))
+
+
+def _workload_names(entries: tuple[Entry, ...], d: Detectors) -> tuple[tuple[Entry, ...], Detectors]:
+    return tuple(
+        replace(e, workload_kind="", workload_name="") if e.status == EVICTED and e.workload else e
+        for e in entries
+    ), d
+
+
+def _confirmed_detectors(entries: tuple[Entry, ...], d: Detectors) -> tuple[tuple[Entry, ...], Detectors]:
+    return entries, Detectors()
+
+
+COMPACTION = (
+    ("unconfirmed-detectors", _unconfirmed_detectors),
+    ("workload-names", _workload_names),
+    ("confirmed-detectors", _confirmed_detectors),
+)
+"""What a journal nearing its limit drops, least important first. Never a record: each one counts
+against a limit. Dropped detectors make a successor count the node again (later evictions, the safe
+side); workload kind and name only label Events and reports (the limits count by the identity, kept)."""
+
+
+def compact(
+    entries: Sequence[Entry], detectors: Detectors, *, writer: str = "", limit: int = COMPACT_AT
+) -> Compacted:
+    """``entries`` and ``detectors`` made to fit in ``limit`` bytes as far as ``COMPACTION`` allows; a
+    journal still larger after every step keeps its records (the write fails: no eviction without one)."""
+    room = "x" * max(len(writer), WRITER_ROOM)
+    out, kept = tuple(entries), detectors
+    dropped: list[str] = []
+    for name, step in COMPACTION:
+        if len(encode(out, writer=room, detectors=kept).encode()) <= limit:
+            break
+        out, kept = step(out, kept)
+        dropped.append(name)
+    return Compacted(out, kept, tuple(dropped))
 
 
 def _invalid(source: str) -> Callable[[str, str], JournalUnreadable]:

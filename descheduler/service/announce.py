@@ -14,6 +14,7 @@ from descheduler.cluster.types import Pod
 from descheduler.kube.events import Regarding
 from descheduler.planner import Plan
 from descheduler.service.edges import Evictor, WorkloadEvents
+from descheduler.service.records import Restore
 from descheduler.service.restarts import Followed
 from descheduler.service.unknown import Resolution
 
@@ -91,3 +92,20 @@ def backoffs(decided: Plan, events: WorkloadEvents | None, dry_run: bool) -> Non
                 backoff.message(),
                 action="Descheduling",
             )
+
+
+def journal_lost(restore: Restore, events: WorkloadEvents | None, dry_run: bool) -> None:
+    """A deleted migration journal, said loudly: a Warning Event on the ConfigMap (the log line and the
+    metric come from the ledger and the cycle record; a dry run writes no Event)."""
+    if events is None or restore.lost is None or dry_run:
+        return
+    namespace, name = restore.lost
+    events.record_object(
+        Regarding("ConfigMap", "v1", namespace, name),
+        "Warning",
+        "MigrationJournalLost",
+        f"The migration journal was deleted: churn budget, eviction windows, ping-pong back-offs and anomaly "
+        f"counts were reset with it. Rebuilt {restore.migrations} migration(s) from Events; no live eviction "
+        f"for {restore.quiet_seconds:.0f}s. {restore.message}",
+        action="Descheduling",
+    )

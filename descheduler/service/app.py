@@ -137,9 +137,9 @@ class Service:
             namespace=le.resource_namespace,
             name=journal_name(le.resource_name),
             writer=self.identity,
+            dry_run=effective.dry_run,
         )
-        """Migration records, written before each eviction: a replica that starts or takes the Lease over
-        rebuilds every limit from them (see ``planner/journal.py``)."""
+        """Migration records written before each eviction: a new leader rebuilds every limit from them."""
         budget = effective.migration.churn_budget
         self.quiet_seconds = max(
             0.0 if workload_window is None else workload_window, budget.period if budget is not None else 0.0

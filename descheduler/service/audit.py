@@ -92,6 +92,8 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
     metrics.quiet_seconds.set(record.quiet_seconds_left)
     for reason in record.journal_failures:
         metrics.journal_write_failures.labels(reason).inc()
+    for dropped in record.journal_compactions:
+        metrics.journal_compactions.labels(dropped).inc()
     for code, count in record.plan.skip_counts().items():  # a summary counts every pod it stands for
         metrics.pods_skipped.labels(code).inc(count)
     for backoff in record.plan.new_backoffs():

@@ -35,7 +35,7 @@ from descheduler.planner.state import RESTARTING
 from descheduler.service import announce
 from descheduler.service.edges import Clocks, Edges, Signals, Timing
 from descheduler.service.evictions import EvictionPass, Gate, Pass, refused_budgets
-from descheduler.service.ledger import Held, Ledger
+from descheduler.service.ledger import Held, Ledger, lost_quiet
 from descheduler.service.records import CycleRecord, EvictionRecord, Restore
 from descheduler.service.restarts import Followed, follow
 from descheduler.service.steering import Steering
@@ -80,6 +80,7 @@ class CycleRunner:
             monotonic=self.clocks.monotonic,
             fallback_quiet_seconds=timing.fallback_quiet_seconds,
             startup_quiet_seconds=timing.startup_quiet_seconds,
+            lost_quiet_seconds=lost_quiet(config),
         )
         args = config.low_node_load
         steering_on = args is not None and args.hotspot_taint.enabled
@@ -188,6 +189,7 @@ class CycleRunner:
                 restore=restore,
                 quiet_seconds_left=self.ledger.quiet_left() if not self.config.dry_run else 0.0,
                 journal_failures=tuple(failures),
+                journal_compactions=self.ledger.take_compactions(),
                 verify_requests=self._last_verify_requests,
                 object_problems=dict(self.signals.object_problems()),
                 window=window,
@@ -207,6 +209,7 @@ class CycleRunner:
     def _restore(self) -> Restore:
         restore, held = self.ledger.restore()
         self.state, self.unconfirmed = held.state, held.unsettled
+        announce.journal_lost(restore, self.edges.events, self.config.dry_run)
         return restore
 
     def _usage(self, snapshot: ClusterSnapshot, now: float) -> UsageSnapshot:

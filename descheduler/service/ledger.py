@@ -3,8 +3,9 @@
 The rules are ``planner/journal.py``'s (pure); this module holds what they need across cycles: what the
 journal holds as far as we know, whether a rebuild is due, and the fallback quiet period when the records
 cannot be read (no live eviction for one objectLimiters window, after which a previous instance's
-migrations no longer count). It hands the runner values (state, unsettled evictions) and never reads the
-runner's fields.
+migrations no longer count), or a shorter one when it was deleted and rebuilt from Events
+(``lost_quiet``). It hands the runner values (state, unsettled evictions) and never reads the runner's
+fields.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from dataclasses import dataclass, replace
 import structlog
 
 from descheduler.cluster.types import Pod
+from descheduler.config.load import EffectiveConfig
 from descheduler.planner import PlannedEviction, PlannerState
 from descheduler.planner import journal as records
-from descheduler.planner.journal import Detectors, Entry, JournalError
+from descheduler.planner.journal import Detectors, Entry, JournalError, JournalLost
 from descheduler.planner.model import RESTART
 from descheduler.service.edges import Journal
 from descheduler.service.records import Restore
@@ -52,10 +54,16 @@ class Ledger:
         monotonic: Callable[[], float],
         fallback_quiet_seconds: float = 0.0,
         startup_quiet_seconds: float = 0.0,
+        lost_quiet_seconds: float = 0.0,
     ) -> None:
         self.journal = journal
         self.monotonic = monotonic
         self.fallback_quiet_seconds = fallback_quiet_seconds
+        self.lost_quiet_seconds = lost_quiet_seconds
+        """After a lost journal rebuilt from Events (``lost_quiet``)."""
+        self.hold_writes_until = -math.inf
+        """A lost journal is written again only after its quiet period: a crash meanwhile finds it lost
+        again (and waits again) instead of finding the rebuilt records and no quiet period."""
         self.quiet_until = monotonic() + startup_quiet_seconds
         """No live eviction before this (monotonic)."""
         self.restore_requested = False
@@ -67,6 +75,13 @@ class Ledger:
         """The records as last read or written; None when unknown (read before the next write)."""
         self.saved_detectors: Detectors | None = None
         """The anomaly detectors as last read or written; None when unknown."""
+        self.compactions: list[str] = []
+        """What writes near the size limit dropped since the last cycle record (``take_compactions``)."""
+
+    def take_compactions(self) -> tuple[str, ...]:
+        """What writes dropped to fit since the last call (the cycle record's metric)."""
+        taken, self.compactions = tuple(self.compactions), []
+        return taken
 
     def quiet_left(self) -> float:
         return max(0.0, self.quiet_until - self.monotonic())
@@ -83,6 +98,8 @@ class Ledger:
             return self._fallback("no-journal", "no migration journal is configured"), empty
         try:
             entries = self.journal.load()
+        except JournalLost as exc:
+            return self._lost(exc)
         except JournalError as exc:
             if exc.reason == "forbidden":
                 self._memory_only = True
@@ -93,11 +110,12 @@ class Ledger:
             return self._fallback(exc.reason, str(exc)), empty
         self._memory_only = False
         self._restore_failed = False
-        detectors = self.journal.detectors()
+        stored = self.journal.detectors()
+        detectors = records.reset_by_records(stored, entries)
         kept = PlannerState(anomalies=dict(detectors.nodes), prod_anomalies=dict(detectors.prod))
         held = _adopt(entries, Held(kept, {}))
         self.saved = tuple(entries)
-        self.saved_detectors = detectors
+        self.saved_detectors = stored
         self.quiet_until = -math.inf
         restore = Restore("rebuilt", "ok", migrations=len(held.state.migrations), pending=len(held.unsettled))
         log.info(
@@ -125,6 +143,35 @@ class Ledger:
         )
         return Restore("fallback", reason, quiet_seconds=left, message=message)
 
+    def _lost(self, exc: JournalLost) -> tuple[Restore, Held]:
+        """The journal was deleted: the migrations its Events show, and a quiet period for what they do
+        not (``lost_quiet``); when not even the Events can be read, the full fallback period."""
+        self._memory_only = self._restore_failed = False
+        self.saved, self.saved_detectors = (), None  # written again (rebuilt records) after the quiet
+        held = _adopt(exc.entries or (), Held(PlannerState(), {}))
+        quiet = self.lost_quiet_seconds if exc.entries is not None else self.fallback_quiet_seconds
+        self.quiet_until = max(self.quiet_until, self.monotonic() + quiet)
+        self.hold_writes_until = self.quiet_until
+        restore = Restore(
+            "fallback",
+            "lost",
+            migrations=len(held.state.migrations),
+            pending=len(held.unsettled),
+            quiet_seconds=self.quiet_left(),
+            message=str(exc),
+            lost=(exc.namespace, exc.name),
+        )
+        log.warning(
+            "journal_lost",
+            error=str(exc),
+            rebuilt_from_events=None if exc.entries is None else restore.migrations,
+            unsettled=restore.pending,
+            quiet_seconds=round(restore.quiet_seconds, 3),
+            notice="churn budget, windows, back-offs and anomaly counts were reset with it; only the "
+            "evictions its Events show were rebuilt; no live eviction during the quiet period",
+        )
+        return restore, held
+
     # -- write ahead, confirm -----------------------------------------------------------------------------
     def write_ahead(
         self, planned_state: PlannerState, held: Held, wall: Callable[[], float], dry_run: bool
@@ -139,7 +186,7 @@ class Ledger:
         when that changes anything that matters, and the anomaly detectors when they changed (only the
         leader's: a standby's own counts must not replace them). Returns the reasons of failed writes,
         and the state with another writer's records if the journal had to be read again first."""
-        if self.journal is None:
+        if self.journal is None or self.monotonic() < self.hold_writes_until:
             return [], held
         if self.saved is None:
             try:
@@ -168,15 +215,22 @@ class Ledger:
         """Save ``entries`` (and ``detectors``; None keeps the journal's); on failure returns the reason
         code and forgets what the journal holds."""
         assert self.journal is not None
+        stored = entries, detectors
+        fitted = records.compact(entries, detectors or self.saved_detectors or Detectors())
+        if fitted.dropped:  # nearing the ConfigMap's limit: drop what safety does not need, not stall
+            self.compactions.extend(fitted.dropped)
+            log.warning("journal_compacted", records=len(entries), dropped=list(fitted.dropped))
+            entries, detectors = fitted.entries, fitted.detectors
         try:
             self.journal.save(entries, detectors)
         except JournalError as exc:
             self.saved = None
             log.warning("journal_write_failed", reason=exc.reason, error=str(exc))
             return exc.reason
-        self.saved = tuple(entries)
-        if detectors is not None:
-            self.saved_detectors = detectors
+        # What was asked, not what was written: a compacted journal must not look changed at every cycle.
+        self.saved = tuple(stored[0])
+        if stored[1] is not None:
+            self.saved_detectors = stored[1]
         return None
 
 
@@ -266,3 +320,17 @@ def _adopt(entries: Sequence[Entry], ours: Held) -> Held:
                 pod, e.node, e.destination, e.reason, e.at, restart, e.workload_name if restart else ""
             )
     return Held(state, unsettled)
+
+
+def lost_quiet(config: EffectiveConfig) -> float:
+    """How long a lost journal holds live evictions back: what its Events cannot rebuild must have run
+    out. They name no workload, so the objectLimiters workload window; they carry no ping-pong evidence,
+    so the guard's longest back-off (``maxCooldown``) when it is on. Not the churn budget's period (24 h
+    by default): its evictions are rebuilt from the Events as far back as the API server keeps them."""
+    limiter = config.migration.object_limiters.get("workload")
+    args = config.low_node_load
+    guard = args.ping_pong_guard if args is not None else None
+    return max(
+        limiter.duration if limiter is not None else 0.0,
+        guard.max_cooldown if guard is not None and guard.enabled else 0.0,
+    )

@@ -136,7 +136,8 @@ class Metrics:
             "descheduler_state_rebuilds",
             "Starts and takeovers by how the migration state was obtained: result rebuilt (reason ok) "
             "or fallback (no live eviction for one objectLimiters window), reason forbidden, "
-            "unavailable, invalid or no-journal.",
+            "unavailable, invalid, no-journal or lost (the journal ConfigMap was deleted: rebuilt "
+            "from Events, then a quiet period).",
             ["result", "reason"],
             registry=r,
         )
@@ -154,6 +155,13 @@ class Metrics:
             "descheduler_journal_write_failures",
             "Failed writes of the migration journal, by reason (a failed intent means no eviction).",
             ["reason"],
+            registry=r,
+        )
+        self.journal_compactions = Counter(
+            "descheduler_journal_compactions",
+            "Journal writes that neared the ConfigMap's limit and dropped data safety does not need, by "
+            "what was dropped (unconfirmed-detectors, workload-names, confirmed-detectors).",
+            ["dropped"],
             registry=r,
         )
 

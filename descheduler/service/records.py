@@ -22,11 +22,14 @@ class Restore:
 
     result: str
     reason: str
-    """``ok`` when rebuilt; else ``forbidden``, ``unavailable``, ``invalid`` or ``no-journal``."""
+    """``ok`` when rebuilt; else ``forbidden``, ``unavailable``, ``invalid``, ``no-journal`` or ``lost``
+    (deleted: the evictions its Events show rebuilt, then a quiet period)."""
     migrations: int = 0
     pending: int = 0
     quiet_seconds: float = 0.0
     message: str = ""
+    lost: tuple[str, str] | None = None
+    """Namespace and name of a journal that was deleted (reason ``lost``): the Warning Event's object."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,8 @@ class CycleRecord:
     """Seconds of the fallback quiet period still to go (no live eviction meanwhile)."""
     journal_failures: tuple[str, ...] = ()
     """Reason codes of the journal writes that failed this cycle (each stopped an eviction or a confirm)."""
+    journal_compactions: tuple[str, ...] = ()
+    """What journal writes near the size limit dropped this cycle (``planner/journal.COMPACTION``)."""
     object_problems: Mapping[str, str] = field(default_factory=dict)
     """Cluster objects left out or kept with a fallback (``Kind name`` -> what happened)."""
     verify_requests: int = 0

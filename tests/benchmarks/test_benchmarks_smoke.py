@@ -125,6 +125,10 @@ def _run(*args: str) -> dict[str, tuple[float, str]]:
             ("benchmarks.config_windows", "--sizes", "20,40", "--runs", "1"),
             {"overlap_20": "s", "overlap_40": "s", "validate_40": "s", "state_40": "s", "growth": "x"},
         ),
+        (
+            ("benchmarks.journal_capacity", "--records", "20", "--nodes", "20"),
+            {"worst_bytes_per_record": "", "capacity_records": "", "bound_fits": "", "compacted_fits": ""},
+        ),
     ],
     ids=[
         "cycle_cost",
@@ -137,6 +141,7 @@ def _run(*args: str) -> dict[str, tuple[float, str]]:
         "steady_steps",
         "snapshot_scale",
         "config_windows",
+        "journal_capacity",
     ],
 )
 def test_each_benchmark_script_runs_small_and_ends_with_a_parsable_summary(

@@ -50,6 +50,7 @@ NEEDED = [
     ("watch", "replicasets.apps", "--all-namespaces"),
     ("create", "pods", "--subresource=eviction", "-n", "default"),
     ("create", "events.events.k8s.io", "-n", "default"),
+    ("list", "events", "--all-namespaces"),  # a deleted journal is rebuilt from our Events
     ("update", f"leases.coordination.k8s.io/{LEASE}", "-n", NAMESPACE),
     ("get", f"configmaps/{LEASE}-migrations", "-n", NAMESPACE),
     ("update", f"configmaps/{LEASE}-migrations", "-n", NAMESPACE),

@@ -259,6 +259,19 @@ def window(**fields: Any) -> dict[str, Any]:
             f"{ARGS}.churnBudget: set maxEvictions, maxEvictionsPerNamespace",
         ),
         ({"churnBudget": {"maxEviction": 5}}, "did you mean 'maxEvictions'?"),
+        (  # more records in a day than the journal's ConfigMap holds with long names
+            {"churnBudget": {"maxEvictions": 1201}},
+            f"{ARGS}.churnBudget.maxEvictions: allows 1201 migration records; the migration journal "
+            "holds 1200",
+        ),
+        (  # a window longer than the period keeps several periods' records
+            {
+                "churnBudget": {"maxEvictions": 300, "period": "1m"},
+                "objectLimiters": {"workload": {"duration": "5m"}},
+            },
+            f"{ARGS}.churnBudget.maxEvictions: allows 1500 migration records over 5 periods "
+            "(objectLimiters.workload.duration)",
+        ),
     ],
 )
 def test_windows_and_budgets_that_cannot_work_are_refused_naming_the_field(
@@ -275,6 +288,11 @@ def test_windows_and_budgets_that_cannot_work_are_refused_naming_the_field(
         {"evictionWindows": [window(), window(timeZone="UTC")]},  # other zones are not compared
         {"churnBudget": {"maxEvictions": 0}},
         {"churnBudget": {"maxEvictionsPerNamespace": 3, "period": "30m"}},
+        {"churnBudget": {"maxEvictions": 1200}},  # as many records as the journal holds
+        {
+            "churnBudget": {"maxEvictions": 240, "period": "1m"},
+            "objectLimiters": {"workload": {"duration": "5m"}},
+        },
     ],
 )
 def test_workable_windows_and_budgets_are_accepted(mc: dict[str, Any]) -> None:

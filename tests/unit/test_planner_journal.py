@@ -287,3 +287,43 @@ BAD_DETECTORS = [
 def test_bad_detectors_are_refused_naming_the_field(text: str, named: str) -> None:
     with pytest.raises(JournalUnreadable, match=named):
         records.decode_detectors(text, "ConfigMap ns/records")
+
+
+# --- compaction near the size limit ----------------------------------------------------------------------
+
+
+def _grown(i: int) -> Entry:
+    name = f"payments-settlement-reconciliation-worker-{i:06d}"
+    return Entry(
+        f"payments/{name}-7d9f8b6c5d-x2v9k", f"uid-{i}", f"ip-10-0-{i % 250}-1.eu-west-1.compute.internal",
+        f"uid-workload-{i}", "Deployment", name, NOW + i, records.EVICTED,
+    )  # fmt: skip
+
+
+DETECTORS = records.Detectors(
+    nodes={f"node-{i}": AnomalyCount(1, NOW, 0, NOW if i % 2 else None) for i in range(400)}
+)
+ENTRIES = tuple(_grown(i) for i in range(200))
+FULL = len(records.encode(ENTRIES, writer="x" * 253, detectors=DETECTORS))
+CONFIRMED = records.Detectors(nodes={n: c for n, c in DETECTORS.nodes.items() if c.confirmed is not None})
+WITHOUT_COUNTING = len(records.encode(ENTRIES, writer="x" * 253, detectors=CONFIRMED))
+COMPACTIONS = [
+    ("room enough: nothing", FULL, ()),
+    ("a little short: counting nodes first", FULL - 100, ("unconfirmed-detectors",)),
+    ("still short: then the labels", WITHOUT_COUNTING - 1, ("unconfirmed-detectors", "workload-names")),
+    ("records alone too large: they stay", 1000, tuple(name for name, _ in records.COMPACTION)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("limit", "dropped"), [c[1:] for c in COMPACTIONS], ids=[c[0] for c in COMPACTIONS])
+def test_a_journal_near_its_limit_drops_the_least_important_data_first_and_never_a_record(
+    limit: int, dropped: tuple[str, ...]
+) -> None:
+    fitted = records.compact(ENTRIES, DETECTORS, limit=limit)
+    assert fitted.dropped == dropped
+    assert [(e.pod, e.uid, e.node, e.workload, e.at) for e in fitted.entries] == [
+        (e.pod, e.uid, e.node, e.workload, e.at) for e in ENTRIES
+    ], "every record, with what the limits count by"
+    kept = set(fitted.detectors.nodes)
+    if "unconfirmed-detectors" in dropped and "confirmed-detectors" not in dropped:
+        assert kept == set(CONFIRMED.nodes)

@@ -258,3 +258,122 @@ def test_a_standby_never_writes_its_own_counts_over_the_leaders() -> None:
     standby = counting_runner(FakeEvictor(), journal, wall, is_leader=lambda: False)
     standby.run_cycle()
     assert journal.detector_saves == [] and not journal.stored
+
+
+def crashed_intent(at: float) -> Entry:
+    """The record a process wrote before evicting from the hot node, then died before confirming it."""
+    return Entry(
+        pod="default/stress-demo-588f9646cf-aaaaa",
+        uid="uid-of-a-pod-already-gone",
+        node=HOT_NODE,
+        workload="uid-stress-demo",
+        workload_kind="Deployment",
+        workload_name="stress-demo",
+        at=at,
+        status=records.INTENT,
+    )
+
+
+CRASHED = [
+    ("count 2 of 3 kept, intent after it", AnomalyCount(2, NOW - 60), NOW - 30, (1, "over"), False),
+    ("confirmed, intent after it", AnomalyCount(0, NOW - 60, 1, NOW - 120), NOW - 30, (1, "over"), False),
+    ("count 2 of 3 written after the intent", AnomalyCount(2, NOW - 60), NOW - 90, (3, "hotspot"), True),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("detector", "intent_at", "hot", "evicts_at_once"), [c[1:] for c in CRASHED], ids=[c[0] for c in CRASHED]
+)
+def test_a_record_of_a_node_newer_than_its_detector_makes_the_successor_count_again(
+    detector: AnomalyCount, intent_at: float, hot: tuple[int, str], evicts_at_once: bool
+) -> None:
+    journal = FakeJournal(entries=(crashed_intent(intent_at),), stored=Detectors(nodes={HOT_NODE: detector}))
+    evictor = FakeEvictor()
+    record = counting_runner(evictor, journal, [NOW]).run_cycle()
+    assert record is not None
+    report = next(r for r in record.plan.node_reports if r.node == HOT_NODE)
+    assert (report.anomaly_count, report.node_class) == hot
+    assert bool(evictor.sent) is evicts_at_once
+
+
+# --- a deleted journal: rebuilt from Events, then a quiet period -------------------------------------------
+
+
+class ObjectEvents:
+    """Events on objects (``record_object``), as (kind, namespace/name, type, reason)."""
+
+    def __init__(self) -> None:
+        self.said: list[tuple[str, str, str, str]] = []
+
+    def record_object(self, regarding: Any, type_: str, reason: str, message: str, *, action: str) -> None:
+        self.said.append((regarding.kind, f"{regarding.namespace}/{regarding.name}", type_, reason))
+
+
+LOST = [
+    ("its Events read: the longest back-off", (crashed_intent(NOW - 60),), 3600.0, 1),
+    ("not even its Events: the fallback", None, 300.0, 0),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("rebuilt", "quiet", "migrations"), [c[1:] for c in LOST], ids=[c[0] for c in LOST])
+def test_a_deleted_journal_is_said_loudly_and_holds_evictions_for_a_quiet_period(
+    rebuilt: tuple[Entry, ...] | None, quiet: float, migrations: int
+) -> None:
+    lost = records.JournalLost("ConfigMap test/records is gone", rebuilt, "test", "records")
+    journal = FakeJournal(load_errors=[lost])
+    events, clock, evictor = ObjectEvents(), [0.0], FakeEvictor()
+    run = journaled(evictor, journal, clock=clock, events=events)
+    record = run.run_cycle()
+    assert record is not None and record.restore is not None
+    assert (record.restore.result, record.restore.reason, record.restore.migrations) == (
+        "fallback", "lost", migrations,
+    )  # fmt: skip
+    assert record.quiet_seconds_left == quiet, "objectLimiters 5m, pingPongGuard.maxCooldown 1h"
+    assert events.said == [("ConfigMap", "test/records", "Warning", "MigrationJournalLost")]
+    assert evictor.sent == [] and journal.saves == [], "not written during the quiet period either"
+    clock[0] = quiet + 1
+    run.run_cycle()
+    assert evictor.sent == [HOT_POD]
+    assert len({e.pod for e in journal.entries}) == migrations + 1, "written again, rebuilt records too"
+
+
+# --- a journal near its size limit is compacted, not stalled ---------------------------------------------
+
+
+class SizedJournal(FakeJournal):
+    """The ConfigMap with its size limit: a save larger than ``MAX_BYTES`` is refused, as the API would."""
+
+    def save(self, entries: Sequence[Entry], detectors: Detectors | None = None) -> None:
+        text = records.encode(
+            entries, writer="me", detectors=detectors if detectors is not None else self.stored
+        )
+        if len(text.encode()) > records.MAX_BYTES:
+            raise JournalWriteError("too-large", f"{len(text)} bytes")
+        super().save(entries, detectors)
+
+
+def many_detectors(nodes: int, confirmed: bool) -> Detectors:
+    """Counts on ``nodes`` other nodes (long EKS names, ~80 bytes each), written just now."""
+    return Detectors(
+        nodes={
+            f"ip-10-{i // 65536 % 256}-{i // 256 % 256}-{i % 256}.eu-west-1.compute.internal": AnomalyCount(
+                1, NOW, 0, NOW if confirmed else None
+            )
+            for i in range(nodes)
+        }
+    )
+
+
+@pytest.mark.parametrize("confirmed", [False, True], ids=["counting", "confirmed"])
+def test_a_journal_nearing_its_limit_drops_detectors_and_the_eviction_is_still_sent(confirmed: bool) -> None:
+    journal = SizedJournal(stored=many_detectors(12_000, confirmed))
+    evictor = FakeEvictor()
+    run = journaled(evictor, journal)
+    record = run.run_cycle()
+    assert record is not None
+    assert evictor.sent == [HOT_POD], "not stalled by a journal that no longer fits"
+    assert record.journal_failures == ()
+    assert "unconfirmed-detectors" in record.journal_compactions
+    assert ("confirmed-detectors" in record.journal_compactions) is confirmed
+    assert [(e.pod, e.status) for e in journal.entries] == [(HOT_POD, "evicted")], "every record kept"
+    assert len(records.encode(journal.entries, writer="me", detectors=journal.stored)) <= records.COMPACT_AT
