@@ -62,6 +62,7 @@ def record(i: int, stage: str) -> Entry:
         workload_name=name,
         at=NOW + i,
         status=UNKNOWN if stage == "unknown" else EVICTED,
+        sent=NOW + i - 60,  # an answer a minute late: the journal keeps the send time (sentBefore)
     )
     if stage == "unknown":
         return replace(base, reason=REASON, destination=node(i + 1))
@@ -69,7 +70,8 @@ def record(i: int, stage: str) -> Entry:
     if stage == "evicted":
         return grown
     matched = replace(
-        grown, replacement=f"payments-settlement-prod/{name}-7d9f8b6c5d-q7w2e", landed=node(i + 7)
+        grown, replacement=f"payments-settlement-prod/{name}-7d9f8b6c5d-q7w2e", landed=node(i + 7),
+        landed_at=NOW + i + 45,
     )
     return matched if stage == "matched" else replace(matched, bounced=NOW + i + 120)
 
