@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -129,6 +130,23 @@ def test_a_slice_qualifies_names_converts_capacity_and_marks_partitionable_devic
     assert gpu.capacity == {"gpu.example.com/memory": 40 * 2**30, "example.com/slots": 7}
     assert gpu.unsupported == ""
     assert "consumesCounters" in partitioned.unsupported
+
+
+@pytest.mark.parametrize(
+    ("value", "exact"),
+    [
+        ("500m", Fraction(1, 2)),
+        ("1500m", Fraction(3, 2)),
+        ("1.5Gi", Fraction(3 * 2**29)),
+        ("1e-10", Fraction(1, 10**9)),  # below a nano: rounded up, as resource.Quantity does
+        (3, Fraction(3)),
+    ],
+)
+def test_device_capacities_stay_exact_quantities(value: object, exact: Fraction) -> None:
+    obj = copy.deepcopy(slice_obj())
+    obj["spec"]["devices"][0]["capacity"] = {"share": {"value": value}}
+    (device, _) = parse_resource_slice(obj).devices
+    assert device.capacity == {"gpu.example.com/share": exact}
 
 
 def test_slices_for_all_nodes_or_a_node_selector_keep_their_reach() -> None:
