@@ -361,6 +361,8 @@ def _result(obj: Obj, value: Any, path: str) -> AllocatedDevice:
 @_guarded
 def parse_resource_claim(obj: Obj) -> ResourceClaim:
     name, namespace, meta = _metadata(obj)
+    if obj.get("spec") is None:  # the API requires it; read as "asks for nothing", its pod would move
+        raise _fail(obj, "spec", "is required")
     devices = _map(obj, "spec.devices")
     requests = tuple(
         _request(obj, r, f"spec.devices.requests[{i}]")

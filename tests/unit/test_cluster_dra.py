@@ -251,6 +251,7 @@ BAD: list[tuple[str, Callable[[], Obj], Callable[[Obj], None], str]] = [
     ("a bad mode", claim_obj, put((*REQUEST, "allocationMode"), "Some"), "allocationMode"),
     ("a long CEL", claim_obj, put((*REQUEST, "selectors"), [{"cel": {"expression": "x" * 10241}}]), "longer"),
     ("no CEL", claim_obj, put((*REQUEST, "selectors"), [{}]), "selectors[0].cel is required"),
+    ("a claim without spec", claim_obj, put(("spec",), None), "spec is required"),
     (
         "both request forms",
         claim_obj,
