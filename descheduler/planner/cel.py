@@ -386,6 +386,8 @@ class _Estimate:
             return _sum(cost, walked), _SCALAR
         if kind in ("member_dot", "member_index"):
             return cost, shapes[0].item or _TEXT
+        if kind == "ident_arg" and str(tree.children[0]) == "has":  # a presence test reads nothing
+            return cost, _SCALAR
         if kind in ("member_dot_arg", "ident_arg", "dot_ident_arg"):
             # String functions read their arguments whole; a result (``string(x)``...) is a new value.
             result = _joined(shapes) if any(s.size for s in shapes) else _TEXT
@@ -534,17 +536,20 @@ class _Count:
         if self.tripped is not None:
             raise _Exhausted(str(self.tripped))
 
-    def value(self, value: object) -> int:
+    def value(self, value: object, charge: bool = True) -> int:
+        """The nested size of ``value``; a value not seen before costs its length (``charge``: built
+        by the expression, not its input)."""
         found = self.seen.get(id(value))
         if found is not None:
             return found[1]
         size = len(value) if isinstance(value, (str, bytes, list, dict)) else 0
-        self.spend(max(1, size))
+        if charge:
+            self.spend(max(1, size))
         parts = value.items() if isinstance(value, dict) else value if isinstance(value, list) else ()
         for part in parts:
             for item in part if isinstance(value, dict) else (part,):
                 if isinstance(item, (str, bytes, list, dict)):
-                    size += self.value(item)
+                    size += self.value(item, charge)
         self.seen[id(value)] = (value, size)
         if size > MAX_VALUE_SIZE and self.tripped is None:
             self.tripped = CelError(f"a value grows beyond {MAX_VALUE_SIZE} elements or characters")
@@ -576,6 +581,7 @@ def selects(selector: Selector, device: DeviceView, meter: Meter | None = None) 
     if meter is not None and meter.left < EVALUATION_COST:
         raise CelBudgetError("the CEL cost budget of this cycle is spent")
     count = _Count(meter)
+    count.value(device, charge=False)
     try:
         runner = selector.program
         result = _Metered(runner.ast, runner.new_activation(), count).evaluate({"device": device})

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import pytest
 
 from descheduler.cluster.types import Device
@@ -22,6 +18,7 @@ from descheduler.planner.cel import (
     device_view,
     selects,
 )
+from tests.unit.guards import within
 
 DRIVER = "gpu.example.com"
 GPU = Device(
@@ -109,22 +106,6 @@ def test_an_expression_is_compiled_once() -> None:
 
 
 # --- issue 37, point 18: selectors written by namespace users are bounded ------------------------------
-
-
-@contextmanager
-def within(seconds: float) -> Iterator[None]:
-    """A generous guard: fail (instead of hanging) when the block runs longer than ``seconds``."""
-
-    def expire(signum: int, frame: object) -> None:
-        raise TimeoutError(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 HOSTILE: list[tuple[str, str]] = [
