@@ -2,7 +2,7 @@
 pace and its probes, and the pods whose claims carry the selector stay (``resource-claim-cel-error``).
 
 The selector is one Kubernetes admits (its estimated cost is far under 1,000,000) and the real scheduler
-allocates with in microseconds, but it costs thousands of units in an interpreted evaluation; ten cool
+evaluates in microseconds, but it costs thousands of units in an interpreted evaluation; ten cool
 nodes publish 1,280 devices, each with its own ``uuid`` as real drivers do, so no verdict is reused. Before
 the cycle budget, one cycle took minutes here.
 """

@@ -15,6 +15,7 @@ import pytest
 from descheduler.cluster.build import build_snapshot
 from descheduler.cluster.parse import iter_objects
 from descheduler.planner import PlannerState, cel, plan, reasons
+from descheduler.planner import devices as memo_module
 from descheduler.planner.reference import REFERENCE, REFERENCE_BOUNDED
 from tests.unit.builders import GPU_DRIVER, NOW, World, cpu, evicted, exactly, gpu, settings, skip_codes
 from tests.unit.guards import within
@@ -482,3 +483,22 @@ def test_what_a_spent_budget_left_undone_the_next_cycles_finish(monkeypatch: pyt
     outcomes = [fate(world) for _ in range(6)]
     assert outcomes[0].endswith("the CEL cost budget of this cycle is spent")
     assert outcomes[-1] == "-> a"
+
+
+def test_a_full_verdict_memo_forgets_its_oldest_verdicts_not_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over its size the memo drops its oldest quarter: what the last cycle learnt is kept, so a cluster
+    with more verdicts than the memo holds is not evaluated afresh every cycle."""
+    monkeypatch.setattr(memo_module, "_VERDICTS", {})
+    monkeypatch.setattr(memo_module, "MAX_VERDICTS", 40)
+    calls = []
+    real = cel.selects
+    monkeypatch.setattr(cel, "selects", lambda *a: calls.append(1) or real(*a))
+    selector = f"!has({A}.uuid) || {A}.uuid != 'none'"
+    first, second = (
+        moved_pod(uuid_gpus(cluster(), 6, f"memo-{uuid.uuid4()}"), requests=[exactly("gpu", selector)])
+        for _ in range(2)
+    )
+    assert fate(first) == fate(second) == "-> a"  # 26 verdicts each: the second overflows the memo
+    calls.clear()
+    assert fate(second) == "-> a"
+    assert calls == []
