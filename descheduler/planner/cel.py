@@ -432,6 +432,12 @@ class Selector:
 
     expression: str
     program: celpy.Runner
+    driver_is: str | None = None
+    """For ``device.driver == "<name>"`` (how DeviceClasses select their driver's devices): the name.
+    Such a selector is decided without the interpreter, remembering nothing and costing no budget."""
+
+
+_DRIVER_IS = re.compile(r"""^\s*device\s*\.\s*driver\s*==\s*(?:"([^"\\]*)"|'([^'\\]*)')\s*$""")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -450,7 +456,9 @@ def compile_selector(expression: str) -> Selector:
     cost, _ = _Estimate().run(ast)
     if cost > MAX_COST:
         raise CelError(f"expression too costly to evaluate (estimated cost above {MAX_COST})")
-    return Selector(expression, _ENVIRONMENT.program(ast, functions=FUNCTIONS))
+    plain = _DRIVER_IS.match(expression)
+    driver = None if plain is None else (plain.group(1) if plain.group(1) is not None else plain.group(2))
+    return Selector(expression, _ENVIRONMENT.program(ast, functions=FUNCTIONS), driver)
 
 
 _ACTIVATION_NOISE = re.compile(r"\s*\(in activation .*$", re.DOTALL)

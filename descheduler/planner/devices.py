@@ -316,6 +316,8 @@ class DeviceIndex:
         cycles by the expression and the device's content (typed: ``true`` is not ``1``): slices rarely
         change. A spent cycle budget is not remembered: the next cycle tries again."""
         driver, device = self.devices[device_id]
+        if program.driver_is is not None:
+            return driver == program.driver_is
         content = self._contents.get(device_id)
         if content is None:
             content = self._contents[device_id] = _content_key(driver, device)

@@ -502,3 +502,12 @@ def test_a_full_verdict_memo_forgets_its_oldest_verdicts_not_all(monkeypatch: py
     calls.clear()
     assert fate(second) == "-> a"
     assert calls == []
+
+
+def test_a_deviceclass_naming_its_driver_costs_no_cel_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``device.driver == "<name>"``, how DeviceClasses select, is decided without the interpreter: with
+    no budget at all the pod still moves, and a class selecting another driver still matches nothing."""
+    monkeypatch.setattr(cel, "CYCLE_COST", 0)
+    assert fate(pod_with()(cluster())) == "-> a"
+    other = both(cluster()).device_class("other", "device.driver == 'other.example.com'")
+    assert fate(moved_pod(other, requests=[exactly("other")])).startswith(reasons.NO_DESTINATION)
