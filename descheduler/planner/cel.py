@@ -52,6 +52,7 @@ from descheduler.cluster.types import Device
 from descheduler.units import parse_quantity
 
 __all__ = [
+    "CelBudgetError",
     "CelError",
     "DeviceView",
     "Meter",
@@ -566,7 +567,8 @@ class _Count:
 
 
 class _Metered(Evaluator):
-    """celpy's evaluator, counting each node it visits and each value it builds."""
+    """celpy's evaluator, counting each node it visits and each value it builds (lark's ``Interpreter``
+    sends every node, children included, through ``_visit_tree``; macros through ``sub_evaluator``)."""
 
     def __init__(self, ast: lark.Tree[Any], activation: Activation, count: _Count) -> None:
         super().__init__(ast, activation)
