@@ -6,8 +6,9 @@ slice written by a buggy driver can never stall the cache.
 
 - A device's attribute and capacity names are qualified: an unqualified ``model`` of driver
   ``gpu.example.com`` becomes ``gpu.example.com/model`` (as the scheduler's CEL environment sees it).
-- Capacity quantities become integers in the planner's unit for plain amounts (bytes, counts; rounded
-  up, as ``Quantity.Value()``).
+- Capacity quantities stay exact (a ``Fraction``; ``500m`` is 1/2): CEL compares them as
+  ``resource.Quantity`` does, so rounding ``500m`` up to 1 would make ``isGreaterThan(quantity('600m'))``
+  hold here and not in the scheduler. Only precision below a nano is rounded up, as ``Quantity`` does.
 - Devices the planner cannot reason about (partitionable devices consuming shared counters, devices
   allocatable to several claims, binding conditions, device taints, per-device node selection) are kept
   with ``Device.unsupported`` saying why; they are never counted as free.
@@ -17,8 +18,10 @@ slice written by a buggy driver can never stall the cache.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 from descheduler.cluster.parse import (
@@ -32,7 +35,6 @@ from descheduler.cluster.parse import (
     _metadata,
     _owner,
     node_selector_term,
-    resource_value,
     show,
 )
 from descheduler.cluster.types import (
@@ -45,6 +47,7 @@ from descheduler.cluster.types import (
     ResourceClaim,
     ResourceSlice,
 )
+from descheduler.units import parse_quantity
 
 __all__ = [
     "MAX_CEL_CHARS",
@@ -170,6 +173,20 @@ def _attribute(obj: Obj, value: Any, path: str) -> tuple[AttributeValue, bool]:
     return text, kind == "version"
 
 
+_NANO = 10**9
+
+
+def _capacity(obj: Obj, value: Any, path: str) -> Fraction:
+    """An exact, non-negative quantity (module docstring); below a nano rounded up as ``Quantity``."""
+    try:
+        amount = parse_quantity(value)
+    except ValueError as exc:
+        raise _fail(obj, path, str(exc)) from None
+    if amount < 0:
+        raise _fail(obj, path, f"must not be negative, got {show(value)}")
+    return Fraction(math.ceil(amount * _NANO), _NANO)
+
+
 def _device(obj: Obj, driver: str, value: Any, path: str, slice_unsupported: str) -> Device:
     if not isinstance(value, Mapping):
         raise _fail(obj, path, f"must be an object, got {show(value)}")
@@ -186,17 +203,14 @@ def _device(obj: Obj, driver: str, value: Any, path: str, slice_unsupported: str
         attributes[full], is_version = _attribute(obj, attribute, where)
         if is_version:
             versions.add(full)
-    capacity: dict[str, int] = {}
+    capacity: dict[str, Fraction] = {}
     for key, amount in capacity_in.items():
         where = f"{path}.capacity.{show(key)}"
         full = _qualified_name(obj, driver, key, where)
         entry = _obj_at(obj, amount, where)
         if entry.get("value") is None:
             raise _fail(obj, f"{where}.value", "is required")
-        try:
-            capacity[full] = resource_value(full, entry["value"])
-        except ValueError as exc:
-            raise _fail(obj, f"{where}.value", str(exc)) from None
+        capacity[full] = _capacity(obj, entry["value"], f"{where}.value")
     unsupported = [why for field, why in _UNSUPPORTED_FIELDS if value.get(field) not in (None, False, [], {})]
     if slice_unsupported:
         unsupported.insert(0, slice_unsupported)
@@ -347,6 +361,8 @@ def _result(obj: Obj, value: Any, path: str) -> AllocatedDevice:
 @_guarded
 def parse_resource_claim(obj: Obj) -> ResourceClaim:
     name, namespace, meta = _metadata(obj)
+    if obj.get("spec") is None:  # the API requires it; read as "asks for nothing", its pod would move
+        raise _fail(obj, "spec", "is required")
     devices = _map(obj, "spec.devices")
     requests = tuple(
         _request(obj, r, f"spec.devices.requests[{i}]")

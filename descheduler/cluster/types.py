@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 ResourceList = Mapping[str, int]
 """Resource name to integer amount: cpu in millicores, memory and storage in bytes, others in units."""
@@ -222,8 +223,8 @@ class Device:
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
     versions: frozenset[str] = frozenset()
     """Qualified names of the attributes that are semantic versions (``version`` in the API)."""
-    capacity: Mapping[str, int] = field(default_factory=dict)
-    """Quantities as integers in the unit the planner uses for memory (bytes) and plain counts."""
+    capacity: Mapping[str, Fraction] = field(default_factory=dict)
+    """Exact quantities (``500m`` is 1/2), as CEL compares them."""
     unsupported: str = ""
     """Why this device cannot be reasoned about (partitionable: ``consumesCounters``; shareable:
     ``allowMultipleAllocations``; binding conditions); such devices are never counted as free."""

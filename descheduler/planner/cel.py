@@ -13,11 +13,22 @@ The environment follows resource.k8s.io/v1's ``CELDeviceSelector``:
   evaluation error (the scheduler then aborts the allocation, so the pod would stay Pending);
 - a result that is not a bool is an error.
 
-Bounded: an expression is at most ``MAX_CEL_CHARS`` long (the API's limit), nested at most
-``MAX_DEPTH`` parse levels deep, and its estimated evaluation cost (AST nodes visited, each multiplied by
-the size of the lists the enclosing comprehensions walk) is at most ``MAX_COST``; otherwise it is refused
-before it runs. celpy's non-standard ``reduce`` and ``min`` macros are unknown functions here, as in
-Kubernetes. Errors are one short line: celpy's own message would print the whole activation.
+Bounded, as Kubernetes bounds DRA CEL (an estimated cost at admission, a runtime cost in the allocator),
+because selectors come from ResourceClaims that namespace users write:
+
+- at compile: at most ``MAX_CEL_CHARS`` long (the API's limit), nested at most ``MAX_DEPTH`` parse levels,
+  and an estimated cost of at most ``MAX_COST``. The estimate, like Kubernetes', follows the size of
+  lists and strings through ``+`` and the macros (``[[1]].map(l, l + l)`` doubles the inner list at each
+  link of a chain) and charges each comprehension its range times its body;
+- at run: every parse node visited costs 1 and every list, map or string built costs its length, within
+  ``MAX_COST`` per evaluation and a ``Meter``'s budget per cycle; no value may hold more than
+  ``MAX_VALUE_SIZE`` elements or characters, nested ones counted (memory stays bounded, and so does the
+  work of comparing two values). Past a limit the evaluation stops with a ``CelError``.
+
+``MAX_COST`` is stricter than Kubernetes' 1,000,000 (``CELSelectorExpressionMaxCost``): one unit costs
+4-20 us here, and a refused selector only keeps its pod in place. celpy's non-standard ``reduce`` and
+``min`` macros are unknown functions here, as in Kubernetes. Errors are one short line: celpy's own
+message would print the whole activation.
 """
 
 from __future__ import annotations
@@ -34,18 +45,36 @@ import celpy
 import celpy.celtypes as ct
 import lark
 from celpy.celparser import CELParseError
-from celpy.evaluation import CELEvalError
+from celpy.evaluation import Activation, CELEvalError, Evaluator
 
 from descheduler.cluster.dra import MAX_CEL_CHARS, SEMVER
 from descheduler.cluster.types import Device
 from descheduler.units import parse_quantity
 
-__all__ = ["CelError", "DeviceView", "Selector", "compile_selector", "device_view", "selects"]
+__all__ = [
+    "CelBudgetError",
+    "CelError",
+    "DeviceView",
+    "Meter",
+    "Selector",
+    "compile_selector",
+    "device_view",
+    "selects",
+]
 
 MAX_DEPTH = 250
 """Parse-tree levels (one parenthesis adds about a dozen); celpy evaluates recursively."""
 MAX_COST = 20_000
-"""Estimated node visits: a real selector costs tens."""
+"""Cost units (node visits, plus the length of each list, map or string built), estimated at compile and
+counted at run, per evaluation: a real selector costs tens; 20,000 take at most ~0.4 s."""
+MAX_VALUE_SIZE = 10_000
+"""Elements or characters of any one value during an evaluation, nested values counted."""
+CYCLE_COST = 250_000
+"""Cost units a ``Meter`` allows, by default: one cycle's evaluations. A unit costs 4-20 us here (most
+in comprehensions), so ~1-5 s; with the verdicts remembered across cycles, later cycles go on where the
+budget stopped."""
+EVALUATION_COST = 50
+"""What one evaluation costs the cycle's budget before its first node (building the activation)."""
 DEFAULT_RANGE = 32
 """What a comprehension over anything but a literal walks at most: a device's attributes and capacities
 together are at most 32 (``ResourceSliceMaxAttributesAndCapacitiesPerDevice``)."""
@@ -260,22 +289,9 @@ def _children(tree: lark.Tree[Any]) -> list[lark.Tree[Any]]:
     return [c for c in tree.children if isinstance(c, lark.Tree)]
 
 
-def _range_bound(tree: lark.Tree[Any]) -> int:
-    """How many items a comprehension over ``tree`` walks at most."""
-    while True:
-        if tree.data == "list_lit":
-            items = _children(tree)
-            return len(_children(items[0])) if items else 0
-        if tree.data == "map_lit":
-            items = _children(tree)
-            return len(_children(items[0])) // 2 if items else 0
-        if tree.data == "member_dot_arg" and _method(tree) in ("map", "filter"):
-            tree = _children(tree)[0]
-            continue
-        children = _children(tree)
-        if len(children) != 1:
-            return DEFAULT_RANGE
-        tree = children[0]
+_HUGE = 2**62
+"""Estimates are clamped here: anything near it is refused anyway."""
+_STRINGS = frozenset({"STRING_LIT", "MLSTRING_LIT", "BYTES_LIT"})
 
 
 def _method(tree: lark.Tree[Any]) -> str:
@@ -284,26 +300,131 @@ def _method(tree: lark.Tree[Any]) -> str:
 
 
 def _check(ast: lark.Tree[Any]) -> None:
-    """Refuse what could not be evaluated in bounded time and stack (module docstring)."""
-    cost = 0
-    stack: list[tuple[lark.Tree[Any], int, int]] = [(ast, 1, 0)]
+    """Refuse what could not be evaluated in bounded stack, or names no Kubernetes CEL function."""
+    stack: list[tuple[lark.Tree[Any], int]] = [(ast, 0)]
     while stack:
-        tree, weight, depth = stack.pop()
+        tree, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise CelError("expression nested too deeply")
-        cost += weight
-        if cost > MAX_COST:
-            raise CelError(f"expression too costly to evaluate (estimated cost above {MAX_COST})")
-        children = _children(tree)
         if tree.data == "member_dot_arg" and _method(tree) in _NOT_CEL:
             raise CelError(f"undeclared reference to {_method(tree)!r}")
-        if tree.data == "member_dot_arg" and _method(tree) in _MACROS:
-            member, *rest = children
-            stack.append((member, weight, depth + 1))
-            inner = weight * max(1, _range_bound(member))
-            stack.extend((child, inner, depth + 1) for child in rest)
-            continue
-        stack.extend((child, weight, depth + 1) for child in children)
+        stack.extend((child, depth + 1) for child in _children(tree))
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What the estimate knows of a value: at most how many elements or characters, and its elements'
+    shape (a list's items, a map's values)."""
+
+    size: int = 0
+    item: _Shape | None = None
+
+    def deep(self) -> int:
+        """Elements and characters, nested ones counted."""
+        return min(_HUGE, self.size * (1 + (self.item.deep() if self.item is not None else 0)))
+
+
+_SCALAR = _Shape()
+_TEXT = _Shape(64)
+"""A device's string or version attribute (``DeviceAttributeMaxValueLength``), or any scalar."""
+_UNKNOWN = _Shape(DEFAULT_RANGE, _Shape(DEFAULT_RANGE, _TEXT))
+"""A variable or field the estimate cannot follow: the ``device`` maps are at most this."""
+
+
+def _join(a: _Shape | None, b: _Shape | None) -> _Shape | None:
+    if a is None or b is None:
+        return a or b
+    return _Shape(max(a.size, b.size), _join(a.item, b.item))
+
+
+def _joined(shapes: list[_Shape]) -> _Shape:
+    out: _Shape | None = None
+    for shape in shapes:
+        out = _join(out, shape)
+    return out or _SCALAR
+
+
+class _Estimate:
+    """Kubernetes-style cost estimate (module docstring): a cost and a shape per subtree. Linear in the
+    tree: a macro's body is estimated once and charged as often as its range is long."""
+
+    def __init__(self) -> None:
+        self.scope: dict[str, _Shape] = {}
+
+    def run(self, tree: lark.Tree[Any]) -> tuple[int, _Shape]:
+        kind, kids = tree.data, _children(tree)
+        if kind == "literal":
+            token = tree.children[0]
+            text = isinstance(token, lark.Token) and token.type in _STRINGS
+            return 1, _Shape(len(str(token))) if text else _SCALAR
+        if kind in ("ident", "dot_ident"):
+            return 1, self.scope.get(str(tree.children[-1]), _UNKNOWN)
+        if kind == "member_dot_arg" and _method(tree) in _MACROS:
+            return self._macro(tree, kids)
+        if kind in ("list_lit", "map_lit"):
+            items = [self.run(k) for k in (_children(kids[0]) if kids else [])]
+            values = items if kind == "list_lit" else items[1::2]
+            size = len(values)
+            return _sum(2 + size, *(c for c, _ in items)), _Shape(size, _joined([s for _, s in values]))
+        parts = [self.run(k) for k in kids]
+        cost = _sum(1, *(c for c, _ in parts))
+        shapes = [s for _, s in parts]
+        return self._operation(tree, kind, cost, shapes)
+
+    def _operation(
+        self, tree: lark.Tree[Any], kind: str, cost: int, shapes: list[_Shape]
+    ) -> tuple[int, _Shape]:
+        if kind == "addition" and len(shapes) == 2:
+            if _children(tree)[0].data != "addition_add":
+                return cost, _SCALAR
+            left, right = shapes
+            joined = _Shape(min(_HUGE, left.size + right.size), _join(left.item, right.item))
+            return _sum(cost, joined.size), joined
+        if kind == "relation" and len(shapes) == 2:  # `in` walks the container; == stops at the smaller
+            left, right = shapes
+            within = _children(tree)[0].data == "relation_in"
+            walked = right.deep() if within else min(left.deep(), right.deep())
+            return _sum(cost, walked), _SCALAR
+        if kind in ("member_dot", "member_index"):
+            return cost, shapes[0].item or _TEXT
+        if kind == "ident_arg" and str(tree.children[0]) == "has":  # a presence test reads nothing
+            return cost, _SCALAR
+        if kind in ("member_dot_arg", "ident_arg", "dot_ident_arg"):
+            # String functions read their arguments whole; a result (``string(x)``...) is a new value.
+            result = _joined(shapes) if any(s.size for s in shapes) else _TEXT
+            return _sum(cost, result.size, *(s.size for s in shapes)), result
+        if kind == "expr" and len(shapes) == 3:
+            return cost, _joined(shapes[1:])
+        if kind in ("conditionalor", "conditionaland", "multiplication") and len(shapes) == 2:
+            return cost, _SCALAR
+        return cost, _joined(shapes)
+
+    def _macro(self, tree: lark.Tree[Any], kids: list[lark.Tree[Any]]) -> tuple[int, _Shape]:
+        member, *rest = kids
+        args = _children(rest[0]) if rest else []
+        names = [str(t.children[0]) for t in args[0].find_data("ident")] if args else []
+        if len(args) < 2 or len(names) != 1:
+            raise CelError(f"{_method(tree)}() needs a variable and an expression")
+        cost, over = self.run(member)
+        items = max(1, over.size)
+        item = over.item or _TEXT
+        saved = self.scope.get(names[0])
+        self.scope[names[0]] = item
+        bodies = [self.run(body) for body in args[1:]]
+        if saved is None:
+            del self.scope[names[0]]
+        else:
+            self.scope[names[0]] = saved
+        cost = _sum(cost, 1, min(_HUGE, items * _sum(1, *(c for c, _ in bodies))))
+        if _method(tree) == "map":
+            return cost, _Shape(items, bodies[-1][1])
+        if _method(tree) == "filter":
+            return cost, _Shape(items, item)
+        return cost, _SCALAR
+
+
+def _sum(*costs: int) -> int:
+    return min(_HUGE, sum(costs))
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +433,12 @@ class Selector:
 
     expression: str
     program: celpy.Runner
+    driver_is: str | None = None
+    """For ``device.driver == "<name>"`` (how DeviceClasses select their driver's devices): the name.
+    Such a selector is decided without the interpreter, remembering nothing and costing no budget."""
+
+
+_DRIVER_IS = re.compile(r"""^\s*device\s*\.\s*driver\s*==\s*(?:"([^"\\]*)"|'([^'\\]*)')\s*$""")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -327,7 +454,12 @@ def compile_selector(expression: str) -> Selector:
     except RecursionError:
         raise CelError("expression nested too deeply") from None
     _check(ast)
-    return Selector(expression, _ENVIRONMENT.program(ast, functions=FUNCTIONS))
+    cost, _ = _Estimate().run(ast)
+    if cost > MAX_COST:
+        raise CelError(f"expression too costly to evaluate (estimated cost above {MAX_COST})")
+    plain = _DRIVER_IS.match(expression)
+    driver = None if plain is None else (plain.group(1) if plain.group(1) is not None else plain.group(2))
+    return Selector(expression, _ENVIRONMENT.program(ast, functions=FUNCTIONS), driver)
 
 
 _ACTIVATION_NOISE = re.compile(r"\s*\(in activation .*$", re.DOTALL)
@@ -372,16 +504,114 @@ def _message(exc: CELEvalError) -> str:
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
 
 
-def selects(selector: Selector, device: DeviceView) -> bool:
-    """Whether the expression holds for the device; ``CelError`` when it cannot be evaluated."""
+class Meter:
+    """Cost units left to a series of evaluations (one planning cycle's): past them every evaluation
+    fails at once with ``CelBudgetError``, so a cycle's CEL work is bounded whatever the claims say."""
+
+    def __init__(self, budget: int | None = None) -> None:
+        self.left = CYCLE_COST if budget is None else budget
+        self.spent = 0
+
+
+class CelBudgetError(CelError):
+    """The ``Meter`` ran out: a verdict on this cycle's budget, not on the device (not remembered)."""
+
+
+class _Exhausted(Exception):
+    """A limit reached mid-evaluation; no subclass of what celpy turns into a CEL error value."""
+
+
+class _Count:
+    """One evaluation's cost (module docstring): 1 per node visited, and each new list, map or string
+    its length; the nested size of every value is checked against ``MAX_VALUE_SIZE``."""
+
+    __slots__ = ("limit", "meter", "seen", "tripped", "used")
+
+    def __init__(self, meter: Meter | None) -> None:
+        self.meter = meter
+        self.limit = MAX_COST if meter is None else min(MAX_COST, meter.left)
+        self.used = 0
+        self.tripped: CelError | None = None
+        self.seen: dict[int, tuple[object, int]] = {}
+        """id -> (value, nested size): the value is held so its id is not reused."""
+
+    def spend(self, units: int) -> None:
+        self.used += units
+        if self.tripped is None and self.used > self.limit:
+            if self.limit < MAX_COST:
+                self.tripped = CelBudgetError("the CEL cost budget of this cycle is spent")
+            else:
+                self.tripped = CelError(f"evaluation cost above {MAX_COST}")
+        if self.tripped is not None:
+            raise _Exhausted(str(self.tripped))
+
+    def value(self, value: object, charge: bool = True) -> int:
+        """The nested size of ``value``; a value not seen before costs its length (``charge``: built
+        by the expression, not its input)."""
+        found = self.seen.get(id(value))
+        if found is not None:
+            return found[1]
+        size = len(value) if isinstance(value, (str, bytes, list, dict)) else 0
+        if charge:
+            self.spend(max(1, size))
+        parts = value.items() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        for part in parts:
+            for item in part if isinstance(value, dict) else (part,):
+                if isinstance(item, (str, bytes, list, dict)):
+                    size += self.value(item, charge)
+        self.seen[id(value)] = (value, size)
+        if size > MAX_VALUE_SIZE and self.tripped is None:
+            self.tripped = CelError(f"a value grows beyond {MAX_VALUE_SIZE} elements or characters")
+            raise _Exhausted(str(self.tripped))
+        return size
+
+
+class _Metered(Evaluator):
+    """celpy's evaluator, counting each node it visits and each value it builds (lark's ``Interpreter``
+    sends every node, children included, through ``_visit_tree``; macros through ``sub_evaluator``)."""
+
+    def __init__(self, ast: lark.Tree[Any], activation: Activation, count: _Count) -> None:
+        super().__init__(ast, activation)
+        self.count = count
+
+    def sub_evaluator(self, ast: lark.Tree[Any]) -> Evaluator:
+        return _Metered(ast, self.activation, self.count)
+
+    def _visit_tree(self, tree: lark.Tree[Any]) -> Any:
+        self.count.spend(1)
+        result = super()._visit_tree(tree)
+        if isinstance(result, (str, bytes, list, dict)):
+            self.count.value(result)
+        return result
+
+
+def selects(selector: Selector, device: DeviceView, meter: Meter | None = None) -> bool:
+    """Whether the expression holds for the device; ``CelError`` when it cannot be evaluated within the
+    limits (``CelBudgetError`` when ``meter`` is spent)."""
+    if meter is not None and meter.left < EVALUATION_COST:
+        raise CelBudgetError("the CEL cost budget of this cycle is spent")
+    count = _Count(meter)
+    count.value(device, charge=False)
     try:
-        result = selector.program.evaluate({"device": device})
+        runner = selector.program
+        result = _Metered(runner.ast, runner.new_activation(), count).evaluate({"device": device})
+    except _Exhausted:
+        result = None
     except CELEvalError as exc:
         raise CelError(_message(exc)) from None
     except RecursionError:
         raise CelError("expression nested too deeply") from None
+    except MemoryError:
+        raise CelError("out of memory") from None
     except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as exc:
         raise CelError(" ".join(str(exc).split())[:MAX_MESSAGE] or type(exc).__name__) from None
+    finally:
+        if meter is not None:
+            spent = EVALUATION_COST + min(count.used, count.limit)
+            meter.left -= spent
+            meter.spent += spent
+    if count.tripped is not None:
+        raise count.tripped
     if isinstance(result, CELEvalError):
         raise CelError(_message(result))
     if not isinstance(result, ct.BoolType):

@@ -9,15 +9,19 @@ allocated and reserved for this pod alone. Otherwise it stays, with its reason:
 - ``resource-claim-unallocated``: the claim is not generated, not found, or not allocated yet;
 - ``resource-claim-unsupported``: what this check does not model (admin access, constraints, a missing
   DeviceClass, a claim that could not be read), with the detail;
-- ``resource-claim-cel-error``: a selector cannot be evaluated on some device; kube-scheduler aborts the
-  allocation on such an error, so the replacement would stay Pending.
+- ``resource-claim-cel-error``: a selector cannot be evaluated, within the cost limits of ``cel.py``
+  and this cycle's CEL budget, on some device a node the pod may be scheduled on reaches (its node
+  selector, required affinity and tolerations admit the node; resources aside). kube-scheduler aborts
+  the allocation on such an error, so the replacement would stay Pending. Devices no such node
+  reaches are never evaluated, as in the scheduler.
 
 A low node qualifies only if the ResourceSlices it can reach (``nodeName``, ``allNodes``, or a
 ``nodeSelector`` matching it; only the newest generation of each pool, and only complete pools) hold
 enough free devices: not in any claim's allocation (admin-access results excepted, they are not
 exclusive), not taken earlier in this cycle for a pod the plan moved, and satisfying the DeviceClass's
 selectors and the request's. ``ExactCount`` needs ``count`` of them; ``All`` needs every matching device
-the node reaches to be free (and at least one); ``firstAvailable`` takes the first subrequest that fits.
+the node reaches to be free (and at least one), and no pool the node reaches to be incomplete (the
+scheduler refuses ``All`` then); ``firstAvailable`` takes the first subrequest that fits.
 Devices the parser marked unsupported (partitionable, shareable...) never count as free.
 
 The assignment is greedy, request by request, devices in name order; the scheduler backtracks, so a
@@ -29,11 +33,13 @@ shared, so a per-node tally could not hold them.
 from __future__ import annotations
 
 import functools
+import hashlib
+import itertools
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from descheduler.cluster.selectors import node_term_matches
+from descheduler.cluster.selectors import node_term_matches, pod_node_affinity_matches, untolerated_taint
 from descheduler.cluster.types import (
     ClusterSnapshot,
     Device,
@@ -48,7 +54,7 @@ from descheduler.planner import reasons
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from descheduler.planner.cel import Selector
+    from descheduler.planner.cel import Meter, Selector
 
 
 @functools.cache
@@ -111,7 +117,8 @@ class DeviceIndex:
     def __init__(self, snapshot: ClusterSnapshot) -> None:
         self.claims: dict[str, ResourceClaim] = {c.key: c for c in snapshot.resource_claims}
         self.classes = {c.name: c for c in snapshot.device_classes}
-        self.slices = _usable(snapshot.resource_slices)
+        self.nodes = snapshot.nodes
+        self.slices, self.incomplete = _pools(snapshot.resource_slices)
         self.allocated: set[DeviceId] = {
             (r.driver, r.pool, r.device)
             for claim in snapshot.resource_claims
@@ -136,14 +143,19 @@ class DeviceIndex:
         }
         """Every device of a usable slice, with its driver."""
         self._reach: dict[str, frozenset[DeviceId]] = {}
-        self._matching: dict[tuple[str, tuple[str, ...]], frozenset[DeviceId] | ClaimProblem] = {}
+        self._reaches_incomplete: dict[str, bool] = {}
+        self._scopes: dict[Hashable, tuple[int, frozenset[DeviceId]]] = {}
+        self._matching: dict[tuple[str, tuple[str, ...], int], frozenset[DeviceId] | ClaimProblem] = {}
         self._needs: dict[str, tuple[_Need, ...]] = {}
+        self._meter: Meter | None = None
+        self._contents: dict[DeviceId, bytes] = {}
 
     # --- (a) may the pod move at all ----------------------------------------------------------------
 
     def check(self, pod: Pod) -> ClaimProblem | None:
         """None when the pod may move (its device needs then known for ``fit``), else why not."""
         needs: list[_Need] = []
+        scope: tuple[int, frozenset[DeviceId]] | None = None
         for ref in pod.resource_claims:
             if ref.claim_name:
                 return ClaimProblem(
@@ -168,8 +180,9 @@ class DeviceIndex:
             problem = self._claim_problem(pod, claim)
             if problem is not None:
                 return problem
+            scope = scope or self._scope(pod)
             for request in claim.requests:
-                need = self._need(claim, request)
+                need = self._need(claim, request, scope)
                 if isinstance(need, ClaimProblem):
                     return need
                 needs.append(need)
@@ -203,7 +216,23 @@ class DeviceIndex:
                     )
         return None
 
-    def _need(self, claim: ResourceClaim, request: DeviceRequest) -> _Need | ClaimProblem:
+    def _scope(self, pod: Pod) -> tuple[int, frozenset[DeviceId]]:
+        """(key, devices): the usable devices of the nodes the scheduler may try for the pod (module
+        docstring), alike for pods with the same node selector, affinity and tolerations."""
+        key = (tuple(sorted(pod.node_selector.items())), pod.required_node_terms, pod.tolerations)
+        found = self._scopes.get(key)
+        if found is None:
+            devices: set[DeviceId] = set()
+            for node in self.nodes:
+                if pod_node_affinity_matches(pod, node) and untolerated_taint(pod, node) is None:
+                    devices |= self.reach(node)
+            found = (len(self._scopes), frozenset(devices))
+            self._scopes[key] = found
+        return found
+
+    def _need(
+        self, claim: ResourceClaim, request: DeviceRequest, scope: tuple[int, frozenset[DeviceId]]
+    ) -> _Need | ClaimProblem:
         choices = []
         subrequests = request.first_available or (request,)
         for sub in subrequests:
@@ -214,7 +243,7 @@ class DeviceIndex:
                     f"request {label}: DeviceClass {sub.device_class} not found (a replacement would stay "
                     "Pending)",
                 )
-            matching = self._matching_devices(sub.device_class, sub.selectors)
+            matching = self._matching_devices(sub.device_class, sub.selectors, scope)
             if isinstance(matching, ClaimProblem):
                 return ClaimProblem(matching.code, f"request {label}: {matching.message}")
             count = 0 if sub.allocation_mode == "All" else sub.count
@@ -222,31 +251,35 @@ class DeviceIndex:
         return _Need(tuple(choices))
 
     def _matching_devices(
-        self, class_name: str, selectors: tuple[str, ...]
+        self, class_name: str, selectors: tuple[str, ...], scope: tuple[int, frozenset[DeviceId]]
     ) -> frozenset[DeviceId] | ClaimProblem:
-        """The usable devices the class's and the request's selectors select (class first, as the
+        """The devices of ``scope`` the class's and the request's selectors select (class first, as the
         scheduler evaluates them), or the first CEL error met."""
-        key = (class_name, selectors)
+        key = (class_name, selectors, scope[0])
         found = self._matching.get(key)
         if found is not None:
             return found
         owners = [(f"DeviceClass {class_name}", e) for e in self.classes[class_name].selectors]
         owners += [("the request", e) for e in selectors]
-        result = self._evaluate(owners)
+        result = self._evaluate(owners, scope[1])
         self._matching[key] = result
         return result
 
-    def _evaluate(self, owners: Sequence[tuple[str, str]]) -> frozenset[DeviceId] | ClaimProblem:
+    def _evaluate(
+        self, owners: Sequence[tuple[str, str]], scope: frozenset[DeviceId]
+    ) -> frozenset[DeviceId] | ClaimProblem:
         compiled = []
         for owner, expression in owners:
             try:
                 compiled.append((owner, _cel().compile_selector(expression)))
             except _cel().CelError as exc:
                 return _cel_problem(owner, expression, str(exc), None)
+        if self._meter is None:
+            self._meter = _cel().Meter()
         matched: set[DeviceId] = set()
-        for device_id, (driver, device) in sorted(self.devices.items()):
+        for device_id in sorted(scope):
             for owner, program in compiled:
-                verdict = _verdict(program, driver, device)
+                verdict = self._verdict(program, device_id)
                 if isinstance(verdict, str):
                     return _cel_problem(owner, program.expression, verdict, device_id)
                 if not verdict:
@@ -270,6 +303,39 @@ class DeviceIndex:
             self._reach[node.name] = found
         return found
 
+    def _incomplete_here(self, node: Node) -> bool:
+        """Whether ``node`` reaches a pool whose newest generation is not all published."""
+        found = self._reaches_incomplete.get(node.name)
+        if found is None:
+            found = any(_reaches(item, node) for item in self.incomplete)
+            self._reaches_incomplete[node.name] = found
+        return found
+
+    def _verdict(self, program: Selector, device_id: DeviceId) -> bool | str:
+        """Whether the selector holds for the device, or why it cannot be evaluated. Remembered across
+        cycles by the expression and the device's content (typed: ``true`` is not ``1``): slices rarely
+        change. A spent cycle budget is not remembered: the next cycle tries again."""
+        driver, device = self.devices[device_id]
+        if program.driver_is is not None:
+            return driver == program.driver_is
+        content = self._contents.get(device_id)
+        if content is None:
+            content = self._contents[device_id] = _content_key(driver, device)
+        key = (program.expression, content)
+        found = _VERDICTS.get(key)
+        if found is None:
+            try:
+                found = _cel().selects(program, _cel().device_view(driver, device), self._meter)
+            except _cel().CelBudgetError as exc:
+                return str(exc)
+            except _cel().CelError as exc:
+                found = str(exc)
+            if len(_VERDICTS) >= MAX_VERDICTS:
+                for old in list(itertools.islice(_VERDICTS, MAX_VERDICTS // 4)):
+                    del _VERDICTS[old]
+            _VERDICTS[key] = found
+        return found
+
     def _fit(self, pod: Pod, node: Node) -> _Fit | None:
         needs = self._needs.get(pod.uid)
         if needs is None:
@@ -282,8 +348,8 @@ class DeviceIndex:
                 here = choice.matching & reach
                 free = sorted(d for d in here if d not in self.unavailable and d not in self.taken)
                 free = [d for d in free if d not in chosen]
-                if choice.count == 0:  # All: every matching device here, and at least one
-                    if not here or len(free) != len(here):
+                if choice.count == 0:  # All: every matching device here, at least one, complete pools
+                    if not here or len(free) != len(here) or self._incomplete_here(node):
                         continue
                     picked = free
                 elif len(free) >= choice.count:
@@ -321,34 +387,22 @@ class DeviceIndex:
 
 
 MAX_VERDICTS = 100_000
-"""Selector verdicts remembered across cycles (a bool, or the error's message)."""
-_VERDICTS: dict[tuple[str, Hashable], bool | str] = {}
+"""Selector verdicts remembered across cycles (a bool, or the error's message); the oldest quarter goes
+when full, so a cluster with more devices than this still keeps most of what it learnt."""
+_VERDICTS: dict[tuple[str, bytes], bool | str] = {}
+_KINDS = {"bool": "bool", "int": "int", "float": "double", "str": "string"}
 
 
-def _verdict(program: Selector, driver: str, device: Device) -> bool | str:
-    """Whether the selector holds for the device, or why it cannot be evaluated. Remembered by the
-    expression and the device's content: slices rarely change, and evaluating CEL in Python costs a
-    fraction of a millisecond, thousands of times a cycle on a cluster of GPUs."""
-    key = (
-        program.expression,
-        (
-            driver,
-            device.name,
-            tuple(sorted(device.attributes.items())),
-            device.versions,
-            tuple(sorted(device.capacity.items())),
-        ),
+def _content_key(driver: str, device: Device) -> bytes:
+    """A digest of what CEL sees of the device, each value with its CEL type (``true`` and ``1`` are
+    equal and hash alike in Python, not in CEL); 16 bytes, so the memo stays small."""
+    attributes = sorted(
+        (k, "version" if k in device.versions else _KINDS.get(type(v).__name__, type(v).__qualname__), v)
+        for k, v in device.attributes.items()
     )
-    found = _VERDICTS.get(key)
-    if found is None:
-        try:
-            found = _cel().selects(program, _cel().device_view(driver, device))
-        except _cel().CelError as exc:
-            found = str(exc)
-        if len(_VERDICTS) >= MAX_VERDICTS:
-            _VERDICTS.clear()
-        _VERDICTS[key] = found
-    return found
+    capacity = sorted((k, "quantity", str(v)) for k, v in device.capacity.items())
+    text = repr((driver, device.name, attributes, capacity))
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
 def _cel_problem(owner: str, expression: str, error: str, device: DeviceId | None) -> ClaimProblem:
@@ -359,9 +413,11 @@ def _cel_problem(owner: str, expression: str, error: str, device: DeviceId | Non
     )
 
 
-def _usable(slices: Iterable[ResourceSlice]) -> tuple[ResourceSlice, ...]:
-    """The slices of each pool's newest generation, of complete pools only (a pool whose newest
-    generation is still being published cannot be reasoned about)."""
+def _pools(
+    slices: Iterable[ResourceSlice],
+) -> tuple[tuple[ResourceSlice, ...], tuple[ResourceSlice, ...]]:
+    """(usable, incomplete): the slices of each pool's newest generation, of complete pools (a pool
+    whose newest generation is still being published cannot be reasoned about), and of the others."""
     newest: dict[tuple[str, str], int] = {}
     for item in slices:
         pool = (item.driver, item.pool)
@@ -371,10 +427,11 @@ def _usable(slices: Iterable[ResourceSlice]) -> tuple[ResourceSlice, ...]:
         if item.pool_generation == newest[(item.driver, item.pool)]:
             current.setdefault((item.driver, item.pool), []).append(item)
     usable: list[ResourceSlice] = []
+    incomplete: list[ResourceSlice] = []
     for items in current.values():
-        if all(len(items) == item.slice_count for item in items):
-            usable.extend(items)
-    return tuple(usable)
+        complete = all(len(items) == item.slice_count for item in items)
+        (usable if complete else incomplete).extend(items)
+    return tuple(usable), tuple(incomplete)
 
 
 def _reaches(item: ResourceSlice, node: Node) -> bool:

@@ -258,7 +258,8 @@ class _Cycle:
         self.departures = tuple(d for d in departures if d.left + remembered > now)
         self.estimator = parts.estimator(usage, self.index, self.departures, settings.usage_window)
         self.devices: DeviceIndex | None = None
-        """DRA devices, with ``evictResourceClaimPods`` only (``devices.py``)."""
+        """DRA devices (``devices.py``): every device-holding pod that may move is checked against them,
+        also one the evict annotation lets through with ``evictResourceClaimPods`` off."""
 
     # --- the cycle ------------------------------------------------------------------------------------
 
@@ -305,7 +306,7 @@ class _Cycle:
                 if done.action != RESTART:
                     self.pdbs.record(done.pod)
             self.filter = self.parts.pod_filter(s, self.index)
-            if s.evict_resource_claim_pods:
+            if s.evict_resource_claim_pods or any(p.resource_claims for p in self.snapshot.pods):
                 self.devices = DeviceIndex(self.snapshot)
                 moved = [
                     (d.pod, self.index.nodes[d.destination])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -131,6 +132,23 @@ def test_a_slice_qualifies_names_converts_capacity_and_marks_partitionable_devic
     assert "consumesCounters" in partitioned.unsupported
 
 
+@pytest.mark.parametrize(
+    ("value", "exact"),
+    [
+        ("500m", Fraction(1, 2)),
+        ("1500m", Fraction(3, 2)),
+        ("1.5Gi", Fraction(3 * 2**29)),
+        ("1e-10", Fraction(1, 10**9)),  # below a nano: rounded up, as resource.Quantity does
+        (3, Fraction(3)),
+    ],
+)
+def test_device_capacities_stay_exact_quantities(value: object, exact: Fraction) -> None:
+    obj = copy.deepcopy(slice_obj())
+    obj["spec"]["devices"][0]["capacity"] = {"share": {"value": value}}
+    (device, _) = parse_resource_slice(obj).devices
+    assert device.capacity == {"gpu.example.com/share": exact}
+
+
 def test_slices_for_all_nodes_or_a_node_selector_keep_their_reach() -> None:
     everywhere = slice_obj()
     del everywhere["spec"]["nodeName"]
@@ -233,6 +251,7 @@ BAD: list[tuple[str, Callable[[], Obj], Callable[[Obj], None], str]] = [
     ("a bad mode", claim_obj, put((*REQUEST, "allocationMode"), "Some"), "allocationMode"),
     ("a long CEL", claim_obj, put((*REQUEST, "selectors"), [{"cel": {"expression": "x" * 10241}}]), "longer"),
     ("no CEL", claim_obj, put((*REQUEST, "selectors"), [{}]), "selectors[0].cel is required"),
+    ("a claim without spec", claim_obj, put(("spec",), None), "spec is required"),
     (
         "both request forms",
         claim_obj,

@@ -5,7 +5,20 @@ from __future__ import annotations
 import pytest
 
 from descheduler.cluster.types import Device
-from descheduler.planner.cel import MAX_COST, CelError, compile_selector, device_view, selects
+from descheduler.planner import cel
+from descheduler.planner.cel import (
+    _ENVIRONMENT,
+    EVALUATION_COST,
+    MAX_COST,
+    CelBudgetError,
+    CelError,
+    Meter,
+    _Estimate,
+    compile_selector,
+    device_view,
+    selects,
+)
+from tests.unit.guards import within
 
 DRIVER = "gpu.example.com"
 GPU = Device(
@@ -90,3 +103,60 @@ def test_expressions_that_cannot_be_evaluated_give_one_short_line(expression: st
 
 def test_an_expression_is_compiled_once() -> None:
     assert compile_selector("device.driver != ''") is compile_selector("device.driver != ''")
+
+
+# --- issue 37, point 18: selectors written by namespace users are bounded ------------------------------
+
+
+HOSTILE: list[tuple[str, str]] = [
+    ("lists doubled through 22 chained maps", "[[1]]" + ".map(l, l + l)" * 22 + ".size() > 0"),
+    ("strings doubled through 34 chained maps", '["ab"]' + ".map(s, s + s)" * 34 + ".size() > 0"),
+    ("a shared tree compared leaf by leaf", " == ".join(["[[1]]" + ".map(l, [l, l])" * 30] * 2)),
+    ("a comprehension over a long literal", "[" + ", ".join(["1"] * 900) + "].all(x, x == 1)"),
+]
+
+
+@pytest.mark.parametrize(("case", "expression"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_selectors_whose_values_grow_are_refused_at_compile_by_their_estimated_cost(
+    case: str, expression: str
+) -> None:
+    with within(30), pytest.raises(CelError, match=f"estimated cost above {MAX_COST}"):
+        selects(compile_selector(expression), device_view(DRIVER, GPU))
+
+
+def test_a_real_selector_is_estimated_at_tens_of_units() -> None:
+    for expression, _ in HOLDS:
+        compile_selector(expression)  # none refused
+    assert _Estimate().run(_ENVIRONMENT.compile(f"{A}.model == 'a100' && {A}.index >= 3"))[0] < 200
+
+
+def test_the_runtime_count_stops_an_evaluation_past_the_per_evaluation_cost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The estimate let it through (at 20,000); evaluations are counted too, and stop at the limit."""
+    program = compile_selector("[" + ", ".join(["1"] * 100) + "].all(x, x == 1)")
+    monkeypatch.setattr(cel, "MAX_COST", 500)
+    with pytest.raises(CelError, match="evaluation cost above 500"):
+        selects(program, device_view(DRIVER, GPU))
+
+
+def test_no_value_grows_past_the_size_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    program = compile_selector('["ab"]' + ".map(s, s + s)" * 9 + ".size() > 0")  # 1,024 characters
+    assert selects(program, device_view(DRIVER, GPU))
+    monkeypatch.setattr(cel, "MAX_VALUE_SIZE", 500)
+    with pytest.raises(CelError, match="a value grows beyond 500 elements or characters"):
+        selects(program, device_view(DRIVER, GPU))
+
+
+def test_a_spent_cycle_budget_stops_every_further_evaluation() -> None:
+    program = compile_selector("[" + ", ".join(["1"] * 100) + "].all(x, x == 1)")
+    meter = Meter(5_000)
+    verdicts = []
+    for _ in range(10):
+        try:
+            verdicts.append(selects(program, device_view(DRIVER, GPU), meter))
+        except CelBudgetError as error:
+            verdicts.append(str(error))
+    assert verdicts[0] is True
+    assert verdicts[-1] == "the CEL cost budget of this cycle is spent"
+    assert meter.spent <= 5_000 + EVALUATION_COST

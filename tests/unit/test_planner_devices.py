@@ -6,14 +6,19 @@ and ``b``; the pod goes to the coolest low node that has what its claim asks for
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from descheduler.planner import PlannerState, plan, reasons
+from descheduler.cluster.build import build_snapshot
+from descheduler.cluster.parse import iter_objects
+from descheduler.planner import PlannerState, cel, plan, reasons
+from descheduler.planner import devices as memo_module
 from descheduler.planner.reference import REFERENCE, REFERENCE_BOUNDED
-from tests.unit.builders import GPU_DRIVER, NOW, World, cpu, exactly, gpu, settings
+from tests.unit.builders import GPU_DRIVER, NOW, World, cpu, evicted, exactly, gpu, settings, skip_codes
+from tests.unit.guards import within
 
 MIGRATION = {"evictResourceClaimPods": True}
 A = f"device.attributes['{GPU_DRIVER}']"
@@ -317,3 +322,192 @@ def test_a_replan_counts_the_devices_of_the_cycles_earlier_evictions() -> None:
     sent = [e for e in first.evictions if e.pod.name == "q"]
     again = plan(world.snapshot(), world.usage(), config, PlannerState(), NOW, already=sent)
     assert [(e.pod.name, e.destination) for e in again.evictions] == [("p", "b")]
+
+
+# --- issue 37: device capacities, the verdict memo, the evict annotation, reach, incomplete pools ------
+
+
+def shares(**per_node: str) -> Scenario:
+    """One device per node with a ``share`` capacity of the given quantity."""
+
+    def build(world: World) -> World:
+        for node, share in per_node.items():
+            device = gpu("gpu-0", capacity={"share": {"value": share}})
+            world.resource_slice(f"{node}-gpus", [device], node=node)
+        return world
+
+    return build
+
+
+def flags(world: World) -> World:
+    """``a``'s device has a bool attribute ``flag: true``, ``b``'s (same name) an int ``flag: 1``."""
+    for node, value in (("a", {"bool": True}), ("b", {"int": 1})):
+        world.resource_slice(f"{node}-gpus", [gpu("gpu-0", attributes={"flag": value})], node=node)
+    return world
+
+
+def orphan_device(node: str | None = "gone", **taints: str) -> Scenario:
+    """Both low nodes have a100s; one more device, without a ``model``, is on ``node`` (a node that does
+    not exist, by default), or on a node ``c`` carrying ``taints``."""
+
+    def build(world: World) -> World:
+        both(world)
+        odd = {"name": "odd-0", "attributes": {"kind": {"string": "fpga"}}}
+        if node is None:
+            tainted = [{**taints, "effect": "NoSchedule"}] if taints else []
+            world.node("c", cpu="40", usage=cpu("3"), taints=tainted)
+        world.resource_slice("odd", [odd], node=node or "c", pool="odd")
+        return moved_pod(world, requests=[exactly("gpu", f"{A}.model == 'a100'")])
+
+    return build
+
+
+def all_with_incomplete_pool(world: World) -> World:
+    """``a``: a complete pool with one free device, and a second pool of two slices with one published;
+    ``All`` is refused there by the scheduler (the pool is being updated), so ``b``."""
+    world.resource_slice("a-gpus", [gpu("gpu-0")], node="a")
+    world.resource_slice("a-extra-1", [gpu("gpu-5")], node="a", pool="a-extra", count=2)
+    world.resource_slice("b-gpus", [gpu("gpu-0")], node="b")
+    return moved_pod(world, requests=[exactly("gpu", mode="All")])
+
+
+ISSUE_37: list[tuple[str, Scenario, str]] = [
+    (
+        "500m is not greater than 600m",
+        lambda w: moved_pod(
+            shares(a="500m", b="500m")(w),
+            requests=[exactly("gpu", f"has({C}.share) && {C}.share.isGreaterThan(quantity('600m'))")],
+        ),
+        f"{reasons.NO_DESTINATION}: no low node fits (2 checked): 2 lack free devices",
+    ),
+    (
+        "1500m is less than 1600m",
+        lambda w: moved_pod(
+            shares(a="1500m", b="2")(w),
+            requests=[exactly("gpu", f"has({C}.share) && {C}.share.isLessThan(quantity('1600m'))")],
+        ),
+        "-> a",
+    ),
+    (
+        "a cached verdict for true is not reused for 1",
+        lambda w: moved_pod(flags(w), requests=[exactly("gpu", f"{A}.flag == true")]),
+        f"{CEL_ERROR} `{A}.flag == true` cannot be evaluated on device gpu.example.com/b/gpu-0",
+    ),
+    ("an error on a device no node reaches", orphan_device(), "-> a"),
+    ("an error on a device of a node the pod cannot go to", orphan_device(None, key="fpga"), "-> a"),
+    (
+        "an error on a device of a node the pod may go to",
+        orphan_device(None),
+        f"{CEL_ERROR} `{A}.model == 'a100'` cannot be evaluated on device gpu.example.com/odd/odd-0",
+    ),
+    ("All where the node reaches an incomplete pool", all_with_incomplete_pool, "-> b"),
+]
+
+
+@pytest.mark.parametrize(("case", "build", "expected"), ISSUE_37, ids=[s[0] for s in ISSUE_37])
+def test_device_pods_are_judged_as_the_scheduler_would_allocate(
+    case: str, build: Scenario, expected: str
+) -> None:
+    assert fate(build(cluster())).startswith(expected)
+
+
+def test_the_evict_annotation_never_skips_the_device_check() -> None:
+    """With ``evictResourceClaimPods`` off the annotation lets the pod through the filter, but it still
+    needs a free matching device: here there is none."""
+    world = moved_pod(
+        slices()(cluster()) and cluster(), annotations={"descheduler.alpha.kubernetes.io/evict": "true"}
+    )
+    assert fate(world, migration={}).startswith(
+        f"{reasons.NO_DESTINATION}: no low node fits (2 checked): 2 lack free devices"
+    )
+
+
+def test_the_evict_annotation_moves_a_device_pod_where_a_free_device_is() -> None:
+    world = moved_pod(both(cluster()), annotations={"descheduler.alpha.kubernetes.io/evict": "true"})
+    assert fate(world, migration={}) == "-> a"
+
+
+def test_a_claim_without_spec_is_refused_by_name_and_its_pod_stays() -> None:
+    world = moved_pod(both(cluster()))
+    claim = next(o for o in world.objects if o["kind"] == "ResourceClaim")
+    del claim["spec"]
+    problems: list[str] = []
+    snapshot = build_snapshot(iter_objects(world.objects), problems)
+    assert problems == ["ResourceClaim default/p-gpu: spec is required"]
+    result = plan(snapshot, world.usage(), settings(migration=MIGRATION), PlannerState(), NOW)
+    assert evicted(result) == []
+    assert skip_codes(result)["default/p"] == reasons.RESOURCE_CLAIM_UNALLOCATED
+
+
+HEAVY = "[" + ", ".join(str(i) for i in range(85)) + f"].all(x, !has({A}.uuid) || {A}.uuid != string(x))"
+"""Just under the estimated cost limit, and not remembered from one device to the next: each device has
+its own ``uuid``, as real drivers publish."""
+
+
+def uuid_gpus(world: World, per_node: int, tag: str) -> World:
+    """``per_node`` devices on each of ``a`` and ``b``, each with its own ``uuid`` (``tag`` keeps them
+    apart from other tests' in the process-wide verdict memo), in slices of 128."""
+    for node in ("a", "b"):
+        devices = [
+            gpu(f"gpu-{i}", attributes={"model": {"string": "a100"}, "uuid": {"string": f"{tag}-{node}-{i}"}})
+            for i in range(per_node)
+        ]
+        for start in range(0, per_node, 128):
+            chunk = devices[start : start + 128]
+            world.resource_slice(f"{node}-{start}", chunk, node=node, pool=f"{node}-{start}")
+    return world
+
+
+def test_a_costly_selector_over_many_devices_stops_at_the_cycle_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """1,280 devices: the cycle's CEL budget stops the work after a few evaluations and the pod stays."""
+    monkeypatch.setattr(cel, "CYCLE_COST", 40_000)
+    calls = []
+    real = cel.selects
+    monkeypatch.setattr(cel, "selects", lambda *a: calls.append(1) or real(*a))
+    world = moved_pod(uuid_gpus(cluster(), 640, f"budget-{uuid.uuid4()}"), requests=[exactly("gpu", HEAVY)])
+    with within(60):
+        outcome = fate(world)
+    assert outcome.startswith(CEL_ERROR) and outcome.endswith("the CEL cost budget of this cycle is spent")
+    assert 0 < len(calls) <= 40_000 // cel.EVALUATION_COST
+
+
+def test_what_a_spent_budget_left_undone_the_next_cycles_finish(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Verdicts are remembered across cycles, a spent budget is not: each cycle goes further."""
+    monkeypatch.setattr(cel, "CYCLE_COST", 600)
+    world = moved_pod(
+        uuid_gpus(cluster(), 6, f"progress-{uuid.uuid4()}"),
+        requests=[exactly("gpu", f"!has({A}.uuid) || {A}.uuid != 'none'")],
+    )
+    outcomes = [fate(world) for _ in range(6)]
+    assert outcomes[0].endswith("the CEL cost budget of this cycle is spent")
+    assert outcomes[-1] == "-> a"
+
+
+def test_a_full_verdict_memo_forgets_its_oldest_verdicts_not_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over its size the memo drops its oldest quarter: what the last cycle learnt is kept, so a cluster
+    with more verdicts than the memo holds is not evaluated afresh every cycle."""
+    monkeypatch.setattr(memo_module, "_VERDICTS", {})
+    monkeypatch.setattr(memo_module, "MAX_VERDICTS", 40)
+    calls = []
+    real = cel.selects
+    monkeypatch.setattr(cel, "selects", lambda *a: calls.append(1) or real(*a))
+    selector = f"!has({A}.uuid) || {A}.uuid != 'none'"
+    first, second = (
+        moved_pod(uuid_gpus(cluster(), 6, f"memo-{uuid.uuid4()}"), requests=[exactly("gpu", selector)])
+        for _ in range(2)
+    )
+    assert fate(first) == fate(second) == "-> a"  # 26 verdicts each: the second overflows the memo
+    calls.clear()
+    assert fate(second) == "-> a"
+    assert calls == []
+
+
+def test_a_deviceclass_naming_its_driver_costs_no_cel_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``device.driver == "<name>"``, how DeviceClasses select, is decided without the interpreter: with
+    no budget at all the pod still moves, and a class selecting another driver still matches nothing."""
+    monkeypatch.setattr(cel, "CYCLE_COST", 0)
+    assert fate(pod_with()(cluster())) == "-> a"
+    other = both(cluster()).device_class("other", "device.driver == 'other.example.com'")
+    assert fate(moved_pod(other, requests=[exactly("other")])).startswith(reasons.NO_DESTINATION)

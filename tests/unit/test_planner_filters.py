@@ -100,7 +100,8 @@ def test_each_filter_keeps_its_pods_with_a_reason_and_its_flag_lets_them_go(
         ({"owner": None}, {}, "evicted"),
         ({"priority": 2000000000}, {}, "evicted"),
         ({"volumes": [{"name": "v", "emptyDir": {}}]}, {}, "evicted"),
-        ({"resource_claims": True}, {}, "evicted"),
+        # past the opt-in, never past the device check (a claim used by name does not move with the pod)
+        ({"resource_claims": True}, {}, reasons.RESOURCE_CLAIM_SHARED),
         ({"owner": "missing"}, {}, "evicted"),
         ({"owner": "node-exporter", "owner_kind": "DaemonSet"}, {}, reasons.FILTERED_DAEMONSET),
         ({"terminating": True}, {}, reasons.FILTERED_TERMINATING),
