@@ -527,3 +527,46 @@ def test_without_the_policy_the_same_change_passes_so_the_refusal_is_the_policys
 ) -> None:
     answer = kustomize_proof.unpoliced[what]
     assert answer.returncode == 0, answer.stderr
+
+
+# --- steering refused: the descheduler says so once and works on -------------------------------------------
+
+
+def test_a_service_account_without_node_patch_works_on_unsteered_and_says_so_once(
+    control_plane: ControlPlane,
+    namespace: str,
+    admin_api: KubeApi,
+    usage_backend: UsageBackend,
+    tmp_path: Path,
+) -> None:
+    """The shipped ServiceAccount with the hotspot-taint binding taken away (an operator who trimmed RBAC):
+    the taint is refused with a real 403; the descheduler logs it once, puts one Warning Event on the node,
+    shows it in /readyz (still ready) and in ``descheduler_steering_active`` (0), and cures the hotspot by
+    evictions alone, without exiting."""
+    docs = install_manifests(control_plane)
+    (account,) = [d["metadata"] for d in docs if d["kind"] == "ServiceAccount"]
+    control_plane.kubectl("delete", "clusterrolebinding", "load-aware-descheduler-hotspot-taint")
+    identity = control_plane.token_kubeconfig(account["namespace"], account["name"], tmp_path / "identity")
+    try:
+        with hot_cluster_serving_usage(control_plane, admin_api, namespace, usage_backend) as cluster:
+            ports = Ports.free()
+            path = config(usage_backend, ports, namespace, tmp_path / "c.yaml", lease=LEASE)  # the Role's
+            with run_descheduler(path, identity, ports, tmp_path) as proc:
+                proc.wait_ready(timeout=30)
+                proc.wait_for(lambda: proc.events("steering_refused"), timeout=60, what="the refusal")
+                proc.wait_for(
+                    lambda: cluster.usage.node_percent(cluster.hot) < HIGH_CPU, timeout=90, what="the cure"
+                )
+                ready = proc.get("/readyz")
+                metrics = proc.get("/metrics")[1]
+                assert proc.terminate() == 0
+    finally:
+        install_manifests(control_plane)
+    (refused,) = proc.events("steering_refused")
+    assert "403" in refused["error"] and refused["node"] == cluster.hot
+    assert ready[0] == 200 and "steering off: the API server refused the hotspot taint" in ready[1], ready
+    assert "descheduler_steering_active 0.0" in metrics
+    assert [e["result"] for e in proc.events("eviction")].count("evicted") >= 2, "cured by evictions alone"
+    assert not tainted(control_plane, cluster.hot)
+    time.sleep(1)  # events are written in the background
+    assert node_events(control_plane, cluster.hot).count("HotspotTaintRefused") == 1
