@@ -739,6 +739,13 @@ def test_the_shipped_configuration_turns_the_hotspot_taint_on_while_the_model_de
     assert HotspotTaint().enabled is False
 
 
+def test_the_bundled_example_configuration_turns_the_hotspot_taint_on_too() -> None:
+    from descheduler.config.load import load_config
+
+    example = load_config(REPO / "config" / "examples" / "hotspot" / "config.yaml").low_node_load
+    assert example is not None and example.hotspot_taint.enabled is True
+
+
 @pytest.mark.parametrize(("policy", "group", "resource"), POLICIES, ids=[p[2] for p in POLICIES])
 def test_every_variant_holds_its_service_account_to_the_admission_policies(
     variant: tuple[str, list[Obj]], policy: str, group: str, resource: str
