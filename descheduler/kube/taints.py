@@ -5,7 +5,9 @@ just read, then adds or removes only our entry. If anything changed the taints i
 operator's ``kubectl taint``, the node controller), the test fails (HTTP 422), nothing is written, and
 the change is retried on a fresh read. So no concurrent change is ever overwritten, and no other taint
 is ever touched. Every change is an Event on the node. Needs node ``get`` (granted by the base
-ClusterRole) and ``patch`` (only in ``manifests/components/hotspot-taint``).
+ClusterRole) and ``patch`` (``manifests/components/hotspot-taint``, which the base includes; the admission
+policy of ``components/admission-policy`` lets it change nothing but this taint). A refusal (403) is the
+result ``forbidden``: ``service/steering.py`` turns steering off for a while and says so once.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ ATTEMPTS = 3
 
 ADDED_REASON = "HotspotTainted"
 REMOVED_REASON = "HotspotUntainted"
+REFUSED_REASON = "HotspotTaintRefused"
+FORBIDDEN = 403
+"""RBAC without node ``patch``, or the admission policy: the result ``forbidden``, for ``Steering``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +44,8 @@ class TaintOutcome:
     """``add`` or ``remove``."""
     result: str
     """``added``, ``removed``, ``unchanged`` (already so), ``would-add``/``would-remove`` (dry-run),
-    ``node-gone``, ``conflict`` (taints kept changing), ``failed``."""
+    ``node-gone``, ``conflict`` (taints kept changing), ``forbidden`` (403: RBAC or an admission policy),
+    ``failed``."""
     message: str = ""
 
     def to_dict(self) -> dict[str, str]:
@@ -108,6 +114,11 @@ class NodeTainter:
             return TaintOutcome(node, "remove", "would-remove", message)
         return self._change(node, False, message)
 
+    def report_refused(self, node: str, message: str) -> None:
+        """A Warning Event on ``node``: the server refused our taint there, and steering is off for now."""
+        if self.events is not None:
+            self.events.record_node(node, "", "Warning", REFUSED_REASON, message, action="Taint")
+
     def remove_all(self, nodes: Iterable[str], message: str) -> list[TaintOutcome]:
         """Shutdown and lost leadership: our taint off every listed node (best effort, one pass)."""
         return [self.remove(node, message) for node in sorted(set(nodes))]
@@ -122,7 +133,7 @@ class NodeTainter:
             except ApiStatusError as exc:
                 if exc.status == 404:
                     return TaintOutcome(node, action, "node-gone")
-                return self._failed(node, action, str(exc))
+                return self._failed(node, action, str(exc), exc.status)
             except KubeError as exc:
                 return self._failed(node, action, str(exc))
             spec = obj.get("spec") if isinstance(obj, dict) else None
@@ -138,7 +149,7 @@ class NodeTainter:
                     continue
                 if exc.status == 404:
                     return TaintOutcome(node, action, "node-gone")
-                return self._failed(node, action, str(exc))
+                return self._failed(node, action, str(exc), exc.status)
             except KubeError as exc:
                 return self._failed(node, action, str(exc))
             uid = str((obj.get("metadata") or {}).get("uid") or "")
@@ -152,6 +163,10 @@ class NodeTainter:
         return TaintOutcome(node, action, "conflict", f"taints kept changing ({ATTEMPTS} attempts): {last}")
 
     @staticmethod
-    def _failed(node: str, action: str, error: str) -> TaintOutcome:
+    def _failed(node: str, action: str, error: str, status: int = 0) -> TaintOutcome:
+        """A refusal (403) is ``forbidden`` and logged by ``Steering`` once; anything else is logged here."""
+        if status == FORBIDDEN:
+            log.debug("node_taint_forbidden", node=node, action=action, error=error)
+            return TaintOutcome(node, action, "forbidden", error)
         log.warning("node_taint_failed", node=node, action=action, error=error)
         return TaintOutcome(node, action, "failed", error)

@@ -267,8 +267,8 @@ class Service:
 
     # -- health -----------------------------------------------------------------------------
     def _readiness(self) -> tuple[bool, str]:
-        synced = self.cache.synced
-        return readiness(synced, self.runner.stale_cache() if synced else "", self.usage_problem)
+        synced, steering = self.cache.synced, self.runner.steering.problem()
+        return readiness(synced, self.runner.stale_cache() if synced else "", self.usage_problem, steering)
 
     def _liveness(self) -> tuple[bool, str]:
         interval = self.effective.config.descheduling_interval

@@ -42,15 +42,19 @@ def nodes_without_sample(record: CycleRecord) -> int:
     return len(names)
 
 
-def readiness(synced: bool, stale_cache: str, usage_problem: list[str]) -> tuple[bool, str]:
-    """/readyz: ready only with a synced, fresh cache and, in the last cycle, some usable usage."""
+def readiness(
+    synced: bool, stale_cache: str, usage_problem: list[str], steering_off: str = ""
+) -> tuple[bool, str]:
+    """/readyz: ready only with a synced, fresh cache and, in the last cycle, some usable usage. Steering
+    refused by the server is a condition in the detail, not unreadiness: the descheduler works on."""
+    ok, why = True, "ok"
     if not synced:
-        return False, "cache not synced"
-    if stale_cache:
-        return False, stale_cache
-    if usage_problem:
-        return False, "usage source unavailable in the last cycle: " + "; ".join(usage_problem[:3])
-    return True, "ok"
+        ok, why = False, "cache not synced"
+    elif stale_cache:
+        ok, why = False, stale_cache
+    elif usage_problem:
+        ok, why = False, "usage source unavailable in the last cycle: " + "; ".join(usage_problem[:3])
+    return ok, f"{why}\n{steering_off}" if steering_off else why
 
 
 def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveConfig) -> None:
@@ -99,6 +103,9 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
     for backoff in record.plan.new_backoffs():
         metrics.ping_pong_backoffs.labels(backoff.kind, backoff.name).inc()
     metrics.ping_pong_backing_off.set(len(record.plan.backoffs))
+    lnl = effective.low_node_load
+    steering_on = lnl is not None and lnl.hotspot_taint.enabled
+    metrics.steering_active.set(1 if steering_on and not record.steering_off else 0)
     fallbacks = sum(1 for why in record.object_problems.values() if why.startswith("kept"))
     metrics.cluster_objects.labels("fallback").set(fallbacks)
     metrics.cluster_objects.labels("left-out").set(len(record.object_problems) - fallbacks)

@@ -85,7 +85,9 @@ class CycleRunner:
         args = config.low_node_load
         steering_on = args is not None and args.hotspot_taint.enabled
         self.steering = Steering(
-            edges.tainter if steering_on else None, args.hotspot_taint.remove_after_cycles if args else 0
+            edges.tainter if steering_on else None,
+            args.hotspot_taint.remove_after_cycles if args else 0,
+            monotonic=self.clocks.monotonic,
         )
         self.windows = compile_windows(config.migration)
         """``evictionWindows``: outside them every planned eviction is reported ``outside-window``."""
@@ -186,6 +188,7 @@ class CycleRunner:
                 unconfirmed=tuple(sorted(self.unconfirmed)),
                 taints=(*added, *removed),
                 tainted=steering.keep,
+                steering_off=self.steering.problem(),
                 restore=restore,
                 quiet_seconds_left=self.ledger.quiet_left() if not self.config.dry_run else 0.0,
                 journal_failures=tuple(failures),

@@ -58,6 +58,10 @@ class Tainter(Protocol):
     def add(self, node: str, message: str) -> TaintResult: ...
     def remove(self, node: str, message: str) -> TaintResult: ...
 
+    def report_refused(self, node: str, message: str) -> None:
+        """Tell the world (a Warning Event on the node) that the server refused our taint: steering is off."""
+        ...
+
 
 class Evictor(Protocol):
     def evict(

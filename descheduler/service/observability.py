@@ -129,6 +129,12 @@ class Metrics:
             "Workloads left alone by the ping-pong guard in the last cycle.",
             registry=r,
         )
+        self.steering_active = Gauge(
+            "descheduler_steering_active",
+            "1 while the leader applies hotspot taints (hotspotTaint on, and the API server accepts them); 0 "
+            "when it is off or a taint was refused (403: RBAC or the admission policy).",
+            registry=r,
+        )
 
     def _declare_migration_state(self, r: CollectorRegistry) -> None:
         """The migration journal and the state rebuilt from it at a start or takeover."""

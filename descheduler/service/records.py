@@ -84,6 +84,8 @@ class CycleRecord:
     """Hotspot taints added or removed this cycle (``hotspotTaint``), or that dry-run would have."""
     tainted: tuple[str, ...] = ()
     """Nodes that keep the hotspot taint after this cycle."""
+    steering_off: str = ""
+    """Why hotspot taints are not applied (the API server refused one), or ``""`` (``steering.py``)."""
     skipped: str = ""
     """Why the cycle did not run at all (its plan is empty), e.g. a stale cache."""
     skip_code: str = ""
@@ -150,6 +152,8 @@ class CycleRecord:
             ]
         if self.taints or self.tainted:
             body["hotspotTaints"] = {"changes": [dict(t) for t in self.taints], "kept": list(self.tainted)}
+        if self.steering_off:
+            body["steeringOff"] = self.steering_off
         if self.restore is not None:
             body["restore"] = {
                 "result": self.restore.result,

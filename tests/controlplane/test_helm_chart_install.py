@@ -13,8 +13,16 @@ import pytest
 import yaml
 
 from descheduler.kube.api import KubeApi
+from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
-from tests.controlplane.loop import hot_cluster_serving_usage, loop_config
+from tests.controlplane.loop import fresh_namespace, hot_cluster_serving_usage, install_manifests, loop_config
+from tests.controlplane.policy import (
+    POLICY_DENIAL,
+    REFUSALS,
+    TEAM,
+    prove_policies,
+    remove_our_policies,
+)
 from tests.helm.build import BuildError, build_helm
 from tests.support.service import REPO, Descheduler, Ports, UsageBackend, descheduler_command, subprocess_env
 
@@ -116,3 +124,52 @@ def test_the_chart_installs_and_its_pod_command_runs_dry_run_cycles_as_its_servi
         p["metadata"]["name"]: p["metadata"]["uid"] for p in control_plane.running_pods(namespace, "app=busy")
     }
     assert left == cluster.initial_pods, "dry-run evicts nothing"
+
+
+POLICY_RELEASE = "pool-b"
+POLICY_NAMESPACE = "lad-helm"
+INSTALL_VALUES = ["--set", "replicas=0", "--set", "rbac.surgeRestart=true"]
+
+
+def test_helm_install_with_defaults_under_another_release_name_holds_its_account_to_the_policies(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """``helm install`` with the chart's defaults (plus ``rbac.surgeRestart``, so a Deployment change
+    reaches the policy rather than stopping at RBAC, and no pod on the shared nodes): adding and removing
+    our taint and a rollout restart pass as the release's ServiceAccount; every other change to a node or a
+    Deployment is refused by the chart's policies, and passes once they are removed."""
+    try:
+        helm = build_helm()
+    except BuildError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    ns = fresh_namespace(control_plane, "policy-helm")
+    remove_our_policies(control_plane)
+    base = [str(helm), "--kubeconfig", str(control_plane.kubeconfig), "-n", POLICY_NAMESPACE]
+    installed = subprocess.run(
+        [*base, "install", POLICY_RELEASE, str(CHART), "--create-namespace", *INSTALL_VALUES],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    try:
+        assert installed.returncode == 0, installed.stderr
+        account = f"{POLICY_RELEASE}-load-aware-descheduler"
+        identity = control_plane.token_kubeconfig(POLICY_NAMESPACE, account, tmp_path / "identity")
+        proof = prove_policies(
+            control_plane, identity, f"system:serviceaccount:{POLICY_NAMESPACE}:{account}", ns
+        )
+    finally:
+        subprocess.run([*base, "uninstall", POLICY_RELEASE], capture_output=True, timeout=120, check=False)
+        control_plane.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        control_plane.kubectl(
+            "delete", "nodes", "-l", f"{objects.GROUP_LABEL}={ns}", "--wait=false", check=False
+        )
+        install_manifests(control_plane)
+    assert proof.taint == ["added", "removed"] and proof.taints_after == [TEAM]
+    assert proof.restart.returncode == 0, proof.restart.stderr
+    for what, _, message in REFUSALS:
+        refused, unpoliced = proof.refused[what], proof.unpoliced[what]
+        assert refused.returncode != 0 and POLICY_DENIAL in refused.stderr, (what, refused.stderr)
+        assert message in refused.stderr, (what, refused.stderr)
+        assert unpoliced.returncode == 0, (what, unpoliced.stderr)

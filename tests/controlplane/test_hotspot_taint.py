@@ -12,15 +12,18 @@ instead of overwriting a concurrent change.
 from __future__ import annotations
 
 import re
+import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from descheduler.kube.api import KubeApi
+from descheduler.kube.connection import connect
 from descheduler.kube.errors import ApiStatusError
 from descheduler.kube.taints import NodeTainter
 from descheduler.planner.steer import TAINT_EFFECT, TAINT_KEY
@@ -32,11 +35,19 @@ from tests.controlplane.loop import (
     build_hot_cluster,
     fresh_namespace,
     hot_cluster_serving_usage,
-    identity_with_components,
+    install_manifests,
     loop_config,
+)
+from tests.controlplane.policy import (
+    POLICY_DENIAL,
+    REFUSALS,
+    Proof,
+    prove_policies,
+    remove_our_policies,
 )
 from tests.support.service import (
     LEASE,
+    MANIFESTS,
     Descheduler,
     Ports,
     UsageBackend,
@@ -98,15 +109,14 @@ def config(
 
 
 @pytest.fixture(scope="module")
-def tainting_identity(
-    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Path]:
-    """The descheduler's ServiceAccount with the shipped RBAC plus the hotspot-taint component (removed
-    again afterwards: the shared control plane's other tests check the shipped RBAC alone)."""
-    with identity_with_components(
-        control_plane, ["hotspot-taint"], tmp_path_factory.mktemp("taint-identity")
-    ) as path:
-        yield path
+def tainting_identity(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The descheduler's ServiceAccount as the shipped manifests make it: the hotspot taint's node ``patch``
+    included, held to that taint by the shipped admission policy."""
+    docs = install_manifests(control_plane)
+    (account,) = [d["metadata"] for d in docs if d["kind"] == "ServiceAccount"]
+    return control_plane.token_kubeconfig(
+        account["namespace"], account["name"], tmp_path_factory.mktemp("taint-identity") / "kubeconfig"
+    )
 
 
 # --- a hotspot cured with the taint on ----------------------------------------------------------------------
@@ -166,8 +176,6 @@ def steered(
 
 @pytest.fixture(scope="module")
 def admin_api_module(control_plane: ControlPlane) -> Iterator[KubeApi]:
-    from descheduler.kube.connection import connect
-
     api = connect(str(control_plane.kubeconfig), qps=1000, burst=1000)
     yield api
     api.close()
@@ -207,7 +215,7 @@ def test_the_taint_comes_off_after_cooling_and_only_our_entry_goes(steered: Stee
     assert steered.events.count("HotspotTainted") == 1 and steered.events.count("HotspotUntainted") == 1
 
 
-def test_every_request_was_allowed_by_the_shipped_rbac_plus_the_component(steered: Steered) -> None:
+def test_every_request_was_allowed_by_the_shipped_rbac_and_admission_policy(steered: Steered) -> None:
     assert "orbidden" not in steered.proc.stderr()
     assert steered.proc.events("node_taint_failed") == []
 
@@ -418,3 +426,147 @@ def test_a_patch_from_a_stale_read_is_refused_by_the_real_server_and_the_concurr
     admin_api.request = original  # type: ignore[method-assign]
     assert tainter.remove(node, "cool").result == "removed"
     assert node_taints(control_plane, node) == [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+
+
+# --- the shipped admission policy: the ServiceAccount may change nothing but its own taint ------------------
+
+
+def kustomize_install(
+    plane: ControlPlane, folder: Path, **overlay: Any
+) -> tuple[Callable[[], object], str, str]:
+    """``kubectl apply -k`` of an overlay of the shipped ``manifests/`` (the audit overlay, what
+    ``kubectl apply -k manifests/`` installs) with ``overlay`` fields, plus surge-restart (so a Deployment
+    change reaches the policy instead of stopping at RBAC), without the Deployment (no descheduler pod on
+    the shared nodes). Returns the install and the ServiceAccount's namespace and name."""
+    copy_of = folder / "manifests"
+    shutil.copytree(MANIFESTS, copy_of)
+    mine = copy_of / "mine"
+    mine.mkdir()
+    no_pod = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "load-aware-descheduler", "namespace": "load-aware-descheduler"},
+        "$patch": "delete",
+    }
+    body = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": ["../overlays/audit"],  # what manifests/kustomization.yaml installs
+        "components": ["../components/surge-restart"],
+        "patches": [{"patch": yaml.safe_dump(no_pod)}],
+        **overlay,
+    }
+    (mine / "kustomization.yaml").write_text(yaml.safe_dump(body))
+    rendered = [d for d in yaml.safe_load_all(plane.kubectl("kustomize", str(mine)).stdout) if d]
+    assert not [d for d in rendered if d["kind"] == "Deployment"]
+    (account,) = [d["metadata"] for d in rendered if d["kind"] == "ServiceAccount"]
+    return (lambda: plane.kubectl("apply", "-k", str(mine))), account["namespace"], account["name"]
+
+
+KUSTOMIZE_INSTALLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "as shipped": ("policy-shipped", {}),
+    "with a namespace and a namePrefix": (
+        "policy-renamed",
+        {"namespace": "lad-renamed", "namePrefix": "pool-a-"},
+    ),
+}
+"""Each kustomize install: the test's namespace, and the overlay's fields."""
+
+
+@pytest.fixture(scope="module", params=list(KUSTOMIZE_INSTALLS), ids=list(KUSTOMIZE_INSTALLS))
+def kustomize_proof(
+    request: pytest.FixtureRequest, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Proof]:
+    folder = tmp_path_factory.mktemp("policy")
+    test_namespace, overlay = KUSTOMIZE_INSTALLS[request.param]
+    install, account_ns, account = kustomize_install(control_plane, folder, **overlay)
+    ns = fresh_namespace(control_plane, test_namespace)
+    try:
+        remove_our_policies(control_plane)
+        install()
+        identity = control_plane.token_kubeconfig(account_ns, account, folder / "kubeconfig")
+        yield prove_policies(control_plane, identity, f"system:serviceaccount:{account_ns}:{account}", ns)
+    finally:
+        control_plane.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        control_plane.kubectl(
+            "delete", "nodes", "-l", f"{objects.GROUP_LABEL}={ns}", "--wait=false", check=False
+        )
+        if overlay:
+            control_plane.kubectl(
+                "delete", "-k", str(folder / "manifests" / "mine"), "--wait=false", check=False
+            )
+        control_plane.kubectl(
+            "delete", "clusterrolebinding,clusterrole", "load-aware-descheduler-surge-restart", check=False
+        )
+        install_manifests(control_plane)  # the shared control plane's other tests expect the shipped policies
+
+
+def test_as_the_shipped_service_account_adding_and_removing_our_taint_passes_the_policy(
+    kustomize_proof: Proof,
+) -> None:
+    assert kustomize_proof.taint == ["added", "removed"]
+    assert kustomize_proof.taints_after == [TEAM], "the other taint untouched"
+
+
+def test_a_surge_restart_passes_the_policy(kustomize_proof: Proof) -> None:
+    assert kustomize_proof.restart.returncode == 0, kustomize_proof.restart.stderr
+
+
+@pytest.mark.parametrize(
+    ("what", "message"), [(w, m) for w, _, m in REFUSALS], ids=[w for w, _, _ in REFUSALS]
+)
+def test_the_policy_refuses_the_service_account(kustomize_proof: Proof, what: str, message: str) -> None:
+    answer = kustomize_proof.refused[what]
+    assert answer.returncode != 0
+    assert POLICY_DENIAL in answer.stderr and message in answer.stderr, answer.stderr
+
+
+@pytest.mark.parametrize("what", [w for w, _, _ in REFUSALS])
+def test_without_the_policy_the_same_change_passes_so_the_refusal_is_the_policys(
+    kustomize_proof: Proof, what: str
+) -> None:
+    answer = kustomize_proof.unpoliced[what]
+    assert answer.returncode == 0, answer.stderr
+
+
+# --- steering refused: the descheduler says so once and works on -------------------------------------------
+
+
+def test_a_service_account_without_node_patch_works_on_unsteered_and_says_so_once(
+    control_plane: ControlPlane,
+    namespace: str,
+    admin_api: KubeApi,
+    usage_backend: UsageBackend,
+    tmp_path: Path,
+) -> None:
+    """The shipped ServiceAccount with the hotspot-taint binding taken away (an operator who trimmed RBAC):
+    the taint is refused with a real 403; the descheduler logs it once, puts one Warning Event on the node,
+    shows it in /readyz (still ready) and in ``descheduler_steering_active`` (0), and cures the hotspot by
+    evictions alone, without exiting."""
+    docs = install_manifests(control_plane)
+    (account,) = [d["metadata"] for d in docs if d["kind"] == "ServiceAccount"]
+    control_plane.kubectl("delete", "clusterrolebinding", "load-aware-descheduler-hotspot-taint")
+    identity = control_plane.token_kubeconfig(account["namespace"], account["name"], tmp_path / "identity")
+    try:
+        with hot_cluster_serving_usage(control_plane, admin_api, namespace, usage_backend) as cluster:
+            ports = Ports.free()
+            path = config(usage_backend, ports, namespace, tmp_path / "c.yaml", lease=LEASE)  # the Role's
+            with run_descheduler(path, identity, ports, tmp_path) as proc:
+                proc.wait_ready(timeout=30)
+                proc.wait_for(lambda: proc.events("steering_refused"), timeout=60, what="the refusal")
+                proc.wait_for(
+                    lambda: cluster.usage.node_percent(cluster.hot) < HIGH_CPU, timeout=90, what="the cure"
+                )
+                ready = proc.get("/readyz")
+                metrics = proc.get("/metrics")[1]
+                assert proc.terminate() == 0
+    finally:
+        install_manifests(control_plane)
+    (refused,) = proc.events("steering_refused")
+    assert "403" in refused["error"] and refused["node"] == cluster.hot
+    assert ready[0] == 200 and "steering off: the API server refused the hotspot taint" in ready[1], ready
+    assert "descheduler_steering_active 0.0" in metrics
+    assert [e["result"] for e in proc.events("eviction")].count("evicted") >= 2, "cured by evictions alone"
+    assert not tainted(control_plane, cluster.hot)
+    time.sleep(1)  # events are written in the background
+    assert node_events(control_plane, cluster.hot).count("HotspotTaintRefused") == 1

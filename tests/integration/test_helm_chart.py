@@ -19,8 +19,12 @@ from tests.helm.build import BuildError, build_helm
 from tests.unit.test_manifests import (
     EXPECTED_CLUSTER_RULES,
     EXPECTED_LEADER_ELECTION_RULES,
+    MANIFESTS,
     OLDEST_SUPPORTED_KUBERNETES,
+    POLICIES,
     _expand,
+    _held_usernames,
+    _render,
     _triples,
 )
 
@@ -74,7 +78,8 @@ VALUE_SETS: dict[str, list[str]] = {
     "live": ["--set", "dryRun=false"],
     "koordinator-configmap-as-is": ["--set-file", f"config={KOORDINATOR_GUIDE}"],
     "delete-policy-rbac": ["--set", "rbac.podDelete=true,rbac.metricsServer=false"],
-    "hotspot-taint-rbac": ["--set", "rbac.hotspotTaint=true"],
+    "no-hotspot-taint-rbac": ["--set", "rbac.hotspotTaint=false"],
+    "no-admission-policies": ["--set", "admissionPolicies.enabled=false"],
     "surge-restart-rbac": ["--set", "rbac.surgeRestart=true"],
     "service-monitor": [
         "--set",
@@ -145,14 +150,17 @@ def rules_of(objs: Sequence[Obj]) -> set[tuple[str, str, str]]:
 
 
 def test_the_cluster_role_is_the_manifests_one_and_grows_only_by_the_optional_parts(helm: Path) -> None:
-    assert rules_of(render(helm)) == _expand(EXPECTED_CLUSTER_RULES)
+    """The hotspot taint's node ``patch`` is on by default, as in the manifests (there in its own role)."""
+    assert rules_of(render(helm)) - _expand(EXPECTED_CLUSTER_RULES) == {("", "nodes", "patch")}
+    assert rules_of(render(helm, *VALUE_SETS["no-hotspot-taint-rbac"])) == _expand(EXPECTED_CLUSTER_RULES)
     optional = rules_of(render(helm, *VALUE_SETS["delete-policy-rbac"]))
-    assert optional - _expand(EXPECTED_CLUSTER_RULES) == {("", "pods", "delete")}
+    assert optional - _expand(EXPECTED_CLUSTER_RULES) == {("", "pods", "delete"), ("", "nodes", "patch")}
     assert ("metrics.k8s.io", "nodes", "get") not in optional
-    tainting = rules_of(render(helm, *VALUE_SETS["hotspot-taint-rbac"]))
-    assert tainting - _expand(EXPECTED_CLUSTER_RULES) == {("", "nodes", "patch")}
     restarting = rules_of(render(helm, *VALUE_SETS["surge-restart-rbac"]))
-    assert restarting - _expand(EXPECTED_CLUSTER_RULES) == {("apps", "deployments", "patch")}
+    assert restarting - _expand(EXPECTED_CLUSTER_RULES) == {
+        ("apps", "deployments", "patch"),
+        ("", "nodes", "patch"),
+    }
 
 
 def role_rules(objs: Sequence[Obj]) -> set[tuple[str, str, str, tuple[str, ...]]]:
@@ -338,3 +346,46 @@ def test_the_users_leader_election_timings_are_kept_and_the_chart_sets_only_wher
         "load-aware-descheduler",
         NAMESPACE,
     )
+
+
+# --- steering by default, held to its taint by the admission policies ------------------------------------
+
+
+def test_the_default_configuration_turns_the_hotspot_taint_on(helm: Path) -> None:
+    low_node_load = configuration(render(helm)).low_node_load
+    assert low_node_load is not None and low_node_load.hotspot_taint.enabled is True
+
+
+def policy_specs(objs: Sequence[Obj]) -> dict[str, Obj]:
+    """The ValidatingAdmissionPolicies' specs by what they hold (``nodes``, ``deployments``)."""
+    return {
+        o["metadata"]["name"].rsplit("-", 1)[1]: o["spec"]
+        for o in objs
+        if o["kind"] == "ValidatingAdmissionPolicy"
+    }
+
+
+@pytest.mark.parametrize("release", [RELEASE, "pool-b"])
+def test_the_admission_policies_are_the_manifests_ones_and_hold_the_releases_service_account(
+    helm: Path, release: str
+) -> None:
+    done = run_helm(helm, "template", release, str(CHART), "--namespace", "team-y")
+    assert done.returncode == 0, done.stderr
+    objs = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    assert policy_specs(objs) == policy_specs(_render(MANIFESTS)[0])
+    account = one(objs, "ServiceAccount")["metadata"]["name"]
+    assert account.startswith(release)
+    for policy, _, _ in POLICIES:
+        name = f"{release}-load-aware-descheduler-{policy.rsplit('-', 1)[1]}"
+        assert _held_usernames(objs, name) == {f"system:serviceaccount:team-y:{account}"}
+
+
+def test_the_admission_policies_can_be_left_out_for_clusters_older_than_1_30(helm: Path) -> None:
+    objs = render(helm, *VALUE_SETS["no-admission-policies"])
+    assert not [o for o in objs if o["kind"].startswith("ValidatingAdmissionPolicy")]
+    done = run_helm(helm, "template", RELEASE, str(CHART), "--set", "rbac.create=false")
+    assert done.returncode != 0 and "admissionPolicies.enabled" in done.stderr
+    kept = run_helm(
+        helm, "template", RELEASE, str(CHART), "--set", "rbac.create=false,admissionPolicies.enabled=false"
+    )
+    assert kept.returncode == 0, kept.stderr

@@ -194,24 +194,40 @@ class FakeJournal:
 class _TaintOutcome:
     node: str
     result: str
+    message: str = ""
 
     def to_dict(self) -> dict[str, str]:
-        return {"node": self.node, "result": self.result}
+        return {
+            "node": self.node,
+            "result": self.result,
+            **({"message": self.message} if self.message else {}),
+        }
 
 
 @dataclass
 class FakeTainter:
-    """Adds and removes the hotspot taint, logging ``taint <node>`` / ``untaint <node>`` in ``calls``."""
+    """Adds and removes the hotspot taint, logging ``taint <node>`` / ``untaint <node>`` in ``calls``; while
+    ``forbidden`` says so, every change is refused as the API server would (403) and each Warning Event is
+    logged as ``refused <node>``."""
 
     calls: list[str]
+    forbidden: Callable[[], bool] = lambda: False
 
     def add(self, node: str, message: str) -> Any:
         self.calls.append(f"taint {node}")
-        return _TaintOutcome(node, "added")
+        return self._answer(node, "added")
 
     def remove(self, node: str, message: str) -> Any:
         self.calls.append(f"untaint {node}")
-        return _TaintOutcome(node, "removed")
+        return self._answer(node, "removed")
+
+    def report_refused(self, node: str, message: str) -> None:
+        self.calls.append(f"refused {node}")
+
+    def _answer(self, node: str, done: str) -> Any:
+        if self.forbidden():
+            return _TaintOutcome(node, "forbidden", "HTTP 403 Forbidden: denied by the admission policy")
+        return _TaintOutcome(node, done)
 
 
 # --- the seed scenario (tests/scenarios/seed-stress-demo) as a live cluster ------------------------------

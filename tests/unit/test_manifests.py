@@ -39,12 +39,22 @@ EXPECTED_OBJECTS: list[tuple[str, str, bool]] = [
     ("ServiceAccount", "load-aware-descheduler", True),
     ("ClusterRole", "load-aware-descheduler", False),
     ("ClusterRoleBinding", "load-aware-descheduler", False),
+    ("ClusterRole", "load-aware-descheduler-hotspot-taint", False),
+    ("ClusterRoleBinding", "load-aware-descheduler-hotspot-taint", False),
+    ("ValidatingAdmissionPolicy", "load-aware-descheduler-nodes", False),
+    ("ValidatingAdmissionPolicyBinding", "load-aware-descheduler-nodes", False),
+    ("ValidatingAdmissionPolicy", "load-aware-descheduler-deployments", False),
+    ("ValidatingAdmissionPolicyBinding", "load-aware-descheduler-deployments", False),
     ("Role", "load-aware-descheduler-leader-election", True),
     ("RoleBinding", "load-aware-descheduler-leader-election", True),
     ("ConfigMap", "load-aware-descheduler-config", True),
     ("Deployment", "load-aware-descheduler", True),
     ("Service", "load-aware-descheduler-metrics", True),
 ]
+
+BASE_ROLE = "load-aware-descheduler"
+TAINT_ROLE = "load-aware-descheduler-hotspot-taint"
+POLICY_SUBJECT_LABEL = "load-aware-descheduler.io/policy-subject"
 
 # The cluster-wide requests the descheduler makes, and nothing else: (apiGroup, resource, verbs).
 EXPECTED_CLUSTER_RULES: list[tuple[str, str, tuple[str, ...]]] = [
@@ -370,9 +380,11 @@ def test_pod_uses_the_conventional_system_cluster_critical_priority_and_ships_no
 def test_pod_runs_as_the_service_account_the_roles_are_bound_to(rendered: list[Obj], pod_spec: Obj) -> None:
     account = _one(rendered, "ServiceAccount", pod_spec["serviceAccountName"])
     expected_subject = {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": NAMESPACE}
-    for binding_kind, role_kind in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
-        binding = _one(rendered, binding_kind)
-        assert binding["subjects"] == [expected_subject], f"{binding_kind} subjects {binding['subjects']}"
+    bindings = [o for o in rendered if o["kind"] in ("ClusterRoleBinding", "RoleBinding")]
+    assert len(bindings) == 3
+    for binding in bindings:
+        role_kind = binding["kind"].removesuffix("Binding")
+        assert binding["subjects"] == [expected_subject], f"{binding['kind']} subjects {binding['subjects']}"
         assert binding["roleRef"]["kind"] == role_kind
         _one(rendered, role_kind, binding["roleRef"]["name"])
 
@@ -468,7 +480,7 @@ def _expand(table: list[tuple[str, str, tuple[str, ...]]]) -> set[tuple[str, str
 
 
 def test_cluster_role_grants_exactly_the_requests_the_descheduler_makes(rendered: list[Obj]) -> None:
-    rules = _one(rendered, "ClusterRole")["rules"]
+    rules = _one(rendered, "ClusterRole", BASE_ROLE)["rules"]
     granted = set().union(*(_triples(rule) for rule in rules))
     expected = _expand(EXPECTED_CLUSTER_RULES)
     assert granted - expected == set(), f"more than needed: {sorted(granted - expected)}"
@@ -476,15 +488,15 @@ def test_cluster_role_grants_exactly_the_requests_the_descheduler_makes(rendered
 
 
 def test_cluster_role_is_not_limited_by_names_or_extended_to_non_resource_urls(rendered: list[Obj]) -> None:
-    for rule in _one(rendered, "ClusterRole")["rules"]:
+    for rule in _one(rendered, "ClusterRole", BASE_ROLE)["rules"]:
         assert "resourceNames" not in rule and "nonResourceURLs" not in rule, rule
 
 
 def test_pod_deletion_is_granted_only_by_the_optional_component(rendered: list[Obj], tmp_path: Path) -> None:
     """The one PDB-bypassing permission exists only where `evictionPolicy: Delete` is chosen."""
-    assert not [r for r in _one(rendered, "ClusterRole")["rules"] if "delete" in r["verbs"]]
+    assert not [r for r in _one(rendered, "ClusterRole", BASE_ROLE)["rules"] if "delete" in r["verbs"]]
     with_component = _overlay(tmp_path, components=["components/pod-delete"])
-    rules = _one(with_component, "ClusterRole")["rules"]
+    rules = _one(with_component, "ClusterRole", BASE_ROLE)["rules"]
     granted = set().union(*(_triples(rule) for rule in rules))
     assert granted - _expand(EXPECTED_CLUSTER_RULES) == {("", "pods", "delete")}
 
@@ -506,23 +518,32 @@ def test_leader_election_role_grants_only_the_configured_lease_and_its_migration
     assert granted == expected
 
 
-@pytest.mark.parametrize("kind", ["ClusterRole", "Role"])
-def test_rbac_rules_use_no_wildcards(rendered: list[Obj], kind: str) -> None:
-    for rule in _one(rendered, kind)["rules"]:
+@pytest.mark.parametrize(
+    ("kind", "name"), [("ClusterRole", BASE_ROLE), ("ClusterRole", TAINT_ROLE), ("Role", None)]
+)
+def test_rbac_rules_use_no_wildcards(rendered: list[Obj], kind: str, name: str | None) -> None:
+    for rule in _one(rendered, kind, name)["rules"]:
         for field in ("apiGroups", "resources", "verbs", "resourceNames"):
             values = rule.get(field, [])
             assert not [v for v in values if "*" in v], f"{kind} rule {rule} has a wildcard in {field}"
 
 
-@pytest.mark.parametrize(
-    ("component", "rule"),
-    [("hotspot-taint", ("", "nodes", "patch")), ("surge-restart", ("apps", "deployments", "patch"))],
-)
-def test_each_write_component_adds_its_one_rule_and_nothing_else(
-    tmp_path: Path, component: str, rule: tuple[str, str, str]
-) -> None:
-    """The base never writes to nodes or Deployments; each optional component adds exactly one ``patch``:
-    nodes for the hotspot taint, Deployments for surge-first restarts."""
+def test_the_only_shipped_write_to_nodes_is_patch_in_a_role_of_its_own(rendered: list[Obj]) -> None:
+    """The hotspot taint is on in what we ship: its node ``patch`` is the one rule of its own ClusterRole
+    (components/hotspot-taint, which the base includes); the base ClusterRole writes no node."""
+    role = _one(rendered, "ClusterRole", TAINT_ROLE)
+    assert set().union(*(_triples(r) for r in role["rules"])) == {("", "nodes", "patch")}
+    binding = _one(rendered, "ClusterRoleBinding", TAINT_ROLE)
+    assert binding["roleRef"]["name"] == TAINT_ROLE
+    assert ("", "nodes", "patch") not in set().union(
+        *(_triples(r) for r in _one(rendered, "ClusterRole", BASE_ROLE)["rules"])
+    )
+
+
+def test_the_surge_restart_component_adds_its_one_rule_and_nothing_else(tmp_path: Path) -> None:
+    """The shipped manifests never write to Deployments; components/surge-restart adds exactly one
+    ``patch`` on them, for surge-first restarts."""
+    component, rule = "surge-restart", ("apps", "deployments", "patch")
     overlay = tmp_path / "overlay"
     overlay.mkdir()
     (overlay / "kustomization.yaml").write_text(
@@ -558,7 +579,7 @@ def test_each_write_component_adds_its_one_rule_and_nothing_else(
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "load-aware-descheduler", "namespace": NAMESPACE}
     ]
-    base_role = _one(base, "ClusterRole")
+    base_role = _one(base, "ClusterRole", BASE_ROLE)
     assert rule not in set().union(*(_triples(r) for r in base_role["rules"]))
 
 
@@ -669,3 +690,115 @@ def test_the_network_policy_component_admits_only_monitoring_to_the_pods_ports(t
     named = {p["name"] for p in deployment["spec"]["template"]["spec"]["containers"][0]["ports"]}
     assert {p["port"] for p in rule["ports"]} == named == {"healthz", "metrics"}
     assert not [o for o in _render(MANIFESTS)[0] if o["kind"] == "NetworkPolicy"], "optional: off by default"
+
+
+# --- steering by default, held to its taint by the admission policies ------------------------------------
+
+POLICIES: list[tuple[str, str, str]] = [
+    ("load-aware-descheduler-nodes", "", "nodes"),
+    ("load-aware-descheduler-deployments", "apps", "deployments"),
+]
+"""The shipped ValidatingAdmissionPolicies: (name, apiGroup, resource each holds the ServiceAccount on)."""
+
+
+def _usernames(binding: Obj) -> set[str]:
+    return {
+        f"system:serviceaccount:{s.get('namespace', '')}:{s['name']}"
+        for s in binding.get("subjects", [])
+        if s["kind"] == "ServiceAccount"
+    }
+
+
+def _held_usernames(objs: list[Obj], policy_name: str) -> set[str]:
+    """Who a shipped policy holds, as the API server finds it: the ServiceAccount subjects of the
+    ClusterRoleBindings its binding's param selector picks (every binding naming the policy)."""
+    bindings = [
+        o
+        for o in objs
+        if o["kind"] == "ValidatingAdmissionPolicyBinding" and o["spec"]["policyName"] == policy_name
+    ]
+    assert len(bindings) == 1, f"expected one binding of {policy_name}, found {len(bindings)}"
+    (binding,) = bindings
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    wanted = binding["spec"]["paramRef"]["selector"]["matchLabels"].items()
+    picked = [
+        o
+        for o in objs
+        if o["kind"] == "ClusterRoleBinding" and wanted <= o["metadata"].get("labels", {}).items()
+    ]
+    return set().union(*(_usernames(b) for b in picked))
+
+
+def test_the_shipped_configuration_turns_the_hotspot_taint_on_while_the_model_default_stays_off(
+    rendered: list[Obj],
+) -> None:
+    """A Koordinator ConfigMap brought as is keeps Koordinator's behaviour (no taint); ours steers."""
+    from descheduler.config.models import HotspotTaint
+
+    assert _configuration(rendered).low_node_load.hotspot_taint.enabled is True
+    assert HotspotTaint().enabled is False
+
+
+def test_the_bundled_example_configuration_turns_the_hotspot_taint_on_too() -> None:
+    from descheduler.config.load import load_config
+
+    example = load_config(REPO / "config" / "examples" / "hotspot" / "config.yaml").low_node_load
+    assert example is not None and example.hotspot_taint.enabled is True
+
+
+@pytest.mark.parametrize(("policy", "group", "resource"), POLICIES, ids=[p[2] for p in POLICIES])
+def test_every_variant_holds_its_service_account_to_the_admission_policies(
+    variant: tuple[str, list[Obj]], policy: str, group: str, resource: str
+) -> None:
+    name, objs = variant
+    vap = _one(objs, "ValidatingAdmissionPolicy", policy)
+    spec = vap["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["paramKind"] == {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding"}
+    (rule,) = spec["matchConstraints"]["resourceRules"]
+    assert (rule["apiGroups"], rule["resources"]) == ([group], [resource])
+    assert set(rule["operations"]) == {"CREATE", "UPDATE", "DELETE"}
+    assert all(v["message"] and v["reason"] == "Forbidden" for v in spec["validations"])
+    account = _one(objs, "ServiceAccount")["metadata"]
+    ours = f"system:serviceaccount:{account['namespace']}:{account['name']}"
+    assert _held_usernames(objs, policy) == {ours}, f"{name}: the policy must find the ServiceAccount"
+    granting = [o for o in objs if o["kind"] == "ClusterRoleBinding" and ours in _usernames(o)]
+    unlabelled = [
+        o["metadata"]["name"] for o in granting if POLICY_SUBJECT_LABEL not in o["metadata"]["labels"]
+    ]
+    assert unlabelled == [], "every binding that grants the ServiceAccount something names it to the policy"
+
+
+def test_a_namespace_and_name_prefix_and_suffix_keep_the_policies_on_the_renamed_service_account(
+    tmp_path: Path,
+) -> None:
+    """Kustomize rewrites the bindings' subjects and the policy names the policy bindings refer to; the
+    policies name no ServiceAccount themselves."""
+    copy_of = tmp_path / "manifests"
+    shutil.copytree(MANIFESTS, copy_of)
+    overlay = copy_of / "renamed"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "namespace": "team-x",
+                "namePrefix": "pool-a-",
+                "nameSuffix": "-v2",
+                "resources": ["../overlays/live"],
+                "components": ["../components/surge-restart"],
+            }
+        )
+    )
+    objs = _render(overlay)[0]
+    account = _one(objs, "ServiceAccount")["metadata"]
+    assert (account["namespace"], account["name"]) == ("team-x", "pool-a-load-aware-descheduler-v2")
+    for policy, _, _ in POLICIES:
+        renamed = f"pool-a-{policy}-v2"
+        _one(objs, "ValidatingAdmissionPolicy", renamed)
+        assert _held_usernames(objs, renamed) == {
+            "system:serviceaccount:team-x:pool-a-load-aware-descheduler-v2"
+        }
+    surge = _one(objs, "ClusterRoleBinding", "pool-a-load-aware-descheduler-surge-restart-v2")
+    assert POLICY_SUBJECT_LABEL in surge["metadata"]["labels"]
