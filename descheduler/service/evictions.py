@@ -3,8 +3,10 @@
 Safety rules enforced here, about the outside world rather than the plan:
 - no eviction unless this replica may act (leader, not stopping) at the moment of the call, nor after the
   cycle's time budget, nor during the fallback quiet period, nor once another journal writer appeared;
-- each eviction rests on what the server holds right before it is sent (``verify.py``), dry run too;
 - no request leaves before its record is in the migration journal (``ledger.py``);
+- each request rests on what the server holds right before it is sent (``verify.py``), dry run too: read
+  after the journal write and after every Retry-After wait, with the eviction windows judged at that
+  moment, and the pod's resourceVersion as read sent as the Eviction's precondition;
 - an eviction of unknown outcome counts as one (it is in ``done``) and stays in every window until the
   cache settles it (``unknown.py``);
 - a PodDisruptionBudget's refusal is remembered for the server's Retry-After and the planner plans again
@@ -25,7 +27,7 @@ from descheduler.cluster.selectors import selector_matches
 from descheduler.cluster.types import ClusterSnapshot, Pod, PodDisruptionBudget, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
 from descheduler.kube.evict import EvictHooks
-from descheduler.planner import Plan, PlannedEviction, PlannerState, PodSkip, plan, refuse
+from descheduler.planner import Plan, PlannedEviction, PlannerState, PodSkip, plan, reasons, refuse
 from descheduler.planner.controls import Window, window_state
 from descheduler.planner.index import IndexCache
 from descheduler.planner.model import RESTART
@@ -133,10 +135,8 @@ class EvictionPass:
                     continue
             outcome = self._evict(planned, result)
             attempted[planned.pod.key] = f"tried earlier this cycle: {outcome.result}"
-            if outcome.result == "not-verified" and self.check is not None and self.check.last is not None:
-                skip = PodSkip(
-                    planned.pod.key, planned.node, self.check.last.code, outcome.message, planned.prod
-                )
+            if outcome.result == "not-verified":
+                skip = PodSkip(planned.pod.key, planned.node, outcome.code, outcome.message, planned.prod)
                 unverified.append(skip)
             if outcome.result in REFUSED_RESULTS and replans < MAX_REPLANS:
                 replans += 1
@@ -165,16 +165,34 @@ class EvictionPass:
         result.decided = replace(decided, evictions=tuple(called) or decided.evictions)
         return result
 
+    def _verify(self, planned: PlannedEviction, result: Pass, why: list[str]) -> str | None:
+        """The evictor's ``verify`` hook, run right before each request: the server's objects agree with
+        the plan (``ServerCheck``: the pod, its workload, limits and budgets, its node and namespace) and
+        an eviction window is open at that moment. ``why`` gets the refusal's code."""
+        why.clear()
+        if self.check is not None:
+            disagreement = self.check.verify(planned, result.decided, result.done)
+            if disagreement:
+                why.append(self.check.last.code if self.check.last else reasons.VERIFY_UNREADABLE)
+                return disagreement
+        if self.windows:
+            window = window_state(self.windows, self.wall())
+            if not window.open:
+                why.append(OUTSIDE_WINDOW)
+                return window.message()
+        return None
+
     def _evict(self, planned: PlannedEviction, result: Pass) -> _Outcome:
         hooks: EvictHooks = {}
+        why: list[str] = []
+        if self.check is not None or self.windows:
+            hooks["verify"] = functools.partial(self._verify, planned, result, why)
         if self.check is not None:
-            hooks["verify"] = functools.partial(self.check.verify, planned, result.decided, result.done)
+            hooks["resource_version"] = functools.partial(self.check.version, planned)
         if self.ahead is not None:
             hooks["before_send"] = functools.partial(self.ahead.intend, planned)
         sent = self.wall()
         if planned.action == RESTART:
-            if self.check is not None:
-                hooks["resource_version"] = functools.partial(self.check.version, planned)
             outcome = self.evictor.restart(
                 planned.pod, planned.node, planned.reason, self.gate.deadline, planned.workload_name, **hooks
             )
@@ -183,7 +201,10 @@ class EvictionPass:
                 planned.pod, planned.node, planned.reason, self.gate.deadline, **hooks
             )
         answered = self.wall()
-        result.records.append(EvictionRecord.of(planned, outcome.result, outcome.message))
+        code = outcome.code or (why[0] if why else reasons.VERIFY_UNREADABLE)
+        closed = outcome.result == "not-verified" and code == OUTSIDE_WINDOW
+        shown = OUTSIDE_WINDOW if closed else outcome.result
+        result.records.append(EvictionRecord.of(planned, shown, outcome.message))
         if outcome.result in EVICTED_RESULTS:
             result.done.append(planned)
             result.applied[planned.pod.key] = answered
@@ -216,7 +237,7 @@ class EvictionPass:
             result=outcome.result,
             message=outcome.message,
         )
-        return _Outcome(outcome.result, outcome.message, outcome.retry_after)
+        return _Outcome(shown, outcome.message, outcome.retry_after, code)
 
 
 @dataclass(frozen=True)
@@ -224,6 +245,8 @@ class _Outcome:
     result: str
     message: str
     retry_after: float | None
+    code: str
+    """A ``not-verified`` outcome's skip reason."""
 
 
 _BUDGET_NAME = re.compile(r"disruption budget ([a-z0-9]([-a-z0-9.]*[a-z0-9])?)")
