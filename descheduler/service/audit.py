@@ -97,6 +97,7 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
     for backoff in record.plan.new_backoffs():
         metrics.ping_pong_backoffs.labels(backoff.kind, backoff.name).inc()
     metrics.ping_pong_backing_off.set(len(record.plan.backoffs))
+    metrics.pdb_backing_off.set(len(record.pdb_backoffs))
     fallbacks = sum(1 for why in record.object_problems.values() if why.startswith("kept"))
     metrics.cluster_objects.labels("fallback").set(fallbacks)
     metrics.cluster_objects.labels("left-out").set(len(record.object_problems) - fallbacks)

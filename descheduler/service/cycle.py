@@ -33,7 +33,7 @@ from descheduler.planner.controls import (
 from descheduler.planner.index import IndexCache
 from descheduler.service import announce
 from descheduler.service.edges import Clocks, Edges, Signals, Timing
-from descheduler.service.evictions import EvictionPass, Gate, Pass, refused_budgets
+from descheduler.service.evictions import EvictionPass, Gate, Pass, PdbBackoff, refused_budgets
 from descheduler.service.ledger import Held, Ledger
 from descheduler.service.records import CycleRecord, EvictionRecord, Restore
 from descheduler.service.restarts import Followed, Restarting, follow
@@ -74,6 +74,8 @@ class CycleRunner:
         )
         """The least time a refused budget is left alone (the server's Retry-After when longer): at least
         the next cycle, since Kubernetes answers a spent budget with Retry-After 0."""
+        self.pdb_backoff = PdbBackoff()
+        """Refused budgets' waits, doubled per refusal in a row (``evictions.PdbBackoff``)."""
         self.ledger = Ledger(
             edges.journal,
             monotonic=self.clocks.monotonic,
@@ -193,6 +195,7 @@ class CycleRunner:
                 object_problems=dict(self.signals.object_problems()),
                 window=window,
                 budget=self._budget(now),
+                pdb_backoffs=self.pdb_backoff.backing_off(self.clocks.wall()),
             )
             self._report(record)
             return record
@@ -254,6 +257,7 @@ class CycleRunner:
             ahead,
             self.indexes,
             self.windows,
+            self.pdb_backoff,
         )
         done = runner.run(snapshot, usage, self.state, decided)
         self._last_verify_requests = check.requests if check is not None else 0

@@ -9,9 +9,10 @@ Safety rules enforced here, about the outside world rather than the plan:
   moment, and the pod's resourceVersion as read sent as the Eviction's precondition;
 - an eviction of unknown outcome counts as one (it is in ``done``) and stays in every window until the
   cache settles it (``unknown.py``);
-- a PodDisruptionBudget's refusal is remembered for the server's Retry-After and the planner plans again
-  at once with what this cycle already sent (``plan(..., already=, attempted=)``), so the next candidate
-  is tried in the same cycle and every pod that was not moved has a reason.
+- a PodDisruptionBudget's refusal is remembered for the server's Retry-After, doubled for each refusal in
+  a row up to ``PDB_BACKOFF_CAP`` (``PdbBackoff``), and the planner plans again at once with what this
+  cycle already sent (``plan(..., already=, attempted=)``), so the next candidate is tried in the same
+  cycle and every pod that was not moved has a reason.
 """
 
 from __future__ import annotations
@@ -47,6 +48,42 @@ OUTSIDE_WINDOW = "outside-window"
 so the audit shows what a live run would do at that hour)."""
 MAX_REPLANS = 5
 """Re-plans per cycle after refusals: each removes at least one budget's pods, so this only bounds cost."""
+PDB_BACKOFF_CAP = 600.0
+"""The longest a refused PodDisruptionBudget is left alone (10 min): a stale budget the server keeps
+refusing is asked at most this often, not at its Retry-After pace forever."""
+
+
+@dataclass
+class PdbBackoff:
+    """Per PodDisruptionBudget back-off across cycles: the first refusal leaves the budget alone for the
+    server's Retry-After (at least the runner's least wait), each refusal in a row doubles that, up to
+    ``cap``; an eviction the budget allowed, or no refusal for ``cap`` after its wait ended, starts it
+    afresh. Other budgets' pods proceed meanwhile (the planner skips only this budget's)."""
+
+    cap: float = PDB_BACKOFF_CAP
+    waits: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """``namespace/name`` -> (the last wait, until when it lasts, wall clock)."""
+
+    def refused(self, budgets: Sequence[str], retry_after: float, now: float) -> dict[str, float]:
+        """Record a refusal under ``budgets``; returns until when each is left alone."""
+        untils = {}
+        for budget in budgets:
+            last = self.waits.get(budget)
+            in_a_row = last is not None and now <= last[1] + self.cap
+            wait = min(self.cap, max(retry_after, last[0] * 2 if last is not None and in_a_row else 0.0))
+            self.waits[budget] = (wait, now + wait)
+            untils[budget] = now + wait
+        return untils
+
+    def allowed(self, budgets: Sequence[str]) -> None:
+        """The server let an eviction under ``budgets`` through: their back-off starts afresh."""
+        for budget in budgets:
+            self.waits.pop(budget, None)
+
+    def backing_off(self, now: float) -> dict[str, float]:
+        """The budgets left alone at ``now``, and until when; forgets those quiet for ``cap`` since."""
+        self.waits = {b: w for b, w in self.waits.items() if now <= w[1] + self.cap}
+        return {b: until for b, (_, until) in sorted(self.waits.items()) if until > now}
 
 
 @dataclass
@@ -111,6 +148,8 @@ class EvictionPass:
     """The cycle's index cache: a re-plan reuses the index the first plan built."""
     windows: Sequence[Window] = ()
     """``evictionWindows``, judged at the wall clock right before each eviction (empty: always open)."""
+    backoff: PdbBackoff = field(default_factory=PdbBackoff)
+    """The runner's per-budget back-off, carried from cycle to cycle."""
 
     def run(self, snapshot: ClusterSnapshot, usage: UsageSnapshot, state: PlannerState, first: Plan) -> Pass:
         now = first.now
@@ -138,14 +177,23 @@ class EvictionPass:
             if outcome.result == "not-verified":
                 skip = PodSkip(planned.pod.key, planned.node, outcome.code, outcome.message, planned.prod)
                 unverified.append(skip)
+            if outcome.result == "evicted":
+                self.backoff.allowed(refused_budgets(planned.pod, snapshot.pdbs, ""))
             if outcome.result in REFUSED_RESULTS and replans < MAX_REPLANS:
                 replans += 1
                 retry_after = max(outcome.retry_after or 0.0, self.pdb_retry_seconds)
                 budgets = refused_budgets(planned.pod, snapshot.pdbs, outcome.message)
-                base = refuse(base, budgets, self.wall() + retry_after)
+                at = self.wall()
+                untils = self.backoff.refused(budgets, retry_after, at)
+                for budget, until in untils.items():
+                    base = refuse(base, [budget], until)
                 result.refusals = base
                 log.info(
-                    "replanning_after_refusal", pod=planned.pod.key, budgets=budgets, retry_after=retry_after
+                    "replanning_after_refusal",
+                    pod=planned.pod.key,
+                    budgets=budgets,
+                    retry_after=retry_after,
+                    backoff_seconds={b: round(until - at, 3) for b, until in untils.items()},
                 )
                 result.decided = plan(
                     snapshot,
