@@ -347,20 +347,9 @@ class Evictor:
         attempts = 0
         while True:
             attempts += 1
-            if self._stopping():
-                return EvictionOutcome("failed", "shutdown requested: eviction not attempted"), False
-            if self._guard is not None and not self._guard():
-                return EvictionOutcome("failed", "lost leadership: eviction not attempted"), False
-            if before_send is not None and not self.dry_run:
-                refusal = before_send()
-                if refusal:
-                    return EvictionOutcome("failed", refusal), True
-                if self._guard is not None and not self._guard():  # the write took time: ask again
-                    return EvictionOutcome("failed", "lost leadership: eviction not attempted"), False
-            if verify is not None:
-                disagreement = verify()
-                if disagreement:
-                    return EvictionOutcome("not-verified", disagreement), False
+            stopped = self._ready(before_send, verify)
+            if stopped is not None:
+                return stopped
             try:
                 response = request.send()
             except ClientThrottledError as exc:
@@ -390,6 +379,30 @@ class Evictor:
             if error.status >= 500:
                 return self._unknown(f"HTTP {error.status} after the request was sent: {error.message}"), True
             return EvictionOutcome("failed", f"HTTP {error.status}: {error.message}"), True
+
+    def _ready(
+        self, before_send: Callable[[], str | None] | None, verify: Callable[[], str | None] | None
+    ) -> tuple[EvictionOutcome, bool] | None:
+        """Right before each request: still allowed to act, the journal's intent written, then what the
+        request rests on verified; leadership asked again after each step that took time. None: send."""
+        if self._stopping():
+            return EvictionOutcome("failed", "shutdown requested: eviction not attempted"), False
+        lost = EvictionOutcome("failed", "lost leadership: eviction not attempted"), False
+        if self._guard is not None and not self._guard():
+            return lost
+        if before_send is not None and not self.dry_run:
+            refusal = before_send()
+            if refusal:
+                return EvictionOutcome("failed", refusal), True
+            if self._guard is not None and not self._guard():  # the write took time: ask again
+                return lost
+        if verify is not None:
+            disagreement = verify()
+            if disagreement:
+                return EvictionOutcome("not-verified", disagreement), False
+            if self._guard is not None and not self._guard():  # so did the reads
+                return lost
+        return None
 
     def _unknown(self, why: str) -> EvictionOutcome:
         """A request the server may have applied. Dry run changes nothing, so there it simply failed."""

@@ -1,8 +1,9 @@
 """Reading from the API server what an eviction rests on, right before it is sent.
 
 The plan is made from the watch cache; a watch that silently stopped delivering cannot know it is
-stale. So before each eviction (after the rate limiter, before the journal's intent record) this reads
-the pod, its controller chain and the workload's pods with ordinary GET and LIST requests, which
+stale. So right before each eviction request (after the rate limiter, the journal's intent record and
+any Retry-After wait) this reads the pod, its node and namespace, its controller chain and the
+workload's pods with ordinary GET and LIST requests, which
 kube-apiserver serves as consistent reads (no ``resourceVersion``: from etcd's latest revision, or a
 watch cache proven current). ``planner/verify.py`` decides over what comes back.
 

@@ -58,7 +58,8 @@ class ServerView:
     node: Node | None = None
     """The pod's node as the server holds it (None: not there): its pause mark and taints."""
     namespace: Namespace | None = None
-    """The pod's namespace as the server holds it (None: not there): its pause mark."""
+    """The pod's namespace as the server holds it, for its pause mark (None: the server lists none, which
+    cannot hold the pod: nothing there to pause it)."""
     pod_version: str = ""
     """The pod's ``metadata.resourceVersion`` as read: the eviction's precondition, so the server applies
     it only to exactly the pod verified here (409 Conflict otherwise)."""
@@ -111,13 +112,13 @@ def recheck(
     marked = _place_marked(pod, view)
     if marked is not None:
         return marked
-    assert view.node is not None and view.namespace is not None  # _place_marked answers for missing ones
+    assert view.node is not None  # _place_marked answers for a missing one
     index = ClusterIndex(
         ClusterSnapshot(
             nodes=(view.node,),
             pods=_with(view.pods, pod),
             workloads=view.workloads,
-            namespaces=(view.namespace,),
+            namespaces=(view.namespace,) if view.namespace is not None else (),
         )
     )
     fresh = index.workload_of(pod)
@@ -184,14 +185,12 @@ def _pod_changed(planned: PlannedEviction, current: Pod | None) -> Disagreement 
 
 
 def _place_marked(pod: Pod, view: ServerView) -> Disagreement | None:
-    """Where the pod runs, as the server holds it now: a node or namespace that is gone, or a node an
-    autoscaler is removing, refuses the eviction (the pause marks are the pod filter's, which reads them
-    from the same objects)."""
+    """Where the pod runs, as the server holds it now: a node that is gone, or one an autoscaler is
+    removing, refuses the eviction (the pause marks are the pod filter's, which reads them from the node
+    and namespace of the view)."""
     what = ""
     if view.node is None:
         what = f"node {pod.node_name} is not on the API server"
-    elif view.namespace is None:
-        what = f"namespace {pod.namespace} is not on the API server"
     else:
         mark = removal_mark(view.node)
         if mark:
