@@ -313,6 +313,7 @@ class CycleRunner:
             unconfirmed=tuple(sorted(self.unconfirmed)),
             skipped=why,
             skip_code=code,
+            pdb_backoffs=self.pdb_backoff.backing_off(now),
         )
         if self.signals.on_record is not None:
             self.signals.on_record(record)
