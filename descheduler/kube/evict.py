@@ -3,7 +3,10 @@
 Through ``pods/eviction`` (policy/v1) by default, so the API server enforces PodDisruptionBudgets; with
 ``policy="Delete"`` the pod is deleted instead (no PDB check). A 429 that names a disruption budget is a
 refusal: reported at once, no retry (the next candidate is tried by the caller). A 429 from the server's
-own flow control carries ``Retry-After``: waited out and retried while the cycle's deadline allows.
+own flow control carries ``Retry-After``: waited out and retried while the cycle's deadline allows, each
+retry verified again first (``verify`` runs right before every request, after every wait). The Eviction
+carries the verified pod's uid and resourceVersion as preconditions: a 409 Conflict means the pod changed
+since it was verified, result ``not-verified`` (code ``verify-pod-changed``), never retried here.
 404 means the pod is gone already. A request that reached the server without a clear answer (a client
 timeout, a connection broken after sending, any 5xx: a proxy or the server may answer 504 after the
 eviction was applied) is ``unknown``: the caller must treat the pod as possibly evicted until its cache
@@ -35,6 +38,7 @@ from descheduler.kube.errors import (
 )
 from descheduler.kube.events import EventRecorder, Regarding
 from descheduler.kube.ratelimit import TokenBucket
+from descheduler.planner.reasons import VERIFY_POD_CHANGED
 
 log = structlog.get_logger("descheduler.kube.evict")
 
@@ -75,15 +79,17 @@ POLICIES = ("Eviction", "Delete")
 class EvictHooks(TypedDict, total=False):
     """What the caller runs inside an eviction, at the moments only the evictor knows."""
 
-    verify: Callable[[], str | None]
-    """Once after the rate limiter (dry run too), right before the first request: a message it returns
-    means the server's objects disagree with the plan, result ``not-verified``."""
     before_send: Callable[[], str | None]
-    """Right before each request leaves (live only, so the time it records is the send time): a message it
-    returns means not sent, result ``failed``."""
+    """Before each request (live only, after the rate limiter and any Retry-After wait): the journal's
+    intent record; a message it returns means not sent, result ``failed``."""
+    verify: Callable[[], str | None]
+    """Right before each request, after ``before_send`` (dry run too), so no wait separates what it read
+    from the request: a message it returns means the server's objects (or the eviction windows) disagree
+    with the plan, result ``not-verified``."""
     resource_version: Callable[[], str]
-    """Restarts only: the Deployment's ``resourceVersion`` as verified from the server right before (after
-    ``verify``); the patch carries it, so it applies to exactly that version (409 otherwise)."""
+    """The ``resourceVersion`` ``verify`` read of what the request acts on (an eviction's pod, a restart's
+    Deployment): the request carries it as a precondition, so it applies to exactly that version (409
+    otherwise); "" sends none."""
 
 
 _Said = tuple[str, str]
@@ -109,6 +115,9 @@ class EvictionOutcome:
     retry_after: float | None = None
     """The server's Retry-After with a refusal (Kubernetes: 0 for a spent budget, 10 for one it has not
     processed yet); the runner leaves the budget alone at least that long."""
+    code: str = ""
+    """A ``not-verified`` outcome's skip reason when the server itself said so (a 409 Conflict on the
+    preconditions: ``verify-pod-changed``); "" when the ``verify`` hook said it (the caller knows why)."""
 
     def __post_init__(self) -> None:
         if self.result not in RESULTS:
@@ -195,7 +204,7 @@ class Evictor:
         **hooks: Unpack[EvictHooks],
     ) -> EvictionOutcome:
         """Evict ``pod`` from ``node`` (or dry-run it) before ``deadline`` (monotonic), running ``hooks``."""
-        attempt = self._evict(pod, node, deadline, hooks.get("before_send"), hooks.get("verify"))
+        attempt = self._evict(pod, node, deadline, hooks)
         return self._told("eviction_outcome", pod, node, attempt, lambda o: self._emit(pod, node, reason, o))
 
     def restart(
@@ -282,15 +291,9 @@ class Evictor:
         return outcome
 
     # -- request ----------------------------------------------------------------------------------------
-    def _evict(
-        self,
-        pod: Pod,
-        node: str,
-        deadline: float,
-        before_send: Callable[[], str | None] | None,
-        verify: Callable[[], str | None] | None = None,
-    ) -> tuple[EvictionOutcome, bool]:
+    def _evict(self, pod: Pod, node: str, deadline: float, hooks: EvictHooks) -> tuple[EvictionOutcome, bool]:
         """The outcome, and whether it is worth an event on the pod (not when nothing was asked)."""
+        version = hooks.get("resource_version")
 
         def answer(response: Response) -> tuple[EvictionOutcome, bool] | None:
             if 200 <= response.status < 300:
@@ -304,17 +307,18 @@ class Evictor:
             if error.status == 404:
                 return EvictionOutcome("not-found", "pod no longer exists"), False
             if error.status == 409:
-                message = f"pod was replaced or changed since it was chosen: {error.message}"
-                return EvictionOutcome("not-found", message), False
+                message = f"not sent: the pod changed since it was verified ({error.message})"
+                return EvictionOutcome("not-verified", message, code=VERIFY_POD_CHANGED), False
             if self.policy == "Eviction" and error.status in (403, 429) and _is_pdb_refusal(error):
                 result = "dry-run-refused" if self.dry_run else "refused-by-pdb"
                 return EvictionOutcome(result, _describe_refusal(error), error.retry_after), True
             return None
 
-        request = _Request(
-            pod, deadline, self._method, self._path(pod), lambda: self._send(pod, deadline), answer
-        )
-        return self._attempt(request, before_send, verify)
+        def send() -> Response:
+            return self._send(pod, deadline, version() if version is not None else "")
+
+        request = _Request(pod, deadline, self._method, self._path(pod), send, answer)
+        return self._attempt(request, hooks.get("before_send"), hooks.get("verify"))
 
     def _attempt(
         self,
@@ -325,7 +329,9 @@ class Evictor:
         """What evictions and restarts share: the guards, the rate limiter, the hooks in order, the
         server's flow control (429 with Retry-After, retried within the deadline) and the rule that a
         request which may have reached the server without a clear answer is ``unknown``. ``request.answer``
-        reads what is particular to the call (success, 404, 409, a budget's refusal); None: the rules here."""
+        reads what is particular to the call (success, 404, 409, a budget's refusal); None: the rules here.
+        ``verify`` runs last before every request (after the journal write and any Retry-After wait): what
+        an eviction rests on may change during any wait, so nothing is sent on a read made before one."""
         pod, deadline = request.pod, request.deadline
         if self._stopping():
             return EvictionOutcome("failed", "shutdown requested: eviction not attempted"), False
@@ -337,23 +343,12 @@ class Evictor:
                 f"client-side eviction rate limit (evictQPS={self.limiter.qps:g}, "
                 f"evictBurst={self.limiter.burst}) allows no eviction before the cycle's deadline",
             ), False
-        if verify is not None:
-            disagreement = verify()
-            if disagreement:
-                return EvictionOutcome("not-verified", disagreement), False
         attempts = 0
         while True:
             attempts += 1
-            if self._stopping():
-                return EvictionOutcome("failed", "shutdown requested: eviction not attempted"), False
-            if self._guard is not None and not self._guard():
-                return EvictionOutcome("failed", "lost leadership: eviction not attempted"), False
-            if before_send is not None and not self.dry_run:
-                refusal = before_send()
-                if refusal:
-                    return EvictionOutcome("failed", refusal), True
-                if self._guard is not None and not self._guard():  # the write took time: ask again
-                    return EvictionOutcome("failed", "lost leadership: eviction not attempted"), False
+            stopped = self._ready(before_send, verify)
+            if stopped is not None:
+                return stopped
             try:
                 response = request.send()
             except ClientThrottledError as exc:
@@ -384,6 +379,30 @@ class Evictor:
                 return self._unknown(f"HTTP {error.status} after the request was sent: {error.message}"), True
             return EvictionOutcome("failed", f"HTTP {error.status}: {error.message}"), True
 
+    def _ready(
+        self, before_send: Callable[[], str | None] | None, verify: Callable[[], str | None] | None
+    ) -> tuple[EvictionOutcome, bool] | None:
+        """Right before each request: still allowed to act, the journal's intent written, then what the
+        request rests on verified; leadership asked again after each step that took time. None: send."""
+        if self._stopping():
+            return EvictionOutcome("failed", "shutdown requested: eviction not attempted"), False
+        lost = EvictionOutcome("failed", "lost leadership: eviction not attempted"), False
+        if self._guard is not None and not self._guard():
+            return lost
+        if before_send is not None and not self.dry_run:
+            refusal = before_send()
+            if refusal:
+                return EvictionOutcome("failed", refusal), True
+            if self._guard is not None and not self._guard():  # the write took time: ask again
+                return lost
+        if verify is not None:
+            disagreement = verify()
+            if disagreement:
+                return EvictionOutcome("not-verified", disagreement), False
+            if self._guard is not None and not self._guard():  # so did the reads
+                return lost
+        return None
+
     def _unknown(self, why: str) -> EvictionOutcome:
         """A request the server may have applied. Dry run changes nothing, so there it simply failed."""
         if self.dry_run:
@@ -403,18 +422,20 @@ class Evictor:
         base = f"/api/v1/namespaces/{path_segment(pod.namespace)}/pods/{path_segment(pod.name)}"
         return base + "/eviction" if self.policy == "Eviction" else base
 
-    def _options(self, pod: Pod) -> dict[str, Any]:
+    def _options(self, pod: Pod, version: str) -> dict[str, Any]:
         options = {"apiVersion": "v1", "kind": "DeleteOptions", **self.delete_options}
         preconditions = dict(options.get("preconditions") or {})
         if pod.uid and "/" not in pod.uid:  # a real uid: never evict a same-named successor
             preconditions.setdefault("uid", pod.uid)
+        if version:  # the version verified: never evict a pod changed since (an annotation added...)
+            preconditions["resourceVersion"] = version
         if preconditions:
             options["preconditions"] = preconditions
         if self.dry_run:
             options["dryRun"] = ["All"]
         return options
 
-    def _send(self, pod: Pod, deadline: float) -> Response:
+    def _send(self, pod: Pod, deadline: float, version: str) -> Response:
         remaining = deadline - self._clock()
         if remaining <= 0:
             raise ClientThrottledError("the cycle's deadline passed before the eviction could be sent")
@@ -425,10 +446,10 @@ class Evictor:
                 "apiVersion": "policy/v1",
                 "kind": "Eviction",
                 "metadata": {"name": pod.name, "namespace": pod.namespace},
-                "deleteOptions": self._options(pod),
+                "deleteOptions": self._options(pod, version),
             }
         else:
-            body = self._options(pod)
+            body = self._options(pod, version)
         return self.api.request_raw(
             self._method, self._path(pod), query=query, body=body, timeout=timeout, deadline=deadline
         )

@@ -1,28 +1,39 @@
 """Reading from the API server what an eviction rests on, right before it is sent.
 
 The plan is made from the watch cache; a watch that silently stopped delivering cannot know it is
-stale. So before each eviction (after the rate limiter, before the journal's intent record) this reads
-the pod, its controller chain and the workload's pods with ordinary GET and LIST requests, which
-kube-apiserver serves as consistent reads (no ``resourceVersion``: from etcd's latest revision, or a
-watch cache proven current). ``planner/verify.py`` decides over what comes back.
+stale. So right before each eviction request (after the rate limiter, the journal's intent record and
+any Retry-After wait) this reads the pod, its node and namespace, its controller chain and the
+workload's pods with ordinary GET and LIST requests, which kube-apiserver serves as consistent reads (no
+``resourceVersion``: from etcd's latest revision, or a watch cache proven current).
+``planner/verify.py`` decides over what comes back.
 
-Requests per eviction: a bare pod 1; a StatefulSet's or ReplicationController's pod 3 (pod, controller,
-the workload's pods); a Deployment's pod 5 (pod, ReplicaSet, Deployment, its ReplicaSets, its pods); plus
-one LIST per ResourceClaim of a pod holding DRA devices (``read_claims``). Never per candidate: only for pods
-the plan chose. Any failure (an error status other than 404, a timeout, a
-broken connection, an object that cannot be parsed) makes the view ``problem``: nothing is evicted on it.
+Requests per eviction: a bare pod 3 (pod, its node, its namespace); a StatefulSet's or
+ReplicationController's pod 4 (the controller, the workload's pods with the pod among them, node,
+namespace); a Deployment's pod 6 (ReplicaSet, Deployment, its ReplicaSets, its pods, node, namespace);
+plus one LIST per ResourceClaim of a pod holding DRA devices (``read_claims``). The node and namespace
+are read for their pause marks and the node's autoscaler taints (a namespace by a LIST of its name: the
+shipped RBAC grants list, not get). Never per candidate: only for pods the plan chose, once per attempt
+(after a Retry-After wait, read again). Any failure (an error status other than 404, a timeout, a broken
+connection, an object that cannot be parsed) makes the view ``problem``: nothing is evicted on it.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from descheduler.cluster.dra import parse_resource_claim
-from descheduler.cluster.parse import ObjectError, parse_pod, parse_selector, parse_workload
-from descheduler.cluster.types import LabelSelector, Pod, ResourceClaim, Workload
+from descheduler.cluster.parse import (
+    ObjectError,
+    parse_namespace,
+    parse_node,
+    parse_pod,
+    parse_selector,
+    parse_workload,
+)
+from descheduler.cluster.types import LabelSelector, Namespace, Node, Pod, ResourceClaim, Workload
 from descheduler.kube.api import KubeApi, path_segment
 from descheduler.kube.errors import ApiStatusError, KubeError
 from descheduler.planner.verify import ServerView
@@ -117,6 +128,12 @@ class ServerReader:
         return ClaimsView(claims, requests=reads.count)
 
 
+def _version(raw: Mapping[str, Any]) -> str:
+    """An object's ``metadata.resourceVersion`` as the server sent it ("" when absent)."""
+    meta = raw.get("metadata")
+    return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
+
+
 class _Reads:
     """One view's requests, counted, each bounded by the request timeout and the cycle's deadline."""
 
@@ -126,19 +143,17 @@ class _Reads:
         self.count = 0
 
     def view(self, pod: Pod) -> ServerView:
+        """A workload's pod comes from the LIST of the workload's pods (one read for both, and one
+        request fewer), its chain read from the owner the cache named (the server's pod must name the
+        same one, ``planner/verify.py``); a bare pod, or one that LIST does not hold, from a GET."""
         ns = path_segment(pod.namespace)
-        raw = self._get(f"/api/v1/namespaces/{ns}/pods/{path_segment(pod.name)}")
-        if raw is None:
-            return ServerView(pod=None, requests=self.count)
-        current = self._parse(parse_pod, raw)
-        assert isinstance(current, Pod)
-        owner = current.owner
+        owner = pod.owner
         if owner is None or owner.kind not in _PATHS:
-            return ServerView(pod=current, pods=(current,), requests=self.count)
+            return self._alone(pod, ())
         chain, top_raw = self._chain(pod.namespace, owner.kind, owner.name)
         top = chain[-1] if chain else None
         if top is None or top_raw is None:
-            return ServerView(pod=current, workloads=tuple(chain), pods=(current,), requests=self.count)
+            return self._alone(pod, tuple(chain))
         selector = self._selector(top_raw, top)
         workloads = list(chain)
         if top.kind == "Deployment":
@@ -149,12 +164,46 @@ class _Reads:
                 assert isinstance(workload, Workload)
                 if workload.uid not in known:
                     workloads.append(workload)
-        pods = []
+        pods: list[Pod] = []
+        versions: dict[str, str] = {}
         for item in self._list(f"/api/v1/namespaces/{ns}/pods", selector):
             parsed = self._parse(parse_pod, {"kind": "Pod", **item})
             assert isinstance(parsed, Pod)
             pods.append(parsed)
-        return ServerView(pod=current, workloads=tuple(workloads), pods=tuple(pods), requests=self.count)
+            versions[parsed.name] = _version(item)
+        current = next((p for p in pods if p.name == pod.name), None)
+        if current is None:  # gone, or no longer selected: its own read says which
+            return self._alone(pod, tuple(workloads), tuple(pods))
+        base = self._places(current, versions[current.name])
+        return replace(base, workloads=tuple(workloads), pods=tuple(pods), requests=self.count)
+
+    def _alone(self, pod: Pod, workloads: tuple[Workload, ...], pods: tuple[Pod, ...] = ()) -> ServerView:
+        """The pod read by a GET of its own, with its node and namespace (None: the server has none)."""
+        raw = self._get(f"/api/v1/namespaces/{path_segment(pod.namespace)}/pods/{path_segment(pod.name)}")
+        if raw is None:
+            return ServerView(pod=None, workloads=workloads, requests=self.count)
+        current = self._parse(parse_pod, raw)
+        assert isinstance(current, Pod)
+        base = self._places(current, _version(raw))
+        return replace(base, workloads=workloads, pods=pods or (current,), requests=self.count)
+
+    def _places(self, pod: Pod, version: str) -> ServerView:
+        """The view's pod with its node (a GET) and namespace (a LIST of its name) as the server holds
+        them now, for their pause marks and the node's autoscaler taints; None where the server has none."""
+        node: Node | None = None
+        if pod.node_name:
+            found = self._get(f"/api/v1/nodes/{path_segment(pod.node_name)}")
+            if found is not None:
+                parsed = self._parse(parse_node, {"kind": "Node", **found})
+                assert isinstance(parsed, Node)
+                node = parsed
+        namespace: Namespace | None = None
+        named = self._list("/api/v1/namespaces", f"metadata.name={pod.namespace}", key="fieldSelector")
+        for item in named[:1]:
+            read = self._parse(parse_namespace, {"kind": "Namespace", **item})
+            assert isinstance(read, Namespace)
+            namespace = read
+        return ServerView(pod=pod, node=node, namespace=namespace, pod_version=version)
 
     def _chain(self, namespace: str, kind: str, name: str) -> tuple[list[Workload], Mapping[str, Any] | None]:
         """The controller chain from the pod's owner up (a ReplicaSet and its Deployment); a controller

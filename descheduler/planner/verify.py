@@ -8,6 +8,8 @@ pod, its controller chain and the workload's pods) and this module decides, over
 the eviction still holds:
 
 - the pod is the same one, on the same node, not terminating or finished (``verify-pod-changed``);
+- its node and namespace carry no pause mark and the node no autoscaler's removal taint, as the server
+  holds them now (``verify-refused``): an operator's mark made seconds before the request counts;
 - its controller is the one the cache named and expects as many replicas as the cache said
   (``verify-workload-changed``): any difference means the plan was made on stale state;
 - every rule that reads those objects passes again on the server's copies (``verify-refused``): the pod's
@@ -26,8 +28,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from descheduler.cluster.types import ClusterSnapshot, Pod, Workload
+from descheduler.cluster.types import ClusterSnapshot, Namespace, Node, Pod, Workload
 from descheduler.planner import reasons
+from descheduler.planner.autoscaler import removal_mark
 from descheduler.planner.candidates import PodFilter
 from descheduler.planner.index import ClusterIndex, WorkloadRef
 from descheduler.planner.limits import LimitTracker
@@ -52,6 +55,14 @@ class ServerView:
     """Why the view is incomplete (a read failed or timed out): nothing is evicted on it."""
     requests: int = 0
     """How many API requests the view took (reported: the cost of verifying)."""
+    node: Node | None = None
+    """The pod's node as the server holds it (None: not there): its pause mark and taints."""
+    namespace: Namespace | None = None
+    """The pod's namespace as the server holds it, for its pause mark (None: the server lists none, which
+    cannot hold the pod: nothing there to pause it)."""
+    pod_version: str = ""
+    """The pod's ``metadata.resourceVersion`` as read: the eviction's precondition, so the server applies
+    it only to exactly the pod verified here (409 Conflict otherwise)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +109,18 @@ def recheck(
         return changed
     pod = view.pod
     assert pod is not None  # _pod_changed answers for a missing pod
-    index = ClusterIndex(ClusterSnapshot(pods=_with(view.pods, pod), workloads=view.workloads))
+    marked = _place_marked(pod, view)
+    if marked is not None:
+        return marked
+    assert view.node is not None  # _place_marked answers for a missing one
+    index = ClusterIndex(
+        ClusterSnapshot(
+            nodes=(view.node,),
+            pods=_with(view.pods, pod),
+            workloads=view.workloads,
+            namespaces=(view.namespace,) if view.namespace is not None else (),
+        )
+    )
     fresh = index.workload_of(pod)
     moved = _workload_changed(cached, fresh, pod)
     if moved is not None:
@@ -109,7 +131,7 @@ def recheck(
             reasons.VERIFY_REFUSED,
             f"not sent: on the API server's objects the pod is no longer a candidate ({verdict.code}: "
             f"{verdict.message})",
-            ("pods",),
+            ("pods", "nodes", "namespaces") if verdict.code == reasons.PAUSED else ("pods",),
         )
     if planned.action == RESTART and fresh is not None:
         window = settings.object_limit.duration if settings.object_limit is not None else 0.0
@@ -160,6 +182,22 @@ def _pod_changed(planned: PlannedEviction, current: Pod | None) -> Disagreement 
     if not what:
         return None
     return Disagreement(reasons.VERIFY_POD_CHANGED, f"not sent: {what}", ("pods",))
+
+
+def _place_marked(pod: Pod, view: ServerView) -> Disagreement | None:
+    """Where the pod runs, as the server holds it now: a node that is gone, or one an autoscaler is
+    removing, refuses the eviction (the pause marks are the pod filter's, which reads them from the node
+    and namespace of the view)."""
+    what = ""
+    if view.node is None:
+        what = f"node {pod.node_name} is not on the API server"
+    else:
+        mark = removal_mark(view.node)
+        if mark:
+            what = f"an autoscaler is removing node {pod.node_name} ({mark})"
+    if not what:
+        return None
+    return Disagreement(reasons.VERIFY_REFUSED, f"not sent: {what}", ("nodes", "namespaces"))
 
 
 def _owner_uid(pod: Pod) -> str:

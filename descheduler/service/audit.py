@@ -106,6 +106,7 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
     lnl = effective.low_node_load
     steering_on = lnl is not None and lnl.hotspot_taint.enabled
     metrics.steering_active.set(1 if steering_on and not record.steering_off else 0)
+    metrics.pdb_backing_off.set(len(record.pdb_backoffs))
     fallbacks = sum(1 for why in record.object_problems.values() if why.startswith("kept"))
     metrics.cluster_objects.labels("fallback").set(fallbacks)
     metrics.cluster_objects.labels("left-out").set(len(record.object_problems) - fallbacks)

@@ -34,7 +34,7 @@ from descheduler.planner.index import IndexCache
 from descheduler.planner.state import RESTARTING
 from descheduler.service import announce
 from descheduler.service.edges import Clocks, Edges, Signals, Timing
-from descheduler.service.evictions import EvictionPass, Gate, Pass, refused_budgets
+from descheduler.service.evictions import EvictionPass, Gate, Pass, PdbBackoff, refused_budgets
 from descheduler.service.ledger import Held, Ledger, lost_quiet
 from descheduler.service.records import CycleRecord, EvictionRecord, Restore
 from descheduler.service.restarts import Followed, follow
@@ -75,6 +75,8 @@ class CycleRunner:
         )
         """The least time a refused budget is left alone (the server's Retry-After when longer): at least
         the next cycle, since Kubernetes answers a spent budget with Retry-After 0."""
+        self.pdb_backoff = PdbBackoff()
+        """Refused budgets' waits, doubled per refusal in a row (``evictions.PdbBackoff``)."""
         self.ledger = Ledger(
             edges.journal,
             monotonic=self.clocks.monotonic,
@@ -197,6 +199,7 @@ class CycleRunner:
                 object_problems=dict(self.signals.object_problems()),
                 window=window,
                 budget=self._budget(now),
+                pdb_backoffs=self.pdb_backoff.backing_off(self.clocks.wall()),
             )
             self._report(record)
             return record
@@ -259,6 +262,7 @@ class CycleRunner:
             ahead,
             self.indexes,
             self.windows,
+            self.pdb_backoff,
         )
         done = runner.run(snapshot, usage, self.state, decided)
         self._last_verify_requests = check.requests if check is not None else 0
@@ -319,6 +323,7 @@ class CycleRunner:
             unconfirmed=tuple(sorted(self.unconfirmed)),
             skipped=why,
             skip_code=code,
+            pdb_backoffs=self.pdb_backoff.backing_off(now),
         )
         if self.signals.on_record is not None:
             self.signals.on_record(record)

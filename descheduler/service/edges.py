@@ -47,6 +47,11 @@ class Outcome(Protocol):
         """The server's Retry-After of a refusal, if it gave one."""
         ...
 
+    @property
+    def code(self) -> str:
+        """A ``not-verified`` outcome's skip reason when the server said it (``EvictionOutcome.code``)."""
+        ...
+
 
 class TaintResult(Protocol):
     @property

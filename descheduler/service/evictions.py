@@ -3,13 +3,16 @@
 Safety rules enforced here, about the outside world rather than the plan:
 - no eviction unless this replica may act (leader, not stopping) at the moment of the call, nor after the
   cycle's time budget, nor during the fallback quiet period, nor once another journal writer appeared;
-- each eviction rests on what the server holds right before it is sent (``verify.py``), dry run too;
 - no request leaves before its record is in the migration journal (``ledger.py``);
+- each request rests on what the server holds right before it is sent (``verify.py``), dry run too: read
+  after the journal write and after every Retry-After wait, with the eviction windows judged at that
+  moment, and the pod's resourceVersion as read sent as the Eviction's precondition;
 - an eviction of unknown outcome counts as one (it is in ``done``) and stays in every window until the
   cache settles it (``unknown.py``);
-- a PodDisruptionBudget's refusal is remembered for the server's Retry-After and the planner plans again
-  at once with what this cycle already sent (``plan(..., already=, attempted=)``), so the next candidate
-  is tried in the same cycle and every pod that was not moved has a reason.
+- a PodDisruptionBudget's refusal is remembered for the server's Retry-After, doubled for each refusal in
+  a row up to ``PDB_BACKOFF_CAP`` (``PdbBackoff``), and the planner plans again at once with what this
+  cycle already sent (``plan(..., already=, attempted=)``), so the next candidate is tried in the same
+  cycle and every pod that was not moved has a reason.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from descheduler.cluster.selectors import selector_matches
 from descheduler.cluster.types import ClusterSnapshot, Pod, PodDisruptionBudget, UsageSnapshot
 from descheduler.config.load import EffectiveConfig
 from descheduler.kube.evict import EvictHooks
-from descheduler.planner import Plan, PlannedEviction, PlannerState, PodSkip, plan, refuse
+from descheduler.planner import Plan, PlannedEviction, PlannerState, PodSkip, plan, reasons, refuse
 from descheduler.planner.controls import Window, window_state
 from descheduler.planner.index import IndexCache
 from descheduler.planner.model import RESTART
@@ -44,6 +47,42 @@ OUTSIDE_WINDOW = "outside-window"
 so the audit shows what a live run would do at that hour)."""
 MAX_REPLANS = 5
 """Re-plans per cycle after refusals: each removes at least one budget's pods, so this only bounds cost."""
+PDB_BACKOFF_CAP = 600.0
+"""The longest a refused PodDisruptionBudget is left alone (10 min): a stale budget the server keeps
+refusing is asked at most this often, not at its Retry-After pace forever."""
+
+
+@dataclass
+class PdbBackoff:
+    """Per PodDisruptionBudget back-off across cycles: the first refusal leaves the budget alone for the
+    server's Retry-After (at least the runner's least wait), each refusal in a row doubles that, up to
+    ``cap``; an eviction the budget allowed, or no refusal for ``cap`` after its wait ended, starts it
+    afresh. Other budgets' pods proceed meanwhile (the planner skips only this budget's)."""
+
+    cap: float = PDB_BACKOFF_CAP
+    waits: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """``namespace/name`` -> (the last wait, until when it lasts, wall clock)."""
+
+    def refused(self, budgets: Sequence[str], retry_after: float, now: float) -> dict[str, float]:
+        """Record a refusal under ``budgets``; returns until when each is left alone."""
+        untils = {}
+        for budget in budgets:
+            last = self.waits.get(budget)
+            in_a_row = last is not None and now <= last[1] + self.cap
+            wait = min(self.cap, max(retry_after, last[0] * 2 if last is not None and in_a_row else 0.0))
+            self.waits[budget] = (wait, now + wait)
+            untils[budget] = now + wait
+        return untils
+
+    def allowed(self, budgets: Sequence[str]) -> None:
+        """The server let an eviction under ``budgets`` through: their back-off starts afresh."""
+        for budget in budgets:
+            self.waits.pop(budget, None)
+
+    def backing_off(self, now: float) -> dict[str, float]:
+        """The budgets left alone at ``now``, and until when; forgets those quiet for ``cap`` since."""
+        self.waits = {b: w for b, w in self.waits.items() if now <= w[1] + self.cap}
+        return {b: until for b, (_, until) in sorted(self.waits.items()) if until > now}
 
 
 @dataclass
@@ -108,6 +147,8 @@ class EvictionPass:
     """The cycle's index cache: a re-plan reuses the index the first plan built."""
     windows: Sequence[Window] = ()
     """``evictionWindows``, judged at the wall clock right before each eviction (empty: always open)."""
+    backoff: PdbBackoff = field(default_factory=PdbBackoff)
+    """The runner's per-budget back-off, carried from cycle to cycle."""
 
     def run(self, snapshot: ClusterSnapshot, usage: UsageSnapshot, state: PlannerState, first: Plan) -> Pass:
         now = first.now
@@ -132,19 +173,26 @@ class EvictionPass:
                     continue
             outcome = self._evict(planned, result)
             attempted[planned.pod.key] = f"tried earlier this cycle: {outcome.result}"
-            if outcome.result == "not-verified" and self.check is not None and self.check.last is not None:
-                skip = PodSkip(
-                    planned.pod.key, planned.node, self.check.last.code, outcome.message, planned.prod
-                )
+            if outcome.result == "not-verified":
+                skip = PodSkip(planned.pod.key, planned.node, outcome.code, outcome.message, planned.prod)
                 unverified.append(skip)
+            if outcome.result == "evicted":
+                self.backoff.allowed(refused_budgets(planned.pod, snapshot.pdbs, ""))
             if outcome.result in REFUSED_RESULTS and replans < MAX_REPLANS:
                 replans += 1
                 retry_after = max(outcome.retry_after or 0.0, self.pdb_retry_seconds)
                 budgets = refused_budgets(planned.pod, snapshot.pdbs, outcome.message)
-                base = refuse(base, budgets, self.wall() + retry_after)
+                at = self.wall()
+                untils = self.backoff.refused(budgets, retry_after, at)
+                for budget, until in untils.items():
+                    base = refuse(base, [budget], until)
                 result.refusals = base
                 log.info(
-                    "replanning_after_refusal", pod=planned.pod.key, budgets=budgets, retry_after=retry_after
+                    "replanning_after_refusal",
+                    pod=planned.pod.key,
+                    budgets=budgets,
+                    retry_after=retry_after,
+                    backoff_seconds={b: round(until - at, 3) for b, until in untils.items()},
                 )
                 result.decided = plan(
                     snapshot,
@@ -164,16 +212,34 @@ class EvictionPass:
         result.decided = replace(decided, evictions=tuple(called) or decided.evictions)
         return result
 
+    def _verify(self, planned: PlannedEviction, result: Pass, why: list[str]) -> str | None:
+        """The evictor's ``verify`` hook, run right before each request: the server's objects agree with
+        the plan (``ServerCheck``: the pod, its workload, limits and budgets, its node and namespace) and
+        an eviction window is open at that moment. ``why`` gets the refusal's code."""
+        why.clear()
+        if self.check is not None:
+            disagreement = self.check.verify(planned, result.decided, result.done)
+            if disagreement:
+                why.append(self.check.last.code if self.check.last else reasons.VERIFY_UNREADABLE)
+                return disagreement
+        if self.windows:
+            window = window_state(self.windows, self.wall())
+            if not window.open:
+                why.append(OUTSIDE_WINDOW)
+                return window.message()
+        return None
+
     def _evict(self, planned: PlannedEviction, result: Pass) -> _Outcome:
         hooks: EvictHooks = {}
+        why: list[str] = []
+        if self.check is not None or self.windows:
+            hooks["verify"] = functools.partial(self._verify, planned, result, why)
         if self.check is not None:
-            hooks["verify"] = functools.partial(self.check.verify, planned, result.decided, result.done)
+            hooks["resource_version"] = functools.partial(self.check.version, planned)
         if self.ahead is not None:
             hooks["before_send"] = functools.partial(self.ahead.intend, planned)
         sent = self.wall()
         if planned.action == RESTART:
-            if self.check is not None:
-                hooks["resource_version"] = functools.partial(self.check.version, planned)
             outcome = self.evictor.restart(
                 planned.pod, planned.node, planned.reason, self.gate.deadline, planned.workload_name, **hooks
             )
@@ -182,7 +248,10 @@ class EvictionPass:
                 planned.pod, planned.node, planned.reason, self.gate.deadline, **hooks
             )
         answered = self.wall()
-        result.records.append(EvictionRecord.of(planned, outcome.result, outcome.message))
+        code = outcome.code or (why[0] if why else reasons.VERIFY_UNREADABLE)
+        closed = outcome.result == "not-verified" and code == OUTSIDE_WINDOW
+        shown = OUTSIDE_WINDOW if closed else outcome.result
+        result.records.append(EvictionRecord.of(planned, shown, outcome.message))
         if outcome.result in EVICTED_RESULTS:
             result.done.append(planned)
             result.applied[planned.pod.key] = answered
@@ -216,7 +285,7 @@ class EvictionPass:
             result=outcome.result,
             message=outcome.message,
         )
-        return _Outcome(outcome.result, outcome.message, outcome.retry_after)
+        return _Outcome(shown, outcome.message, outcome.retry_after, code)
 
 
 @dataclass(frozen=True)
@@ -224,6 +293,8 @@ class _Outcome:
     result: str
     message: str
     retry_after: float | None
+    code: str
+    """A ``not-verified`` outcome's skip reason."""
 
 
 _BUDGET_NAME = re.compile(r"disruption budget ([a-z0-9]([-a-z0-9.]*[a-z0-9])?)")

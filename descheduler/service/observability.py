@@ -108,6 +108,13 @@ class Metrics:
             "Evictions whose outcome is still unknown (counted as evicted until the cache settles them).",
             registry=r,
         )
+        self.pdb_backing_off = Gauge(
+            "descheduler_pdb_backing_off",
+            "PodDisruptionBudgets whose refusals are backed off after the last cycle: no pod they cover is "
+            "asked for until their wait (the server's Retry-After, doubled per refusal in a row, at most "
+            "10 min) ends.",
+            registry=r,
+        )
         self.verify_requests = Counter(
             "descheduler_eviction_verify_requests",
             "API requests made right before evictions to verify the cache's view of the pod and its "

@@ -106,6 +106,8 @@ class CycleRecord:
     """``evictionWindows`` at the cycle's clock (None when the cycle did not run)."""
     budget: BudgetState | None = None
     """What is left of ``churnBudget`` after the cycle (None without one)."""
+    pdb_backoffs: Mapping[str, float] = field(default_factory=dict)
+    """PodDisruptionBudgets left alone after refusals (``evictions.PdbBackoff``), until when (wall clock)."""
 
     def to_dict(self) -> dict[str, Any]:
         body = self.plan.to_dict()

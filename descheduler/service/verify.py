@@ -48,10 +48,11 @@ class ServerCheck:
         self.last: Disagreement | None = None
         """The disagreement behind the last ``verify`` that stopped an eviction."""
         self.versions: dict[str, str] = {}
-        """Pod key -> the resourceVersion of its Deployment as verified (restarts: the patch carries it)."""
+        """Pod key -> the resourceVersion of what its request acts on, as last verified: the pod for an
+        eviction (the Eviction's precondition), its Deployment for a restart (the patch carries it)."""
 
     def version(self, planned: PlannedEviction) -> str:
-        """The verified resourceVersion of ``planned``'s Deployment ("" if unknown: no precondition)."""
+        """The verified resourceVersion ``planned``'s request carries ("" if unknown: no precondition)."""
         return self.versions.get(planned.pod.key, "")
 
     def verify(self, planned: PlannedEviction, decided: Plan, sent: Sequence[PlannedEviction]) -> str | None:
@@ -73,6 +74,7 @@ class ServerCheck:
             found = claim_disagreement(view.pod, claims)
         seconds = round(self.monotonic() - started, 4)
         self.last = found
+        self.versions[planned.pod.key] = view.pod_version
         if found is None and planned.action == RESTART:
             self.versions[planned.pod.key] = next(
                 (

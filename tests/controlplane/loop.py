@@ -104,9 +104,11 @@ def loop_config(
     dry_run: bool,
     lease_name: str = LEASE,
     consecutive_abnormalities: int = CONFIRM_CYCLES,
+    interval: str = "1s",
 ) -> dict[str, Any]:
     """The service configuration of the integration tests, limited to the test's node group."""
     doc = service_config(
+        interval=interval,
         consecutive_abnormalities=consecutive_abnormalities,
         prometheus_url=prometheus_url,
         ports=ports,

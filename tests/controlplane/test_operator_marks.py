@@ -3,17 +3,24 @@
 A pause annotation on the namespace holds every eviction while the hot node is confirmed cycle after
 cycle; removing it with ``kubectl annotate ...-`` lets the same process evict at once, with no config
 change and no restart. A hot node carrying the cluster autoscaler's ``ToBeDeletedByClusterAutoscaler``
-taint is skipped: nothing is evicted from it, however long it stays hot.
+taint is skipped: nothing is evicted from it, however long it stays hot. An opt-out annotation added to a
+pod while its eviction waits out the server's ``Retry-After`` stops that eviction: the pod is read again
+right before the request that follows the wait.
 """
 
 from __future__ import annotations
 
+import socket
+import ssl
+import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from descheduler.config.migration import PAUSE_ANNOTATION
 from descheduler.kube.api import KubeApi
@@ -22,7 +29,7 @@ from descheduler.planner import reasons
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.loop import HotCluster, hot_cluster_serving_usage, install_manifests, loop_config
 from tests.support import service
-from tests.support.service import Descheduler
+from tests.support.service import NAMESPACE, Descheduler
 
 pytestmark = pytest.mark.controlplane
 
@@ -73,13 +80,15 @@ class Setting:
     workdir: Path
 
     @contextmanager
-    def marked(self, mark: Callable[[HotCluster], object]) -> Iterator[tuple[HotCluster, Descheduler]]:
+    def marked(
+        self, mark: Callable[[HotCluster], object], **options: Any
+    ) -> Iterator[tuple[HotCluster, Descheduler]]:
         """The hot cluster with its usage served, ``mark`` applied to it, then ``descheduler run`` (live)
-        on it as the shipped identity."""
+        on it as the shipped identity; ``options`` go to ``loop_config`` (``interval``...)."""
         with hot_cluster_serving_usage(self.plane, self.api, self.namespace, self.backend) as cluster:
             mark(cluster)
             ports = service.Ports.free()
-            doc = loop_config(self.backend.url, ports, self.namespace, dry_run=False)
+            doc = loop_config(self.backend.url, ports, self.namespace, dry_run=False, **options)
             config = service.write_config(self.workdir / "config.yaml", doc)
             with service.run_descheduler(config, self.identity, ports, self.workdir) as proc:
                 yield cluster, proc
@@ -129,3 +138,102 @@ def test_a_hot_node_the_cluster_autoscaler_is_deleting_is_left_alone(setting: Se
         proc.terminate()
     assert hot_class == "skipped"
     assert evicted == []
+
+
+REJECTING = "lad-test-reject-evictions"
+"""The API Priority and Fairness objects that make the server answer the descheduler's evictions in the
+test's namespace with 429 and ``Retry-After`` (its flow control's own answer, not a budget's refusal)."""
+
+
+def rejecting_evictions(namespace: str) -> list[dict[str, Any]]:
+    """A priority level with no concurrency that rejects, and a flow schema sending the descheduler's
+    ``pods/eviction`` creations in ``namespace`` to it."""
+    group = "flowcontrol.apiserver.k8s.io/v1"
+    level = {
+        "apiVersion": group,
+        "kind": "PriorityLevelConfiguration",
+        "metadata": {"name": REJECTING},
+        "spec": {
+            "type": "Limited",
+            "limited": {
+                "nominalConcurrencyShares": 0,
+                "lendablePercent": 0,
+                "borrowingLimitPercent": 0,
+                "limitResponse": {"type": "Reject"},
+            },
+        },
+    }
+    subject = {"kind": "Group", "group": {"name": f"system:serviceaccounts:{NAMESPACE}"}}
+    rule = {"verbs": ["create"], "apiGroups": [""], "resources": ["pods/eviction"], "namespaces": [namespace]}
+    schema = {
+        "apiVersion": group,
+        "kind": "FlowSchema",
+        "metadata": {"name": REJECTING},
+        "spec": {
+            "priorityLevelConfiguration": {"name": REJECTING},
+            "matchingPrecedence": 90,
+            "distinguisherMethod": {"type": "ByUser"},
+            "rules": [{"subjects": [subject], "resourceRules": [rule]}],
+        },
+    }
+    return [level, schema]
+
+
+@contextmanager
+def seat_held(kubeconfig: Path, namespace: str) -> Iterator[Callable[[], None]]:
+    """Holds the rejecting priority level's one seat (a level with no concurrency still runs one request
+    when idle): an eviction request of the descheduler's identity whose body is left unsent, so every
+    other eviction the level gets meanwhile is answered 429 with Retry-After. Released by the callable
+    it yields, or on exit."""
+    doc = yaml.safe_load(kubeconfig.read_text())
+    server = urllib.parse.urlsplit(doc["clusters"][0]["cluster"]["server"])
+    context = ssl.create_default_context(cafile=doc["clusters"][0]["cluster"]["certificate-authority"])
+    token = doc["users"][0]["user"]["token"]
+    raw = socket.create_connection((server.hostname, server.port), timeout=30)
+    conn = context.wrap_socket(raw, server_hostname=server.hostname)
+    head = (
+        f"POST /api/v1/namespaces/{namespace}/pods/seat-holder/eviction HTTP/1.1\r\n"
+        f"Host: {server.netloc}\r\nAuthorization: Bearer {token}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 4096\r\n\r\n{"
+    )
+    conn.sendall(head.encode())
+    try:
+        yield conn.close
+    finally:
+        conn.close()
+
+
+def test_an_opt_out_added_during_a_retry_after_wait_stops_the_eviction(setting: Setting) -> None:
+    """The server's flow control answers the eviction 429 with Retry-After; while the evictor waits, the
+    pod gets ``karpenter.sh/do-not-disrupt`` and the server stops rejecting: the request after the wait is
+    not sent and the pod keeps running (before, it was evicted on the read made before the wait)."""
+    plane, namespace = setting.plane, setting.namespace
+    plane.apply(rejecting_evictions(namespace))
+    try:
+        with (
+            seat_held(setting.identity, namespace) as release,
+            setting.marked(lambda _: None, interval="15s", consecutive_abnormalities=1) as (_, proc),
+        ):
+            proc.wait_ready(timeout=30)
+            waiting = proc.wait_for(
+                lambda: proc.events("eviction_throttled_retrying"), timeout=60, what="a Retry-After wait"
+            )[0]
+            pod = str(waiting["pod"]).split("/", 1)[1]
+            uid = plane.kubectl("get", "pod", pod, "-n", namespace, "-o", "jsonpath={.metadata.uid}").stdout
+            plane.kubectl("annotate", "pod", pod, "-n", namespace, "karpenter.sh/do-not-disrupt=true")
+            release()
+            outcome = proc.wait_for(
+                lambda: [e for e in proc.events("eviction") if e["pod"] == waiting["pod"]],
+                timeout=60,
+                what="the outcome of the eviction that waited",
+            )[0]
+            evicted = [e["pod"] for e in proc.events("eviction") if e["result"] == "evicted"]
+            proc.terminate()
+    finally:
+        plane.kubectl("delete", "flowschema", REJECTING, "--ignore-not-found")
+        plane.kubectl("delete", "prioritylevelconfiguration", REJECTING, "--ignore-not-found")
+    assert outcome["result"] == "not-verified", outcome
+    assert "karpenter.sh/do-not-disrupt" in outcome["message"]
+    still = plane.kubectl("get", "pod", pod, "-n", namespace, "-o", "jsonpath={.metadata.uid}").stdout
+    assert still == uid, "the pod opted out during the wait is still running"
+    assert waiting["pod"] not in evicted

@@ -15,6 +15,7 @@ from descheduler.kube.api import KubeApi
 from descheduler.kube.connection import connect
 from descheduler.kube.events import EventRecorder
 from descheduler.kube.evict import Evictor
+from descheduler.kube.verify import ServerReader
 from tests.apiserver import ApiServer, Fault, objects
 from tests.support.ports import free_port
 
@@ -238,7 +239,7 @@ def test_a_same_named_successor_is_not_evicted_in_place_of_the_chosen_pod(
     successor = put_pod(apiserver)
     assert successor.uid != chosen.uid
     outcome = make_evictor().evict(chosen, "node-1", "hot", time.monotonic() + 10)
-    assert outcome.result == "not-found"
+    assert (outcome.result, outcome.code) == ("not-verified", "verify-pod-changed")
     assert "Precondition failed: UID" in outcome.message
     assert apiserver.get("pods", "default", "web-1") is not None
 
@@ -422,3 +423,69 @@ def test_a_refusal_carries_the_servers_retry_after(
     outcome = make_evictor().evict(put_pod(apiserver), "node-1", "hot", time.monotonic() + 10)
     assert outcome.result == "refused-by-pdb"
     assert outcome.retry_after == 10
+
+
+# --- verify, then evict, as one step (issue 37, point 7) ------------------------------------------------
+
+
+def deployment_pod(server: ApiServer) -> Pod:
+    """A pod of Deployment ``web`` through its ReplicaSet, owned as the controllers own them."""
+    made = server.create(objects.deployment("web", replicas=3))
+    rs = objects.replicaset("web-5d4f8", replicas=3, deployment="web")
+    rs["metadata"]["ownerReferences"][0]["uid"] = made["metadata"]["uid"]
+    rs["metadata"]["labels"] = {"app": "web"}
+    rs["spec"]["selector"] = {"matchLabels": {"app": "web"}}
+    created = server.create(rs)
+    pod = objects.pod("web-1", node="node-1", labels={"app": "web"}, owner=("ReplicaSet", "web-5d4f8"))
+    pod["metadata"]["ownerReferences"][0]["uid"] = created["metadata"]["uid"]
+    return parse_pod(server.create(pod))
+
+
+@pytest.mark.parametrize(
+    ("kind", "reads"),
+    [("bare", 3), ("Deployment", 6)],
+    ids=["a bare pod: pod, node, namespace", "a Deployment's pod: RS, Deployment, 2 LISTs, node, namespace"],
+)
+def test_the_eviction_rests_on_the_read_just_made_and_a_change_since_is_refused_by_the_server(
+    kind: str, reads: int, apiserver: ApiServer, kube_api: KubeApi, make_evictor: EvictorFactory
+) -> None:
+    """What a verification costs (``reads`` requests, then the eviction: the figure the README gives), and
+    the pod's resourceVersion as read is the Eviction's precondition: an opt-out annotation added between
+    the read and the request is a 409 from the server, never an eviction."""
+    apiserver.create(objects.namespace("default"))
+    apiserver.create(objects.node("node-1"))
+    pod = deployment_pod(apiserver) if kind == "Deployment" else put_pod(apiserver, owner=None)
+    reader = ServerReader(kube_api)
+    view = reader.read(pod, time.monotonic() + 10)
+    assert view.problem == "" and view.node is not None and view.namespace is not None
+    assert view.requests == reads == reader.requests
+    assert view.pod_version
+    apiserver.patch(
+        "pods", "default", "web-1", {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}
+    )
+    outcome = make_evictor().evict(
+        pod, "node-1", "hot", time.monotonic() + 10, resource_version=lambda: view.pod_version
+    )
+    assert (outcome.result, outcome.code) == ("not-verified", "verify-pod-changed"), outcome.message
+    assert apiserver.get("pods", "default", "web-1") is not None
+    body = apiserver.requests_for(subresource="eviction")[0].body
+    assert body["deleteOptions"]["preconditions"] == {"uid": pod.uid, "resourceVersion": view.pod_version}
+    again = reader.read(pod, time.monotonic() + 10)
+    fresh = make_evictor().evict(
+        pod, "node-1", "hot", time.monotonic() + 10, resource_version=lambda: again.pod_version
+    )
+    assert fresh.result == "evicted", "the version just read is the server's: the precondition holds"
+
+
+def test_a_workload_pod_its_workloads_list_does_not_hold_is_read_on_its_own(
+    apiserver: ApiServer, kube_api: KubeApi
+) -> None:
+    """The LIST of the workload's pods stands for the pod's own GET; a pod it does not hold (deleted since
+    the plan) is asked for by name, and the server saying it is gone is what the view says."""
+    apiserver.create(objects.node("node-1"))
+    pod = deployment_pod(apiserver)
+    apiserver.delete("pods", "default", "web-1")
+    view = ServerReader(kube_api).read(pod, time.monotonic() + 10)
+    assert view.problem == "" and view.pod is None
+    assert [w.kind for w in view.workloads] == ["ReplicaSet", "Deployment"]
+    assert view.requests == 5, "ReplicaSet, Deployment, its ReplicaSets, its pods, then the pod by name"

@@ -160,7 +160,10 @@ def test_the_hot_pod_and_only_it_is_evicted_through_the_eviction_subresource(liv
     ]
     body = calls[0].body
     assert body["apiVersion"] == "policy/v1" and body["kind"] == "Eviction"
-    assert body["deleteOptions"]["preconditions"] == {"uid": live.pod_uid}
+    preconditions = body["deleteOptions"]["preconditions"]
+    assert preconditions["uid"] == live.pod_uid
+    assert preconditions["resourceVersion"], "the pod's version as verified right before: one step"
+    assert set(preconditions) == {"uid", "resourceVersion"}
     assert not is_dry_run(calls[0])
     assert live.pods_before - live.pods_after == {f"default/{HOT_POD}"}
     assert live.pods_after < live.pods_before

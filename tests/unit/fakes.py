@@ -16,9 +16,10 @@ import yaml
 
 from descheduler.cluster.build import build_snapshot
 from descheduler.cluster.parse import iter_objects
-from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, UsageSnapshot
+from descheduler.cluster.types import ClusterSnapshot, Namespace, Node, Pod, UsageSample, UsageSnapshot
 from descheduler.config.load import EffectiveConfig, load_config_document
 from descheduler.planner.journal import Detectors, Entry
+from descheduler.planner.verify import ServerView
 from descheduler.service.cycle import CycleRunner
 from descheduler.units import resource_amount
 from tests.unit.builders import NOW, World, cpu, cycle_runner
@@ -40,6 +41,22 @@ def hot_world() -> World:
     for i in range(1, 5):
         world.pod(f"web-{i}", on="hot", owner="web", usage=cpu("2"))
     return world
+
+
+def server_view(snapshot: ClusterSnapshot, key: str, **fields: Any) -> ServerView:
+    """What the API server answers for pod ``key`` when it holds ``snapshot``: the pod, every workload and
+    pod, the pod's node and its namespace (one of that name when the snapshot lists none), version "7"."""
+    pod = next((p for p in snapshot.pods if p.key == key), None)
+    namespace = pod.namespace if pod is not None else key.partition("/")[0]
+    view = ServerView(
+        pod,
+        snapshot.workloads,
+        snapshot.pods,
+        node=next((n for n in snapshot.nodes if pod is not None and n.name == pod.node_name), None),
+        namespace=next((n for n in snapshot.namespaces if n.name == namespace), Namespace(namespace)),
+        pod_version="7",
+    )
+    return replace(view, **fields)
 
 
 @dataclass
@@ -77,11 +94,12 @@ class Outcome:
     result: str
     message: str = ""
     retry_after: float | None = None
+    code: str = ""
 
 
 @dataclass
 class FakeEvictor:
-    """Runs the hooks in the real evictor's order (``verify``, then ``before_send``, then the request) and
+    """Runs the hooks in the real evictor's order (``before_send``, then ``verify``, then the request) and
     answers each request sent with the next of ``results`` (``evicted`` once they run out)."""
 
     results: list[str] = field(default_factory=list)
@@ -107,9 +125,10 @@ class FakeEvictor:
         deadline: float,
         before_send: Hook | None = None,
         verify: Hook | None = None,
+        resource_version: Callable[[], str] | None = None,
     ) -> Outcome:
         self.calls.append(pod.key)
-        for name, hook, result in (("verify", verify, "not-verified"), ("intent", before_send, "failed")):
+        for name, hook, result in (("intent", before_send, "failed"), ("verify", verify, "not-verified")):
             if hook is None:
                 continue
             self.order.append(name)

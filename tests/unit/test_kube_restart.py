@@ -80,7 +80,7 @@ def test_the_patch_is_kubectls_restart_with_the_verified_version(dry_run: bool, 
         resource_version=lambda: "42",
     )
     assert outcome.result == result
-    assert hooks == (["verify"] if dry_run else ["verify", "intent"]), "the intent record is written first"
+    assert hooks == (["verify"] if dry_run else ["intent", "verify"]), "the intent record is written first"
     (sent,) = api.sent
     assert (sent["method"], sent["path"]) == ("PATCH", "/apis/apps/v1/namespaces/shop/deployments/web")
     assert sent["content_type"] == STRATEGIC_MERGE_PATCH

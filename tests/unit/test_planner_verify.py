@@ -9,6 +9,7 @@ import pytest
 
 from descheduler.cluster.types import ClusterSnapshot
 from descheduler.config.load import EffectiveConfig
+from descheduler.config.migration import PAUSE_ANNOTATION
 from descheduler.planner import Plan, PlannedEviction, reasons
 from descheduler.planner.candidates import resolve_priority_threshold
 from descheduler.planner.index import ClusterIndex
@@ -16,6 +17,7 @@ from descheduler.planner.order import EVICTION_COST
 from descheduler.planner.settings import compile_settings
 from descheduler.planner.verify import ServerView, Threshold, recheck
 from tests.unit.builders import NOW, World, cpu, settings
+from tests.unit.fakes import server_view
 
 CONFIG = settings(low={"cpu": 20}, high={"cpu": 50})
 
@@ -40,8 +42,7 @@ def first_eviction(world: World, config: EffectiveConfig = CONFIG) -> tuple[Plan
 
 def view_of(snapshot: ClusterSnapshot, key: str) -> ServerView:
     """What the server would answer for ``key``: the pod, every workload, every pod of the namespace."""
-    pod = next((p for p in snapshot.pods if p.key == key), None)
-    return ServerView(pod=pod, workloads=snapshot.workloads, pods=snapshot.pods)
+    return server_view(snapshot, key)
 
 
 def check(
@@ -118,10 +119,51 @@ def _set(path: tuple[str, ...], value: object) -> Callable[[dict[str, object]], 
     return mutate
 
 
+def node_change(mutate: Callable[[dict[str, object]], None]) -> Callable[[World, str], World]:
+    """The server's copy of the hot node (where every planned pod runs), changed by ``mutate``."""
+
+    def change(world: World, name: str) -> World:
+        mutate(next(o for o in world.objects if o["kind"] == "Node" and o["metadata"]["name"] == "hot"))
+        return world
+
+    return change
+
+
+def _node_gone(world: World, name: str) -> World:
+    world.objects = [o for o in world.objects if not (o["kind"] == "Node" and o["metadata"]["name"] == "hot")]
+    return world
+
+
+def _namespace_paused(world: World, name: str) -> World:
+    annotations = {PAUSE_ANNOTATION: "INC-2211"}
+    world.objects.append({"kind": "Namespace", "metadata": {"name": "default", "annotations": annotations}})
+    return world
+
+
+AUTOSCALER_TAINT = [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]
+
+
 @pytest.mark.parametrize(
     ("server", "code"),
     [
         pytest.param(None, None, id="the server agrees: the eviction holds"),
+        pytest.param(
+            pod_change(_set(("metadata", "annotations"), {"karpenter.sh/do-not-disrupt": "true"})),
+            reasons.VERIFY_REFUSED,
+            id="opted out since the plan",
+        ),
+        pytest.param(
+            node_change(_set(("metadata", "annotations"), {PAUSE_ANNOTATION: "maintenance"})),
+            reasons.VERIFY_REFUSED,
+            id="its node paused since the plan",
+        ),
+        pytest.param(_namespace_paused, reasons.VERIFY_REFUSED, id="its namespace paused since the plan"),
+        pytest.param(
+            node_change(_set(("spec", "taints"), AUTOSCALER_TAINT)),
+            reasons.VERIFY_REFUSED,
+            id="an autoscaler started removing its node",
+        ),
+        pytest.param(_node_gone, reasons.VERIFY_REFUSED, id="its node is gone"),
         pytest.param(scale(1), reasons.VERIFY_WORKLOAD_CHANGED, id="scaled to 1 while the cache said 6"),
         pytest.param(scale(0), reasons.VERIFY_WORKLOAD_CHANGED, id="scaled to 0"),
         pytest.param(scale(8), reasons.VERIFY_WORKLOAD_CHANGED, id="scaled up: still a stale cache"),
@@ -230,8 +272,8 @@ def test_a_bare_pod_is_checked_for_itself_only() -> None:
     snapshot = world.snapshot()
     decided, planned = first_eviction(world)
     pod = snapshot.pods[0]
-    same = ServerView(pod=pod, pods=(pod,))
-    moved = ServerView(pod=replace(pod, node_name="cool"), pods=(pod,))
+    same = server_view(snapshot, pod.key, workloads=(), pods=(pod,))
+    moved = replace(same, pod=replace(pod, node_name="cool"))
     args = (None, compile_settings(CONFIG), decided.state, [], Threshold(None, ""), NOW)
     assert recheck(planned, args[0], same, *args[1:]) is None
     found = recheck(planned, args[0], moved, *args[1:])

@@ -137,3 +137,29 @@ def test_the_per_namespace_gauge_follows_the_namespaces_that_spend() -> None:
         metrics.registry.get_sample_value("descheduler_churn_budget_remaining", {"namespace": "default"}) == 2
     )
     assert metrics.registry.get_sample_value("descheduler_churn_budget_remaining", {"namespace": ""}) is None
+
+
+class SlowJournal(FakeJournal):
+    """A journal whose every write takes ``seconds`` of the wall clock ``wall``."""
+
+    def __init__(self, wall: list[float], seconds: float) -> None:
+        super().__init__()
+        self.wall, self.seconds = wall, seconds
+
+    def save(self, entries: Any, detectors: Any = None) -> None:
+        self.wall[0] += self.seconds
+        super().save(entries, detectors)
+
+
+def test_a_window_that_closes_during_the_journal_write_stops_the_eviction() -> None:
+    """Planned at 09:00 inside the 08:30-09:30 window; the intent record's write ends after 09:30: the
+    window is judged again right before the request, so nothing is sent."""
+    wall = [NOW]
+    evictor = FakeEvictor()
+    journal = SlowJournal(wall, seconds=3600)
+    run = journaled(evictor, journal, config=config(evictionWindows=[FRIDAY_MORNING]), wall=wall)
+    record = run.run_cycle()
+    assert record is not None
+    assert evictor.sent == []
+    assert [e.result for e in record.evictions] == [OUTSIDE_WINDOW]
+    assert "outside evictionWindows" in record.evictions[0].message

@@ -3,14 +3,18 @@ alone for the server's Retry-After, and limits still count every eviction of the
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from descheduler.cluster.types import Pod
 from descheduler.planner import DETAILED, SUMMARISED, SkipForm
+from descheduler.service.audit import observe_record
 from descheduler.service.cycle import CycleRunner
+from descheduler.service.observability import Metrics
 from tests.unit.builders import NOW, World, cpu, cycle_runner, settings
 from tests.unit.fakes import Cluster, Outcome, Usage
 
@@ -166,3 +170,83 @@ def test_a_re_plan_after_a_refusal_reports_skips_in_the_runners_form(form: SkipF
     else:
         assert (listed, counted) == (["filtered-daemonset"], [])
     assert record.plan.skip_counts()["filtered-daemonset"] == 1
+
+
+# --- back-off per budget (issue 37, point 14) -------------------------------------------------------------
+
+
+@dataclass
+class FreshUsage:
+    """Usage read from a ``World``, sampled at the test's clock (the cycles run for half an hour)."""
+
+    world: World
+    clock: list[float]
+
+    def fetch_nodes(self, nodes: Any) -> Any:
+        return self.world.usage(self.clock[0])
+
+    def fetch_pods(self, wanted: Any, nodes: Any, pods: Any) -> Any:
+        return self.world.usage(self.clock[0]).pods
+
+
+def stale_budget(evictor: RefusingEvictor, clock: list[float]) -> CycleRunner:
+    """The issue's stale budget: refusals with Retry-After 10, cycles (and the least wait) of 10 s."""
+    world = web_and_api()
+    return cycle_runner(
+        settings(low={"cpu": 20}, high={"cpu": 50}, migration={"objectLimiters": {}}),
+        Cluster(world.snapshot()),
+        FreshUsage(world, clock),
+        evictor,
+        wall_clock=lambda: clock[0],
+        pdb_retry_seconds=10.0,
+    )
+
+
+def asked_at(evictor: RefusingEvictor, run: CycleRunner, clock: list[float], until: float) -> list[float]:
+    """The cycles (every 7 s, offsets from NOW) in which a ``web`` pod was asked for."""
+    asked = []
+    for moment in range(0, int(until), 7):
+        before = len(evictor.calls)
+        cycle_at(run, clock, moment)
+        if any(p.startswith("web") for p in evictor.calls[before:]):
+            asked.append(float(moment))
+    return asked
+
+
+def test_a_budget_refused_again_and_again_is_asked_ever_less_often_up_to_ten_minutes() -> None:
+    """The stale budget of the issue (Retry-After 10, a 10 s least wait): asked at 0, then after 10, 20,
+    40, ... s, never more often than every 10 min once capped; the ``api`` pods proceed meanwhile."""
+    evictor = RefusingEvictor("web", retry_after=10)
+    clock = [NOW]
+    run = stale_budget(evictor, clock)
+    asked = asked_at(evictor, run, clock, 1900)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(asked)]
+    waits = [10, 20, 40, 80, 160, 320, 600, 600]
+    assert len(gaps) == len(waits), asked
+    for gap, wait in zip(gaps, waits, strict=True):
+        assert wait <= gap < wait + 7, (asked, gaps)
+    assert "api-1" in evictor.calls, "other candidates proceed while the budget backs off"
+
+
+def test_the_gauge_shows_the_budgets_in_back_off_and_an_allowed_eviction_starts_afresh() -> None:
+    evictor = RefusingEvictor("web", retry_after=10)
+    clock = [NOW]
+    run = stale_budget(evictor, clock)
+    metrics = Metrics(CollectorRegistry())
+    assert asked_at(evictor, run, clock, 40) == [0, 14, 35]
+    record = cycle_at(run, clock, 42)
+    assert dict(record.pdb_backoffs) == {"default/web-pdb": NOW + 35 + 40}
+    observe_record(metrics, record, run.config)
+    assert metrics.registry.get_sample_value("descheduler_pdb_backing_off") == 1
+    evictor.refuse = "nothing"  # the budget has room again: the next ask is evicted
+    record = cycle_at(run, clock, 77)
+    assert [e.result for e in record.evictions if e.pod.startswith("default/web")] == ["evicted"]
+    assert dict(record.pdb_backoffs) == {}
+    observe_record(metrics, record, run.config)
+    assert metrics.registry.get_sample_value("descheduler_pdb_backing_off") == 0
+    evictor.refuse = "web"
+    first = len(evictor.calls)
+    cycle_at(run, clock, 84)
+    record = cycle_at(run, clock, 91)
+    assert any(p.startswith("web") for p in evictor.calls[first:])
+    assert max(record.pdb_backoffs.values()) <= NOW + 91 + 10, "refused once more: the first wait again"

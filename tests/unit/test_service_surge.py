@@ -15,7 +15,7 @@ from descheduler.planner.verify import ServerView
 from descheduler.service.cycle import CycleRunner
 from descheduler.service.unknown import Unconfirmed, resolve
 from tests.unit.builders import NOW, World, cpu, cycle_runner, settings
-from tests.unit.fakes import Cluster, FakeEvictor, FakeJournal, Usage
+from tests.unit.fakes import Cluster, FakeEvictor, FakeJournal, Usage, server_view
 
 OLD = "default/web-1"
 
@@ -41,8 +41,7 @@ class Server:
             replace(w, rollout=replace(w.rollout, resource_version="42")) if w.rollout is not None else w
             for w in self.snapshot.workloads
         )
-        found = next((p for p in self.snapshot.pods if p.key == pod.key), None)
-        return ServerView(found, workloads, self.snapshot.pods, requests=5)
+        return server_view(self.snapshot, pod.key, workloads=workloads, requests=5)
 
     def resync(self, resources: Sequence[str]) -> object:
         return None

@@ -1,5 +1,6 @@
-"""The runner reads what each eviction rests on from the server, after the rate limiter and before the
-journal's intent record: a disagreement skips the pod, says why, and re-lists the stale resources."""
+"""The runner reads what each eviction rests on from the server right before the request, after the rate
+limiter and the journal's intent record: a disagreement skips the pod, says why, and re-lists the stale
+resources."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from descheduler.planner import reasons
 from descheduler.planner.verify import ServerView
 from descheduler.service.cycle import CycleRunner
 from tests.unit.builders import NOW, World, cpu, cycle_runner, settings
-from tests.unit.fakes import Cluster, FakeEvictor, Usage
+from tests.unit.fakes import Cluster, FakeEvictor, Usage, server_view
 
 
 def hot_world() -> World:
@@ -36,8 +37,7 @@ class Server:
 
     def read(self, pod: Pod, deadline: float) -> ServerView:
         self.reads.append(pod.key)
-        found = next((p for p in self.snapshot.pods if p.key == pod.key), None)
-        return ServerView(found, self.snapshot.workloads, self.snapshot.pods, requests=5)
+        return server_view(self.snapshot, pod.key, requests=5)
 
     def resync(self, resources: Sequence[str]) -> object:
         self.resynced.extend(resources)
