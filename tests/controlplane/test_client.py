@@ -244,5 +244,6 @@ def test_a_same_named_successor_is_not_evicted_in_place_of_the_chosen_pod(
     successor = live_pod(control_plane, namespace, "twin")
     assert successor.uid != chosen.uid
     outcome = evictor(admin_api, recorder).evict(chosen, nodes[0], "hot", time.monotonic() + 5)
-    assert outcome.result == "not-found", outcome.message
+    # The server refuses the uid precondition with 409: a changed pod, never retried (issue 37, point 7).
+    assert (outcome.result, outcome.code) == ("not-verified", "verify-pod-changed"), outcome.message
     assert live_pod(control_plane, namespace, "twin").uid == successor.uid

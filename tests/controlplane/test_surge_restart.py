@@ -288,6 +288,12 @@ def admin_api_module(control_plane: ControlPlane) -> Iterator[KubeApi]:
     api.close()
 
 
+def fresh_start(control_plane: ControlPlane) -> None:
+    """Records of the module's other runs (same Lease) would be rebuilt too: start from none. The Lease
+    goes with the journal, or the service would rightly take the journal for lost (issue 37, point 12)."""
+    for kind, name in (("configmap", f"{LEASE}-migrations"), ("lease", LEASE)):
+        control_plane.kubectl("delete", kind, name, "-n", NAMESPACE, "--ignore-not-found", check=False)
+
 def test_the_component_grants_deployment_patch_to_the_service_account(
     control_plane: ControlPlane, restarting_identity: Path
 ) -> None:
@@ -406,10 +412,7 @@ def test_a_sigkill_in_the_middle_of_a_restart_keeps_the_limits_through_the_journ
     no restart from that node until the old pod is gone. A process without the record would have sent one
     at once (the in-flight restart is invisible in the cluster but for an old pod still running)."""
     cluster = build(control_plane, admin_api, namespace)
-    # Records of the module's other runs (same Lease) would be rebuilt too: start from none.
-    control_plane.kubectl(
-        "delete", "configmap", f"{LEASE}-migrations", "-n", NAMESPACE, "--ignore-not-found", check=False
-    )
+    fresh_start(control_plane)
     with cluster.usage.following(), watching(admin_api, namespace) as watch:
         usage_backend.install(cluster.usage.model, full_window=True, timeout=30)
         ports = Ports.free()
@@ -507,9 +510,7 @@ def test_a_restart_whose_surge_pod_never_schedules_is_reported_failed_and_its_po
     ``filtered-terminating`` again, no second restart) and a successor, rebuilt from the journal, neither
     reports it again nor counts the pod as leaving."""
     cluster = stuck_cluster(control_plane, admin_api, namespace)
-    control_plane.kubectl(
-        "delete", "configmap", f"{LEASE}-migrations", "-n", NAMESPACE, "--ignore-not-found", check=False
-    )
+    fresh_start(control_plane)
     before = generations(control_plane, namespace)
     with cluster.usage.following():
         usage_backend.install(cluster.usage.model, full_window=True, timeout=30)

@@ -125,12 +125,18 @@ def test_each_instance_evicts_only_the_hot_pod_of_its_own_pool(sharded: ShardedR
 
 
 def test_each_instance_lists_and_watches_only_its_own_pools_nodes(sharded: ShardedRun) -> None:
+    """It lists and watches by its pool's selector; the only node it reads by name is one it evicts from
+    (the verification before an eviction re-reads the node's pause marks and autoscaler taints)."""
     for pool, shard in sharded.shards.items():
         node_requests = [
             r for r in sharded.requests if r.resource == "nodes" and shard.proc.identity in r.user_agent
         ]
-        assert {r.verb for r in node_requests} == {"list", "watch"}
-        assert {r.query.get("labelSelector") for r in node_requests} == {f"pool={pool}"}
+        collections = [r for r in node_requests if r.verb in ("list", "watch")]
+        assert {r.verb for r in collections} == {"list", "watch"}
+        assert {r.query.get("labelSelector") for r in collections} == {f"pool={pool}"}
+        by_name = [r for r in node_requests if r not in collections]
+        assert {r.verb for r in by_name} <= {"get"}
+        assert {sharded.node_pools[r.name] for r in by_name} <= {pool}
 
 
 def test_each_instance_classifies_only_its_own_pools_nodes(sharded: ShardedRun) -> None:
