@@ -6,6 +6,7 @@ ServiceAccount token, CA and namespace at the kubelet's path and ``KUBERNETES_SE
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ from tests.controlplane.loop import hot_cluster_serving_usage, install_manifests
 from tests.image.build import Podman, build_image, ensure_base
 from tests.support.service import (
     MANIFESTS,
+    REPO,
     Descheduler,
     Ports,
     UsageBackend,
@@ -42,6 +44,31 @@ def podman(tmp_path_factory: pytest.TempPathFactory) -> Podman:
 def image(podman: Podman) -> str:
     """The working tree's image: the base from the cache, the dependency layers reused when warm."""
     return build_image(podman, ensure_base(podman))
+
+
+def locked(path: Path) -> dict[str, str]:
+    """Normalised name -> version of every pin in a pip-compile lock file."""
+    pins = re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", path.read_text(), flags=re.MULTILINE)
+    return {normalise(name): version for name, version in pins}
+
+
+def normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_image_holds_the_locked_dependencies_and_the_project_and_no_installer(
+    podman: Podman, image: str
+) -> None:
+    listing = podman.run(
+        "run", "--rm", "--entrypoint", "/opt/venv/bin/python", image, "-c",
+        "import importlib.metadata as m\nfor d in m.distributions(): print(d.metadata['Name'], d.version)",
+    ).stdout  # fmt: skip
+    installed = {normalise(n): v for n, v in (line.split() for line in listing.splitlines())}
+    project = yaml.safe_load(podman.run("image", "inspect", image).stdout)[0]["Config"]["Labels"]
+    assert project["org.opencontainers.image.title"] == "load-aware-descheduler"
+    version = re.search(r'^version = "(.+)"', (REPO / "pyproject.toml").read_text(), re.MULTILINE)
+    assert version is not None
+    assert installed == {**locked(REPO / "requirements.lock"), "load-aware-descheduler": version[1]}
 
 
 # --- the container as the Deployment runs it ----------------------------------------------------------
