@@ -31,12 +31,14 @@ COPY pyproject.toml README.md ./
 COPY descheduler ./descheduler
 # --no-build-isolation: build with the pinned backend above; --check-build-dependencies: fail if it no
 # longer satisfies pyproject.toml's [build-system] requires.
+# The runtime virtualenv gets no installer: made --without-pip (the venv module would add pip and
+# setuptools, which scanners flag) and filled by the build virtualenv's pip through --python.
 RUN /opt/build/bin/pip wheel --no-cache-dir --no-deps --no-build-isolation --check-build-dependencies \
       --wheel-dir /dist . \
- && python -m venv /opt/venv \
- && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheels --require-hashes -r requirements.lock \
- && /opt/venv/bin/pip install --no-cache-dir --no-index --no-deps /dist/*.whl \
- && /opt/venv/bin/pip uninstall --yes pip \
+ && python -m venv --without-pip /opt/venv \
+ && /opt/build/bin/pip --python /opt/venv/bin/python install --no-cache-dir --no-index --find-links /wheels \
+      --require-hashes -r requirements.lock \
+ && /opt/build/bin/pip --python /opt/venv/bin/python install --no-cache-dir --no-index --no-deps /dist/*.whl \
  && /opt/venv/bin/descheduler --help > /dev/null
 
 

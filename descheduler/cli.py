@@ -29,7 +29,7 @@ def _print_notices(effective: EffectiveConfig) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    effective = load_config(args.config)
+    effective = load_config(args.config_option or args.config)
     _print_notices(effective)
     for warning in loop_warnings(effective):
         print(f"warning: {warning}", file=sys.stderr)
@@ -52,10 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="check a configuration and print it with every default filled in",
         description="Check a DeschedulerConfiguration (or a ConfigMap manifest holding one) and print the "
         "effective configuration with every default filled in. Exit 0 if valid, 2 with the errors if not.",
-        epilog="example: descheduler validate config/examples/hotspot/config.yaml",
+        epilog="example: descheduler validate --config config/examples/hotspot/config.yaml",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    validate.add_argument("config", metavar="CONFIG", help="configuration file or ConfigMap manifest")
+    # --config like every other command; the positional form of earlier releases still works.
+    source = validate.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--config", dest="config_option", metavar="FILE", help="configuration file or ConfigMap manifest"
+    )
+    source.add_argument("config", metavar="CONFIG", nargs="?", help="the same, given positionally")
     validate.set_defaults(func=cmd_validate)
 
     from descheduler.simulate.command import add_simulate_parser

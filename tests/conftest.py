@@ -53,7 +53,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 @functools.cache
 def shared_setup(root: Path, path: str) -> str | None:
     """The group of the tests in ``path`` (relative to ``root``), or None if each may go anywhere."""
-    if path.startswith("tests/controlplane/"):
+    if path.startswith(("tests/controlplane/", "tests/image/")):
         return "tests/controlplane"
     if path in SAME_SERIES.values():
         return path

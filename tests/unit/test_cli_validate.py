@@ -136,3 +136,24 @@ def test_an_unreadable_time_zone_in_a_configmap_exits_2_naming_the_field_without
         result.stderr
     )
     assert len(result.stderr) < 2000
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (["--config", str(HOTSPOT / "config.yaml")], 0, ""),
+        ([str(HOTSPOT / "config.yaml")], 0, ""),
+        ([], 2, "one of the arguments --config CONFIG is required"),
+        (["--config", str(HOTSPOT / "config.yaml"), str(HOTSPOT / "config.yaml")], 2, "not allowed with"),
+    ],
+    ids=["option", "positional", "neither", "both"],
+)
+def test_validate_takes_its_configuration_with_config_like_the_other_commands_or_positionally(
+    args: list[str], code: int, says: str
+) -> None:
+    result = run("validate", *args)
+    assert result.returncode == code, result.stderr
+    assert says in result.stderr
+    assert "Traceback" not in result.stderr
+    if code == 0:
+        assert yaml.safe_load(result.stdout)["kind"] == "DeschedulerConfiguration"
