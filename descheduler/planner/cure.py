@@ -2,9 +2,10 @@
 
 Koordinator selects what a hot node needs and lets its migrations run as slots free up; we evict at most
 ``maxMigratingPerNode`` pods of a node per round. So that a second round does not wait for N fresh over
-cycles, ``record.commit`` keeps an evicted-from hotspot confirmed (``state.continue_cures``) with its
+cycles, ``record.commit`` keeps an evicted-from hotspot confirmed (``state.reset_anomalies``) with its
 count at 0. Until it has N over cycles again, such a node is *continuing*: it is a source only when its
-previous round is over, i.e. every migration from it started within ``anomalyCondition.timeout`` has
+previous round is over, i.e. every migration from it started since its confirmation less
+``anomalyCondition.timeout`` has
 
 - left the server (the evicted pod is gone, the outcome is known), and
 - for a workload's pod, a replacement that is bound and Ready (bare pods have none to wait for).
@@ -32,10 +33,12 @@ def continuing(count: AnomalyCount | None, rule: Rule) -> bool:
     )
 
 
-def in_motion(node: str, migrations: Iterable[Migration], index: ClusterIndex, now: float, rule: Rule) -> str:
-    """Why the node's previous round is not over yet ("" when it is)."""
+def in_motion(node: str, migrations: Iterable[Migration], index: ClusterIndex, since: float) -> str:
+    """Why the node's previous round is not over yet ("" when it is). ``since``: migrations that started
+    earlier are no round of this cure (the caller passes the confirmation less ``timeout``, so a round
+    that took a whole cycle to send still counts)."""
     for m in migrations:
-        if m.node != node or m.restart == FAILED or now - m.started >= rule.timeout:
+        if m.node != node or m.restart == FAILED or m.started < since:
             continue
         if m.unresolved or index.pod_exists(m.uid, m.pod):
             return f"pod {m.pod} evicted by the previous round is still leaving"

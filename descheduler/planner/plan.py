@@ -629,9 +629,10 @@ class _Cycle:
             pool.anomaly_timeout,
             self.settings.detector_timeout,
         )
-        if not continuing(count, rule):
+        if count is None or count.confirmed is None or not continuing(count, rule):
             return ""
-        return in_motion(source.name, self._matched(self.state.migrations), self.index, self.now, rule)
+        since = count.confirmed - rule.timeout
+        return in_motion(source.name, self._matched(self.state.migrations), self.index, since)
 
     def _report_refused(self, drain: _Drain, start: int, refused: list[_Refused]) -> None:
         """The hotspot's filtered pods, in the node's order before the loop's own skips: one ``PodSkip``
