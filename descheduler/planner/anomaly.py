@@ -10,8 +10,9 @@ data. Per node (and apart from it, per node for the prod pass), one ``AnomalyCou
 - A cycle in which a confirmed node is not over (but not low) is a normal cycle: it is not a source, and
   after **more than** ``consecutiveNormalities`` consecutive normal cycles it is back to normal and must
   be confirmed again (N over cycles). A cycle in which an unconfirmed node is not over resets its count.
-- A cycle in which the node is low resets it (Koordinator's ``resetNodesAsNormal`` of the low nodes), and
-  so does a cycle in which pods were evicted from it (``record.commit``).
+- A cycle in which the node is low resets it (Koordinator's ``resetNodesAsNormal`` of the low nodes). A
+  cycle in which pods were evicted from it (``record.commit``) sets its count to 0 but keeps a confirmed
+  node confirmed, from then: its next round waits only for the previous one (``cure.py``).
 - With ``consecutiveAbnormalities`` 1 every over cycle is a hotspot (Koordinator skips the detector).
 - The confirmed state lasts ``anomalyCondition.timeout`` from the cycle that confirmed it (0 or unset: 60
   s, the detector's own default); a cycle that finds it expired starts counting afresh, as Koordinator's

@@ -178,7 +178,8 @@ def detectors_of(state: PlannerState) -> Detectors:
 def reset_by_records(detectors: Detectors, entries: Iterable[Entry]) -> Detectors:
     """The detectors as the records allow: a record of a node newer than the node's detector stands for
     an eviction (maybe only intended: the process may have died before confirming it) that reset the
-    node's counts (``record.commit``), so the detector the journal still holds is reset too. Otherwise a
+    node's count (``record.commit``; it keeps a cure confirmed, but a round the journal may not hold
+    must not go on), so the detector the journal still holds is reset, unconfirmed, too. Otherwise a
     successor would take a node confirmed before the eviction as still confirmed and evict again without
     N new over cycles."""
     latest: dict[str, float] = {}

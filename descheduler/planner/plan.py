@@ -29,6 +29,7 @@ from descheduler.planner.classify import (
     usage_problem,
     weighted_score,
 )
+from descheduler.planner.cure import continuing, in_motion
 from descheduler.planner.devices import DeviceIndex, take_moved
 from descheduler.planner.fit import DestinationSet
 from descheduler.planner.index import ClusterIndex, IndexCache, WorkloadRef
@@ -251,6 +252,7 @@ class _Cycle:
         """The detectors as this cycle left them (``_count_anomalies``), for the node reports."""
         self.cooling: dict[str, Backoff] = {}
         """Workloads the ping-pong guard leaves alone this cycle, by identity."""
+        self._matched_memo: tuple[Sequence[Migration], tuple[Migration, ...]] | None = None
         # An evicted pod's load is in its old node's sample for one metrics window after it left; samples
         # up to nodeMetricExpirationSeconds old are still used.
         remembered = settings.usage_window + settings.metric_expiration
@@ -336,12 +338,11 @@ class _Cycle:
             skip_form=self.skip_form,
         )
 
-    def _guard(self, recorded: Sequence[Migration], window: float) -> tuple[Migration, ...]:
-        """The ping-pong guard (``pingpong.py``): match replacements, mark those on hot nodes, derive the
-        back-offs; returns the migrations to keep, bounced ones included while their workload is not
-        forgiven."""
-        guard = self.settings.ping_pong
-        assert guard is not None
+    def _matched(self, recorded: Sequence[Migration]) -> tuple[Migration, ...]:
+        """``recorded`` with the replacements bound by now matched (``pingpong.match_replacements``),
+        computed once a cycle: the ping-pong guard and the cure's pacing (``cure.py``) both read them."""
+        if self._matched_memo is not None and self._matched_memo[0] is recorded:
+            return self._matched_memo[1]
         unmatched = [m for m in recorded if m.workload and not m.replacement and not m.unresolved]
         wanted = {m.workload for m in unmatched}
         pods: dict[str, list[Pod]] = {}
@@ -355,15 +356,24 @@ class _Cycle:
                 ref = self.index.workload_of(pod)
                 if ref is not None and ref.identity in wanted:
                     pods.setdefault(ref.identity, []).append(pod)
+        matched = match_replacements(recorded, pods, self.now)
+        self._matched_memo = (recorded, matched)
+        return matched
+
+    def _guard(self, recorded: Sequence[Migration], window: float) -> tuple[Migration, ...]:
+        """The ping-pong guard (``pingpong.py``): match replacements, mark those on hot nodes, derive the
+        back-offs; returns the migrations to keep, bounced ones included while their workload is not
+        forgiven."""
+        guard = self.settings.ping_pong
+        assert guard is not None
+        matched = self._matched(recorded)
         hot = {
             view.name
             for views in self.views.values()
             for view in views
             if view.over or any(view.measured.get(r, 0) > high for r, high in view.levels.high.items())
         }
-        marked = mark_bounces(
-            match_replacements(recorded, pods, self.now), hot, self.now, within=guard.within, runs=self._runs
-        )
+        marked = mark_bounces(matched, hot, self.now, within=guard.within, runs=self._runs)
         chains = backoffs(marked, self.now, guard.base, guard.cap)
         self.cooling = {w: b for w, b in chains.items() if b.active(self.now)}
         return tuple(
@@ -599,12 +609,30 @@ class _Cycle:
         """Evict from one hotspot, best candidate first, while it is over and the low nodes have room; every
         pod passed over gets its reason (the filtered ones possibly summarised), and the node its stop
         reason."""
+        waits = self._cure_waits(pool, source, prod)
+        if waits:
+            source.stop(reasons.STOP_CURE_IN_MOTION, waits)
+            return
         levels = source.prod if prod and source.prod is not None else source.levels
         drain = _Drain(pool, source, levels, destinations, headroom, prod)
         start = len(self.skips)
         candidates, refused = self._candidates(drain)
         self._evict_from(drain, candidates)
         self._report_refused(drain, start, refused)
+
+    def _cure_waits(self, pool: PoolSettings, source: NodeView, prod: bool) -> str:
+        """Why a hotspot kept confirmed by its own previous round waits for that round (``cure.py``)."""
+        count = (self.prod_detectors if prod else self.detectors).get(source.name)
+        rule = Rule(
+            pool.consecutive_abnormalities,
+            pool.consecutive_normalities,
+            pool.anomaly_timeout,
+            self.settings.detector_timeout,
+        )
+        if count is None or count.confirmed is None or not continuing(count, rule):
+            return ""
+        since = count.confirmed - rule.timeout
+        return in_motion(source.name, self._matched(self.state.migrations), self.index, since)
 
     def _report_refused(self, drain: _Drain, start: int, refused: list[_Refused]) -> None:
         """The hotspot's filtered pods, in the node's order before the loop's own skips: one ``PodSkip``

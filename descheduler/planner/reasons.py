@@ -109,6 +109,9 @@ STOP_CANDIDATES_EXHAUSTED = "candidates-exhausted"
 STOP_NODE_LIMIT = "node-limit-reached"
 STOP_GLOBAL_LIMIT = "global-limit-reached"
 STOP_NOTHING_TO_DO = "nothing-to-do"
+STOP_CURE_IN_MOTION = "cure-in-motion"
+"""A hotspot kept confirmed by its previous round waits until that round's pods are gone and their
+replacements Ready (``cure.py``)."""
 
 
 def format_amount(resource: str, amount: int) -> str:

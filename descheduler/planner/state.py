@@ -202,18 +202,24 @@ def settle_migrations(
 
 
 def reset_anomalies(state: PlannerState, nodes: Iterable[str], now: float) -> PlannerState:
-    """Nodes pods were (possibly) evicted from start counting again (overall and prod): the confirmed
-    state goes too, so the node must be confirmed again before more pods leave it."""
+    """Nodes pods were (possibly) evicted from start counting again (overall and prod). A confirmed node
+    stays confirmed, from ``now``, so the next round of its cure does not wait for N fresh over cycles
+    (``cure.py`` says when it may go on); an unconfirmed one starts from nothing."""
     names = set(nodes)
     if not names:
         return state
     anomalies = dict(state.anomalies)
     prod_anomalies = dict(state.prod_anomalies)
     for node in names:
-        anomalies[node] = AnomalyCount(0, now)
+        anomalies[node] = _round_done(anomalies.get(node), now)
         if node in prod_anomalies:
-            prod_anomalies[node] = AnomalyCount(0, now)
+            prod_anomalies[node] = _round_done(prod_anomalies[node], now)
     return replace(state, anomalies=anomalies, prod_anomalies=prod_anomalies)
+
+
+def _round_done(count: AnomalyCount | None, now: float) -> AnomalyCount:
+    confirmed = now if count is not None and count.confirmed is not None else None
+    return AnomalyCount(0, now, 0, confirmed)
 
 
 def refuse(state: PlannerState, pdbs: Iterable[str], until: float) -> PlannerState:

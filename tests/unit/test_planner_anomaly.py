@@ -42,17 +42,18 @@ def test_one_cycle_not_over_resets_the_count() -> None:
     assert counts == [(1, 0), (2, 0), (0, 0), (1, 0), (2, 0), (3, 1)]
 
 
-def test_a_committed_eviction_resets_the_source_nodes_count() -> None:
+def test_a_committed_eviction_resets_the_count_but_keeps_the_node_confirmed() -> None:
     world = hot_world()
-    config = settings(consecutive=2)
+    config = settings(args={"anomalyCondition": {"consecutiveAbnormalities": 2, "timeout": "10m"}})
     first = world.plan(config)
     second = world.plan(config, first.state, NOW + 60)
     assert evicted(second) == ["default/web-1"]
     after = commit(second.state, evicted_from(second, evicted(second)), NOW + 60)
-    assert after.anomalies["hot"] == AnomalyCount(0, NOW + 60)
-    # The pod is still listed (terminating) but the count restarted: no hotspot the next cycle.
+    assert after.anomalies["hot"] == AnomalyCount(0, NOW + 60, 0, NOW + 60)
+    # The pod is still listed (leaving): the next round waits for it, nothing is evicted meanwhile.
     third = world.plan(config, after, NOW + 120)
-    assert (report(third, "hot").anomaly_count, third.evictions) == (1, ())
+    hot = report(third, "hot")
+    assert (hot.anomaly_count, hot.stop_code, third.evictions) == (1, "cure-in-motion", ())
 
 
 def test_a_failed_eviction_neither_resets_the_count_nor_records_a_migration() -> None:

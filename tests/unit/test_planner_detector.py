@@ -111,10 +111,10 @@ CASES = [
         "oHoH",
     ),
     Case(
-        "evicting from the node resets it, confirmed state included",
+        "evicting from the node keeps it confirmed (its next round waits for the previous one)",
         {"consecutiveAbnormalities": 2, "timeout": "10m"},
         "OEOOO",
-        "oHoHH",
+        "oHHHH",
     ),
     Case(
         "a skipped cycle leaves the detector as it was",

@@ -1,0 +1,170 @@
+"""A cure in rounds (``planner/cure.py``) played over hand-worked cycle sequences, 60 s apart.
+
+Node ``hot`` (10 cpu, high 50%) reads 9 cpu: four pods of 2 cpu and 1 cpu of its own, so two pods must
+leave (the estimate then says 5: not over). ``maxMigratingPerNode`` 1 (unless the case says otherwise),
+``consecutiveAbnormalities`` 3, timeout 10m, so before the fix the second round waited three fresh over
+cycles. Every planned eviction is committed as done; the evicted pods stay listed (terminating) until an
+event before a cycle says otherwise. ``readings`` is the node's sample each cycle: ``O`` 9 cpu (still
+holding the evicted pods: within the 5-minute metrics window after a
+round it predates it), ``N`` 4 cpu. ``events``, one a cycle, before its plan:
+
+- ``-`` nothing; ``g`` the evicted pods are gone (no replacement); ``r`` gone, replacements bound on
+  ``cool`` and Ready; ``u`` gone, replacements bound but not Ready; ``R`` those replacements turn Ready.
+
+``evictions`` is the number of evictions planned each cycle, worked out by hand from the rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from descheduler.planner import PlannerState, commit, evicted_from, journal
+from tests.unit.builders import NOW, World, cpu, evicted, report, settings
+
+READING = {"O": "9", "N": "4"}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    readings: str
+    events: str
+    evictions: str
+    bare: bool = False
+    per_node: int = 1
+
+
+CASES = [
+    Case(
+        "the next round goes as soon as the previous round's replacements are ready",
+        "OOOOOOOO",
+        "---r----",
+        "00110000",
+    ),
+    Case(
+        "a bare pod's round is over once the pod is gone",
+        "OOOOOOOO",
+        "---g----",
+        "00110000",
+        bare=True,
+    ),
+    Case(
+        "a replacement that is not ready holds the next round until it is",
+        "OOOOOOOO",
+        "---uR---",
+        "00101000",
+    ),
+    Case(
+        "a workload pod gone without a replacement holds the next round until N fresh over cycles",
+        "OOOOOOOO",
+        "---g----",
+        "00100100",
+    ),
+    Case(
+        "pods still leaving hold the next round (maxMigratingPerNode counts them)",
+        "OOOOOOOO",
+        "--------",
+        "00100000",
+    ),
+    Case(
+        "readings that predate the round add no evictions once the estimate is cured",
+        "OOOOOO",
+        "---r--",
+        "002000",
+        per_node=0,
+    ),
+    Case(
+        "the first eviction still waits N over cycles: one spike does nothing",
+        "ONOOOOOO",
+        "--------",
+        "00001000",
+    ),
+]
+
+
+def world_for(case: Case) -> World:
+    world = World().node("hot", usage=cpu("9")).node("cool", usage=cpu("1"))
+    world.node("cool-2", usage=cpu("1")).node("cool-3", usage=cpu("1"))
+    world.deployment("web", replicas=4)
+    for i in range(4):
+        world.pod(f"web-{i}", on="hot", owner=None if case.bare else "web", usage=cpu("2"))
+    return world
+
+
+def apply(world: World, event: str, leaving: list[str], now: float) -> None:
+    """One event before a cycle: the pods of earlier rounds leave, their replacements arrive."""
+    if event in "gru":
+        for name in leaving:
+            world.remove_pod(name)
+            if event != "g":
+                world.pod(
+                    f"{name}-new",
+                    on="cool",
+                    owner="web",
+                    usage=cpu("2"),
+                    created=now - 30,
+                    ready=event == "r",
+                )
+        leaving.clear()
+    if event == "R":
+        for obj in world.objects:
+            if obj["kind"] == "Pod" and obj["metadata"]["name"].endswith("-new"):
+                obj["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_a_cure_in_rounds_over_a_sequence_of_cycles(case: Case) -> None:
+    config = settings(
+        args={"anomalyCondition": {"consecutiveAbnormalities": 3, "timeout": "10m"}},
+        migration={"maxMigratingPerNode": case.per_node, "evictAllBarePods": case.bare},
+    )
+    world, state, leaving, counts = world_for(case), PlannerState(), [], []
+    for i, (reading, event) in enumerate(zip(case.readings, case.events, strict=True)):
+        now = NOW + 60 * i
+        apply(world, event, leaving, now)
+        world.node_usage["hot"] = cpu(READING[reading])
+        result = world.plan(config, state, now)
+        state = commit(result.state, evicted_from(result, evicted(result)), now)
+        leaving += [key.split("/")[1] for key in evicted(result)]
+        counts.append(str(len(result.evictions)))
+    assert "".join(counts) == case.evictions
+
+
+def test_a_hotspot_waiting_for_its_previous_round_says_so() -> None:
+    case = CASES[2]
+    config = settings(
+        args={"anomalyCondition": {"consecutiveAbnormalities": 3, "timeout": "10m"}},
+        migration={"maxMigratingPerNode": 1},
+    )
+    world, state, leaving = world_for(case), PlannerState(), []
+    result = None
+    for i, event in enumerate("---u"):
+        now = NOW + 60 * i
+        apply(world, event, leaving, now)
+        result = world.plan(config, state, now)
+        state = commit(result.state, evicted_from(result, evicted(result)), now)
+        leaving += [key.split("/")[1] for key in evicted(result)]
+    assert result is not None
+    hot = report(result, "hot")
+    assert (hot.stop_code, hot.confirmed) == ("cure-in-motion", True)
+    assert "not Ready" in hot.stop_message
+
+
+def test_a_successor_unconfirms_a_node_whose_next_round_the_journal_may_not_hold() -> None:
+    """The journal keeps the confirmed state of a cure in motion; a record newer than it (an intent the
+    predecessor may have sent before dying) unconfirms the node, so a successor never goes on unconfirmed."""
+    config = settings(
+        args={"anomalyCondition": {"consecutiveAbnormalities": 3, "timeout": "10m"}},
+        migration={"maxMigratingPerNode": 1},
+    )
+    world, state = world_for(CASES[0]), PlannerState()
+    for i in range(3):
+        result = world.plan(config, state, NOW + 60 * i)
+        state = commit(result.state, evicted_from(result, evicted(result)), NOW + 60 * i)
+    kept = journal.detectors_of(state)
+    assert kept.nodes["hot"].confirmed == NOW + 120
+    assert journal.reset_by_records(kept, [journal.intent(result.evictions[0], NOW + 120)]) == kept
+    later = journal.reset_by_records(kept, [journal.intent(result.evictions[0], NOW + 150)])
+    assert later.nodes["hot"].confirmed is None
