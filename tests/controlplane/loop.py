@@ -172,21 +172,28 @@ def install_manifests(plane: ControlPlane) -> list[dict[str, Any]]:
     return docs
 
 
+def shipped_identity(plane: ControlPlane, path: Path) -> Path:
+    """A kubeconfig at ``path`` of the descheduler's ServiceAccount, with the shipped manifests' RBAC and
+    admission policies applied."""
+    docs = install_manifests(plane)
+    (account,) = [d["metadata"] for d in docs if d["kind"] == "ServiceAccount"]
+    return plane.token_kubeconfig(account["namespace"], account["name"], path)
+
+
 @contextlib.contextmanager
 def identity_with_components(plane: ControlPlane, components: Sequence[str], folder: Path) -> Iterator[Path]:
     """A kubeconfig of the descheduler's ServiceAccount with the shipped RBAC plus the ClusterRoles of the
     optional ``components`` (removed again afterwards: the shared control plane's other tests check the
     shipped RBAC alone)."""
-    docs = install_manifests(plane)
+    identity = shipped_identity(plane, folder / "kubeconfig")
     added = [
         yaml.safe_load((MANIFESTS / "components" / component / name).read_text())
         for component in components
         for name in ("clusterrole.yaml", "clusterrolebinding.yaml")
     ]
     plane.apply(added)
-    (account,) = [d["metadata"] for d in docs if d["kind"] == "ServiceAccount"]
     try:
-        yield plane.token_kubeconfig(account["namespace"], account["name"], folder / "kubeconfig")
+        yield identity
     finally:
         for doc in reversed(added):
             plane.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"], "--ignore-not-found")

@@ -16,7 +16,7 @@ import pytest
 from descheduler.kube.api import KubeApi
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
-from tests.controlplane.loop import install_manifests, lease_namespace, loop_config
+from tests.controlplane.loop import lease_namespace, loop_config, shipped_identity
 from tests.controlplane.test_dra_moves import add_device_nodes, running_where, template_deployment
 from tests.controlplane.usage import ClusterUsage
 from tests.support import service
@@ -63,9 +63,7 @@ def test_a_hostile_selector_keeps_its_pods_and_the_loop_its_pace(
         plane.kubectl("uncordon", node)
 
     usage = ClusterUsage(admin_api, ns, dict.fromkeys([hot, *cool], 4), {"busy": 1.8})
-    docs = install_manifests(plane)
-    (account,) = [d["metadata"] for d in docs if d["kind"] == "ServiceAccount"]
-    identity = plane.token_kubeconfig(account["namespace"], account["name"], tmp_path / "kubeconfig")
+    identity = shipped_identity(plane, tmp_path / "kubeconfig")
     with usage.following():
         usage_backend.install(usage.model, full_window=True, timeout=30)
         assert usage.node_percent(hot) > 90

@@ -23,7 +23,7 @@ import pytest
 from descheduler.kube.api import KubeApi
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
-from tests.controlplane.loop import HIGH_CPU, install_manifests, lease_namespace, loop_config
+from tests.controlplane.loop import HIGH_CPU, lease_namespace, loop_config, shipped_identity
 from tests.controlplane.usage import ClusterUsage
 from tests.support import service
 
@@ -169,9 +169,7 @@ def test_a_device_pod_moves_only_to_the_node_with_a_free_matching_device(
     running_where(plane, ns, "sidecar", 1, free)
 
     usage = ClusterUsage(admin_api, ns, dict.fromkeys([hot, full, free, other], 4), CORES)
-    docs = install_manifests(plane)
-    (account,) = [d["metadata"] for d in docs if d["kind"] == "ServiceAccount"]
-    identity = plane.token_kubeconfig(account["namespace"], account["name"], tmp_path / "kubeconfig")
+    identity = shipped_identity(plane, tmp_path / "kubeconfig")
     with usage.following():
         usage_backend.install(usage.model, full_window=True, timeout=30)
         assert usage.node_percent(hot) > 90
