@@ -21,7 +21,15 @@ from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.usage import ClusterUsage
 from tests.support.sampling import sampling
-from tests.support.service import LEASE, MANIFESTS, NAMESPACE, Ports, UsageBackend, service_config
+from tests.support.service import (
+    LEASE,
+    MANIFESTS,
+    NAMESPACE,
+    Ports,
+    UsageBackend,
+    service_config,
+    write_config,
+)
 
 BUSY_REPLICAS = 6
 BUSY_CORES = 0.6
@@ -170,6 +178,14 @@ def install_manifests(plane: ControlPlane) -> list[dict[str, Any]]:
     docs = [d for d in yaml.safe_load_all(rendered) if d and d.get("kind") not in NOT_INSTALLED]
     plane.apply(docs)
     return docs
+
+
+def claims_loop_config(prometheus: str, ports: Ports, namespace: str, path: Path) -> Path:
+    """The live (not dry-run) loop's configuration with ``evictResourceClaimPods`` on, written to ``path``:
+    what the DRA tests run."""
+    doc = loop_config(prometheus, ports, namespace, dry_run=False)
+    doc["profiles"][0]["pluginConfig"][1]["args"]["evictResourceClaimPods"] = True
+    return write_config(path, doc)
 
 
 def shipped_identity(plane: ControlPlane, path: Path) -> Path:

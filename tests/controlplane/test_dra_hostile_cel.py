@@ -16,7 +16,7 @@ import pytest
 from descheduler.kube.api import KubeApi
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
-from tests.controlplane.loop import lease_namespace, loop_config, shipped_identity
+from tests.controlplane.loop import claims_loop_config, lease_namespace, shipped_identity
 from tests.controlplane.test_dra_moves import add_device_nodes, running_where, template_deployment
 from tests.controlplane.usage import ClusterUsage
 from tests.support import service
@@ -68,9 +68,7 @@ def test_a_hostile_selector_keeps_its_pods_and_the_loop_its_pace(
         usage_backend.install(usage.model, full_window=True, timeout=30)
         assert usage.node_percent(hot) > 90
         ports = service.Ports.free()
-        doc = loop_config(usage_backend.url, ports, ns, dry_run=False)
-        doc["profiles"][0]["pluginConfig"][1]["args"]["evictResourceClaimPods"] = True
-        config = service.write_config(tmp_path / "config.yaml", doc)
+        config = claims_loop_config(usage_backend.url, ports, ns, tmp_path / "config.yaml")
         with service.run_descheduler(config, identity, ports, tmp_path) as proc:
             proc.wait_ready(timeout=30)
             proc.wait_for(lambda: len(proc.events("cycle_summary")) >= 4, timeout=120, what="4 cycles")

@@ -23,7 +23,7 @@ import pytest
 from descheduler.kube.api import KubeApi
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
-from tests.controlplane.loop import HIGH_CPU, lease_namespace, loop_config, shipped_identity
+from tests.controlplane.loop import HIGH_CPU, claims_loop_config, lease_namespace, shipped_identity
 from tests.controlplane.usage import ClusterUsage
 from tests.support import service
 
@@ -174,9 +174,7 @@ def test_a_device_pod_moves_only_to_the_node_with_a_free_matching_device(
         usage_backend.install(usage.model, full_window=True, timeout=30)
         assert usage.node_percent(hot) > 90
         ports = service.Ports.free()
-        doc = loop_config(usage_backend.url, ports, ns, dry_run=False)
-        doc["profiles"][0]["pluginConfig"][1]["args"]["evictResourceClaimPods"] = True
-        config = service.write_config(tmp_path / "config.yaml", doc)
+        config = claims_loop_config(usage_backend.url, ports, ns, tmp_path / "config.yaml")
         with service.run_descheduler(config, identity, ports, tmp_path) as proc:
             proc.wait_ready(timeout=30)
             proc.wait_for(lambda: proc.events("eviction"), timeout=30, what="an eviction")

@@ -90,14 +90,7 @@ def build(plane: ControlPlane, api: KubeApi, namespace: str) -> HotCluster:
         ),
         timeout_s=60,
     )  # fmt: skip
-    plane.wait_for(
-        "every Deployment available (minReadySeconds passed)",
-        lambda: all(
-            int(d.get("status", {}).get("availableReplicas", 0) or 0) == 1
-            for d in plane.get_json("deployments", "-n", namespace)["items"]
-        ),
-        timeout_s=60,
-    )
+    wait_available(plane, namespace, "every Deployment available (minReadySeconds passed)")
     for name in cool:
         plane.kubectl("uncordon", name)
     usage = ClusterUsage(api, namespace, dict.fromkeys([hot, *cool], 4), CORES)
@@ -288,11 +281,24 @@ def admin_api_module(control_plane: ControlPlane) -> Iterator[KubeApi]:
     api.close()
 
 
+def wait_available(plane: ControlPlane, namespace: str, what: str) -> None:
+    """Until every Deployment of ``namespace`` has its one replica available (minReadySeconds passed)."""
+    plane.wait_for(
+        what,
+        lambda: all(
+            int(d.get("status", {}).get("availableReplicas", 0) or 0) == 1
+            for d in plane.get_json("deployments", "-n", namespace)["items"]
+        ),
+        timeout_s=60,
+    )
+
+
 def fresh_start(control_plane: ControlPlane) -> None:
     """Records of the module's other runs (same Lease) would be rebuilt too: start from none. The Lease
     goes with the journal, or the service would rightly take the journal for lost (issue 37, point 12)."""
     for kind, name in (("configmap", f"{LEASE}-migrations"), ("lease", LEASE)):
         control_plane.kubectl("delete", kind, name, "-n", NAMESPACE, "--ignore-not-found", check=False)
+
 
 def test_the_component_grants_deployment_patch_to_the_service_account(
     control_plane: ControlPlane, restarting_identity: Path
@@ -480,14 +486,7 @@ def stuck_cluster(plane: ControlPlane, api: KubeApi, namespace: str) -> HotClust
         lambda: p if len(p := plane.running_pods(namespace)) == 4 else None,
         timeout_s=60,
     )
-    plane.wait_for(
-        "both Deployments available",
-        lambda: all(
-            int(d.get("status", {}).get("availableReplicas", 0) or 0) == 1
-            for d in plane.get_json("deployments", "-n", namespace)["items"]
-        ),
-        timeout_s=60,
-    )
+    wait_available(plane, namespace, "both Deployments available")
     for name in cool:
         plane.kubectl("uncordon", name)
     usage = ClusterUsage(api, namespace, dict.fromkeys([hot, *cool], 4), {"stuck": 2.0, "filler": 1.4})
