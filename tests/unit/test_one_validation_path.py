@@ -1,8 +1,8 @@
 """``validate``, ``run``, ``once`` and ``simulate`` check a configuration through one function
 (``load_config``): fed the same bad file, each exits 2 with the very same problem lines, in-process.
 
-The cases are the tables of ``tests/integration/test_service_config.py`` (which runs the processes
-against a stand-in API server) and ``tests/unit/test_bad_input.py``, so a check added to one entry
+The cases are the tables of ``tests/controlplane/test_service_config.py`` (which runs the processes
+against the real control plane) and ``tests/unit/test_bad_input.py``, so a check added to one entry
 point only, or a case added to either table, shows up here.
 """
 
@@ -16,7 +16,7 @@ import pytest
 
 from descheduler.cli import main
 from descheduler.config.load import ConfigError, load_config
-from tests.integration.test_service_config import CASES, _valid, write_config
+from tests.controlplane.test_service_config import CASES, _valid, write_config
 from tests.unit.test_bad_input import BAD_CONFIGS
 
 REPO = Path(__file__).resolve().parents[2]

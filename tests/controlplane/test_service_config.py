@@ -1,5 +1,9 @@
 """An invalid configuration stops ``descheduler run`` before it touches the cluster: exit code 2 and the
-field path on stderr (what ``kubectl logs`` of a crash-looping pod shows), never a traceback."""
+field path on stderr (what ``kubectl logs`` of a crash-looping pod shows), never a traceback.
+
+The kubeconfig points at the real kube-apiserver through a relay that counts connections
+(``tests/controlplane/counting.py``): no connection, no request. The valid base configuration, run the
+same way, does connect, so the count can fail."""
 
 from __future__ import annotations
 
@@ -11,7 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.apiserver import ApiServer
+from tests.controlplane import objects
+from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.counting import counting_kubeconfig
 from tests.support.service import (
     MANIFESTS,
     REPO,
@@ -22,7 +28,7 @@ from tests.support.service import (
     write_config,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.controlplane
 
 
 def _valid() -> dict[str, Any]:
@@ -112,24 +118,24 @@ def _run(config: Path, kubeconfig: Path, command: str = "run") -> subprocess.Com
 @pytest.mark.parametrize("command", ["run", "once", "validate"])
 @pytest.mark.parametrize(("mutate", "message"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_an_invalid_configuration_exits_2_naming_the_field_without_touching_the_cluster(
-    mutate: Any, message: str, command: str, apiserver: ApiServer, tmp_path: Path
+    mutate: Any, message: str, command: str, control_plane: ControlPlane, tmp_path: Path
 ) -> None:
     """``validate``, ``run`` and ``once`` share one validation path: what one rejects, all reject."""
     doc = _valid()
     mutate(doc)
     config = write_config(tmp_path / "config.yaml", doc)
-    assert apiserver.kubeconfig_path is not None
-    result = _run(config, apiserver.kubeconfig_path, command)
+    with counting_kubeconfig(control_plane, tmp_path / "kubeconfig") as relay:
+        result = _run(config, tmp_path / "kubeconfig", command)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert result.stderr.startswith("error: invalid configuration in ")
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
-    assert apiserver.requests == [], "an invalid configuration must not reach the cluster"
+    assert relay.connections == 0, "an invalid configuration must not reach the cluster"
 
 
 def test_the_shipped_configmap_with_a_broken_value_names_the_path_inside_the_configmap(
-    apiserver: ApiServer, tmp_path: Path
+    control_plane: ControlPlane, tmp_path: Path
 ) -> None:
     shipped = (MANIFESTS / "base" / "config.yaml").read_text()
     configmap = {
@@ -140,16 +146,19 @@ def test_the_shipped_configmap_with_a_broken_value_names_the_path_inside_the_con
     }
     config = tmp_path / "configmap.yaml"
     config.write_text(yaml.safe_dump(configmap))
-    assert apiserver.kubeconfig_path is not None
-    result = _run(config, apiserver.kubeconfig_path)
+    with counting_kubeconfig(control_plane, tmp_path / "kubeconfig") as relay:
+        result = _run(config, tmp_path / "kubeconfig")
     assert result.returncode == 2
     assert "data.config.yaml.deschedulingInterval: 'soon' is not a duration" in result.stderr
     assert "Traceback" not in result.stderr
-    assert apiserver.requests == []
+    assert relay.connections == 0
 
 
-def test_the_valid_base_configuration_of_these_cases_is_accepted(tmp_path: Path) -> None:
-    """The cases above fail because of their one change, not because the base is broken."""
+def test_the_valid_base_configuration_of_these_cases_is_accepted_and_reaches_the_cluster(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """The cases above fail because of their one change, not because the base is broken; and a command
+    that does go to the cluster is counted by the relay, so the zero counts above mean something."""
     config = write_config(tmp_path / "config.yaml", _valid())
     result = subprocess.run(
         descheduler_command("validate", str(config)),
@@ -161,18 +170,28 @@ def test_the_valid_base_configuration_of_these_cases_is_accepted(tmp_path: Path)
         check=False,
     )
     assert result.returncode == 0, result.stderr
+    doc = _valid()
+    doc["nodeSelector"] = {"matchLabels": {objects.GROUP_LABEL: namespace}}  # the test's (no) nodes
+    once = write_config(tmp_path / "once.yaml", doc)
+    with counting_kubeconfig(control_plane, tmp_path / "kubeconfig") as relay:
+        done = subprocess.run(
+            descheduler_command("once", "--config", str(once), "--kubeconfig", str(tmp_path / "kubeconfig"),
+                                "--dry-run"),
+            cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    assert "Traceback" not in done.stderr
+    assert relay.connections > 0, done.stderr
 
 
 def test_run_with_its_health_port_taken_exits_1_naming_the_address(
-    apiserver: ApiServer, tmp_path: Path
+    control_plane: ControlPlane, tmp_path: Path
 ) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
         doc = service_config(prometheus_url="http://127.0.0.1:9", ports=Ports(port, port))
-        assert apiserver.kubeconfig_path is not None
-        result = _run(write_config(tmp_path / "config.yaml", doc), apiserver.kubeconfig_path)
+        result = _run(write_config(tmp_path / "config.yaml", doc), control_plane.kubeconfig)
     assert result.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr
