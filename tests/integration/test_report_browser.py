@@ -2,10 +2,10 @@
 exception and no blocked or failed load (the page's Content-Security-Policy turns any network use into an
 error), and shows the nodes and evictions the planner decided.
 
-Two reports: ``simulate --output html`` on the bundled example (six cycles; evictions in cycles 3 and 6,
-known from the README's demo), and ``once --dry-run --output html`` against the test API server with
-usage from a real Prometheus. Screenshots are kept in the test's tmp dir (``UPDATE_DOCS=1`` also writes
-``docs/report.png``).
+``simulate --output html`` on the bundled example (six cycles; evictions in cycles 3 and 6, known from the
+README's demo). The screenshot is kept in the test's tmp dir (``UPDATE_DOCS=1`` also writes
+``docs/report.png``). ``once --dry-run --output html`` against a cluster is checked on the real control
+plane (``tests/controlplane/test_report_browser.py``), with the page queries defined here.
 """
 
 from __future__ import annotations
@@ -20,15 +20,10 @@ from typing import Any
 import pytest
 
 from tests.browser import Page, chromium
-from tests.integration.service_fixtures import Cluster, kubeconfig_of, live_cluster
 from tests.support.service import (
     REPO,
-    Ports,
-    UsageBackend,
     descheduler_command,
-    service_config,
     subprocess_env,
-    write_config,
 )
 
 pytestmark = pytest.mark.integration
@@ -157,52 +152,3 @@ def test_the_filter_hides_cycles_without_evictions_and_a_screenshot_is_kept(
     assert page.problems.all() == []
     if os.environ.get("UPDATE_DOCS") == "1":  # the README's picture: the header and the first cycle that acts
         page.screenshot(REPO / "docs" / "report.png", max_height=1000)
-
-
-# --- once --dry-run --output html against the test API server ----------------------------------------------
-
-
-def _build(cluster: Cluster) -> None:
-    cluster.node("audit-hot")
-    cluster.node("audit-cool", cpu=8)
-    cluster.deployment(
-        "api", {"api-hot": ("audit-hot", 2.8), "api-2": ("audit-cool", 0.2), "api-3": ("audit-cool", 0.2)}
-    )
-    cluster.daemon_pod("agent-audit", "audit-hot")
-
-
-def test_once_dry_run_writes_an_html_audit_that_shows_the_would_be_eviction(
-    usage_backend: UsageBackend, tmp_path: Path
-) -> None:
-    with live_cluster(tmp_path / "cluster", usage_backend, _build, full_window=True) as cluster:
-        doc = service_config(
-            prometheus_url=usage_backend.url, ports=Ports.free(), consecutive_abnormalities=1
-        )
-        config = write_config(tmp_path / "once.yaml", doc)
-        proc = subprocess.run(
-            descheduler_command(
-                "once", "--config", str(config), "--kubeconfig", str(kubeconfig_of(cluster.server)),
-                "--dry-run", "--output", "html",
-            ),
-            cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
-        pods = {p["metadata"]["name"] for p in cluster.server.list("pods", "default")}
-    assert proc.returncode == 0, proc.stderr
-    assert "api-hot" in pods, "a dry run evicts nothing"
-    report = tmp_path / "once.html"
-    report.write_text(proc.stdout)
-    with chromium() as page:
-        page.open(report.as_uri(), width=1300, height=700)
-        assert page.problems.all() == []
-        assert page.evaluate("document.title") == "descheduler once: dry-run audit"
-        assert sorted(page.evaluate(NODES % 1)) == [["audit-cool", "low"], ["audit-hot", "hotspot"]]
-        assert page.evaluate(ARROWS % 1) == [["default/api-hot", "audit-hot", "audit-cool"]]
-        results = page.evaluate(
-            "[...document.querySelectorAll('table.evictions tbody tr')].map(r => r.cells[6].textContent)"
-        )
-        assert results == ["would-evict"]
-        codes = set(page.evaluate(SKIP_GROUPS % 1))
-        # A hotspot cured by its first move counts its filtered pods per reason (the summaries table).
-        codes |= set(page.evaluate(SUMMARY_CODES % 1))
-        assert codes & {"filtered-daemonset", "filtered-namespace"}, codes
-        page.screenshot(tmp_path / "once.png")
