@@ -7,9 +7,9 @@ its optional ``grafanaDashboard`` template serves. ``--check`` exits 1 if a comm
 the code generates; a unit test runs the same comparison, so the JSON never drifts from the code.
 
 Every query selects ``job=~"$job"`` so several instances (one per node pool) share the dashboard, and
-reads only metrics the service exports (``descheduler/service/observability.py``). The integration test
-``tests/integration/test_dashboard.py`` runs every query against a real Prometheus that scraped a running
-service and requires each to return series.
+reads only metrics the service exports (``descheduler/service/observability.py``). The control-plane
+test ``tests/controlplane/test_dashboard.py`` runs every query against a real Prometheus that scraped a
+running service and requires each to return series.
 """
 
 from __future__ import annotations

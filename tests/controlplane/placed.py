@@ -9,12 +9,14 @@ only schedulable node, then cordoned while the Deployment scales up. Usage follo
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from descheduler.kube.api import KubeApi
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.loop import fresh_namespace
 from tests.controlplane.usage import ClusterUsage
 from tests.support.service import UsageBackend
 
@@ -102,3 +104,15 @@ def placed_serving_usage(
             placed.set_hot_pod_cores(hot_pod_cores)
         backend.install(placed.usage.model, full_window=True, timeout=30)
         yield placed
+
+
+@contextlib.contextmanager
+def module_namespace(plane: ControlPlane, prefix: str) -> Iterator[str]:
+    """A fresh namespace for a module's shared setup (the ``namespace`` fixture is per test), deleted
+    afterwards with the nodes of its group."""
+    ns = fresh_namespace(plane, f"{prefix}-{time.monotonic_ns() % 100000}")
+    try:
+        yield ns
+    finally:
+        plane.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        plane.kubectl("delete", "nodes", "-l", f"{objects.GROUP_LABEL}={ns}", "--wait=false", check=False)

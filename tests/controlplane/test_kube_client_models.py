@@ -12,7 +12,6 @@ the stand-in in ``tests/integration/test_kube_client_models.py``.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,7 @@ from descheduler.kube.api import KubeApi
 from descheduler.kube.events import EventRecorder
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
-from tests.controlplane.loop import fresh_namespace
+from tests.controlplane.placed import module_namespace
 
 pytestmark = pytest.mark.controlplane
 
@@ -96,15 +95,8 @@ def _build(plane: ControlPlane, ns: str) -> Models:
 
 @pytest.fixture(scope="module")
 def cluster(control_plane: ControlPlane) -> Iterator[Models]:
-    ns = fresh_namespace(control_plane, f"client-models-{time.monotonic_ns() % 100000}")
-    try:
+    with module_namespace(control_plane, "client-models") as ns:
         yield _build(control_plane, ns)
-    finally:
-        control_plane.kubectl("delete", "namespace", ns, "--wait=false", check=False)
-        control_plane.kubectl("delete", "priorityclass", ns, "--ignore-not-found", check=False)
-        control_plane.kubectl(
-            "delete", "nodes", "-l", f"{objects.GROUP_LABEL}={ns}", "--wait=false", check=False
-        )
 
 
 @pytest.fixture

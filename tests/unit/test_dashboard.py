@@ -1,7 +1,7 @@
 """The Grafana dashboard: the committed JSON and ConfigMap are exactly what the code generates, every panel
 queries only metrics the service exports, and the optional kustomize component renders a ConfigMap the
 Grafana sidecar picks up. (That every query returns series from a real Prometheus scraping a running
-service is checked in ``tests/integration/test_dashboard.py``.)"""
+service is checked in ``tests/controlplane/test_dashboard.py``.)"""
 
 from __future__ import annotations
 
