@@ -58,6 +58,7 @@ from descheduler.cluster.types import (
 )
 from descheduler.kube.api import KubeApi, WatchStream, decode_json
 from descheduler.kube.errors import ApiStatusError, DecodeError, KubeError
+from descheduler.kube.flowcontrol import retry_wait
 
 log = structlog.get_logger("descheduler.kube.cache")
 _T = TypeVar("_T")
@@ -174,6 +175,15 @@ class Backoff:
         delay = self.current
         self.current = min(self.current * 2, self.maximum)
         return delay * (0.8 + 0.4 * self._rand())
+
+
+def failure_delay(backoff: Backoff, exc: BaseException) -> float:
+    """The wait before trying again: the backoff's, and after the server's 429 (flow control) at least its
+    Retry-After, jittered, so a level that rejects us is not asked again before it said it could take it."""
+    delay = backoff.failed()
+    if isinstance(exc, ApiStatusError) and exc.status == 429:
+        delay = max(delay, retry_wait(exc.retry_after))
+    return delay
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -423,7 +433,7 @@ class _Reflector:
             return
         self._ran()
         self.stats["errors"] += 1
-        delay = self.backoff.failed()
+        delay = failure_delay(self.backoff, exc)
         log.warning("watch_failed", resource=self.spec.name, error=str(exc), retry_in=round(delay, 2))
         self.stop.wait(delay)
 
