@@ -5,7 +5,8 @@ One background thread per resource runs a reflector like client-go's: a paginate
 history) relists, any other failure reconnects and resumes from the last resourceVersion seen. Both go
 through one capped exponential backoff with jitter per resource, reset only once a watch has stayed
 healthy for ``healthy_after`` seconds, so an outage or a 410 loop costs a few LISTs, not one per
-half-second.
+half-second. A 429 of the server's flow control (APF) waits at least its Retry-After, jittered
+(``flowcontrol.py``).
 
 Staleness: each watch asks the server to end it after ``watch_timeout`` seconds (jittered; the server
 sends a bookmark shortly before) and reads with a timeout of that plus ``read_grace``. A connection that

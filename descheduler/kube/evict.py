@@ -3,16 +3,16 @@
 Through ``pods/eviction`` (policy/v1) by default, so the API server enforces PodDisruptionBudgets; with
 ``policy="Delete"`` the pod is deleted instead (no PDB check). A 429 that names a disruption budget is a
 refusal: reported at once, no retry (the next candidate is tried by the caller). A 429 from the server's
-own flow control carries ``Retry-After``: waited out and retried while the cycle's deadline allows, each
-retry verified again first (``verify`` runs right before every request, after every wait). The Eviction
-carries the verified pod's uid and resourceVersion as preconditions: a 409 Conflict means the pod changed
-since it was verified, result ``not-verified`` (code ``verify-pod-changed``), never retried here.
-404 means the pod is gone already. A request that reached the server without a clear answer (a client
-timeout, a connection broken after sending, any 5xx: a proxy or the server may answer 504 after the
-eviction was applied) is ``unknown``: the caller must treat the pod as possibly evicted until its cache
-says otherwise; only a request that provably never left (no connection) is ``failed``. Dry run asks
-the server the same question with ``dryRun=All``, so the audit shows what a PDB would have refused, and
-changes nothing.
+own flow control carries ``Retry-After``: waited out (plus up to 20% jitter, ``flowcontrol.py``) and
+retried while the cycle's deadline allows, each retry verified again first (``verify`` runs right before
+every request, after every wait). The Eviction carries the verified pod's uid and resourceVersion as
+preconditions: a 409 Conflict means the pod changed since it was verified, result ``not-verified``
+(code ``verify-pod-changed``), never retried here. 404 means the pod is gone already. A request that
+reached the server without a clear answer (a client timeout, a connection broken after sending, any 5xx:
+a proxy or the server may answer 504 after the eviction was applied) is ``unknown``: the caller must
+treat the pod as possibly evicted until its cache says otherwise; only a request that provably never left
+(no connection) is ``failed``. Dry run asks the server the same question with ``dryRun=All``, so the
+audit shows what a PDB would have refused, and changes nothing.
 """
 
 from __future__ import annotations
