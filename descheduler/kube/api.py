@@ -30,6 +30,7 @@ from descheduler.kube.errors import (
     ClientThrottledError,
     DecodeError,
 )
+from descheduler.kube.flowcontrol import FlowControlLedger
 from descheduler.kube.ratelimit import TokenBucket
 
 DEFAULT_USER_AGENT = f"load-aware-descheduler/{__version__}"
@@ -272,6 +273,8 @@ class KubeApi:
         self._clock = clock
         self._connect_timeout = connect_timeout
         self._default_timeout = default_timeout
+        self.flow_control = FlowControlLedger()
+        """Every 429 of the server's flow control, by the FlowSchema and priority level that refused us."""
 
     def close(self) -> None:
         with suppress(Exception):
@@ -330,7 +333,16 @@ class KubeApi:
             raise transport_error(f"{method} {path}", exc.reason, seconds) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise transport_error(f"{method} {path}", exc, seconds) from exc
-        return Response(raw.status, dict(raw.headers), raw.data or b"")
+        answer = Response(raw.status, dict(raw.headers), raw.data or b"")
+        if answer.status == 429:
+            self._rejected(method, path, answer)
+        return answer
+
+    def _rejected(self, method: str, path: str, response: Response) -> ApiStatusError:
+        """A 429: counted if it is the server's flow control (not a disruption budget's refusal)."""
+        error = status_error(method, path, response)
+        self.flow_control.note(error, response.headers, self._clock(), f"{method} {path}")
+        return error
 
     def request(self, method: str, path: str, **options: Unpack[RequestOptions]) -> Any:
         """A request whose 2xx body is JSON; non-2xx raises ``ApiStatusError``. Options as ``request_raw``."""
@@ -381,5 +393,10 @@ class KubeApi:
                 data = b""
             finally:
                 raw.release_conn()
-            raise status_error("GET", path, Response(raw.status, dict(raw.headers), data))
+            answer = Response(raw.status, dict(raw.headers), data)
+            raise (
+                self._rejected("GET", path, answer)
+                if raw.status == 429
+                else status_error("GET", path, answer)
+            )
         return WatchStream(raw, path)

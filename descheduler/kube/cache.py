@@ -5,7 +5,8 @@ One background thread per resource runs a reflector like client-go's: a paginate
 history) relists, any other failure reconnects and resumes from the last resourceVersion seen. Both go
 through one capped exponential backoff with jitter per resource, reset only once a watch has stayed
 healthy for ``healthy_after`` seconds, so an outage or a 410 loop costs a few LISTs, not one per
-half-second.
+half-second. A 429 of the server's flow control (APF) waits at least its Retry-After, jittered
+(``flowcontrol.py``).
 
 Staleness: each watch asks the server to end it after ``watch_timeout`` seconds (jittered; the server
 sends a bookmark shortly before) and reads with a timeout of that plus ``read_grace``. A connection that
@@ -58,6 +59,7 @@ from descheduler.cluster.types import (
 )
 from descheduler.kube.api import KubeApi, WatchStream, decode_json
 from descheduler.kube.errors import ApiStatusError, DecodeError, KubeError
+from descheduler.kube.flowcontrol import retry_wait
 
 log = structlog.get_logger("descheduler.kube.cache")
 _T = TypeVar("_T")
@@ -174,6 +176,15 @@ class Backoff:
         delay = self.current
         self.current = min(self.current * 2, self.maximum)
         return delay * (0.8 + 0.4 * self._rand())
+
+
+def failure_delay(backoff: Backoff, exc: BaseException) -> float:
+    """The wait before trying again: the backoff's, and after the server's 429 (flow control) at least its
+    Retry-After, jittered, so a level that rejects us is not asked again before it said it could take it."""
+    delay = backoff.failed()
+    if isinstance(exc, ApiStatusError) and exc.status == 429:
+        delay = max(delay, retry_wait(exc.retry_after))
+    return delay
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -423,7 +434,7 @@ class _Reflector:
             return
         self._ran()
         self.stats["errors"] += 1
-        delay = self.backoff.failed()
+        delay = failure_delay(self.backoff, exc)
         log.warning("watch_failed", resource=self.spec.name, error=str(exc), retry_in=round(delay, 2))
         self.stop.wait(delay)
 

@@ -3,16 +3,16 @@
 Through ``pods/eviction`` (policy/v1) by default, so the API server enforces PodDisruptionBudgets; with
 ``policy="Delete"`` the pod is deleted instead (no PDB check). A 429 that names a disruption budget is a
 refusal: reported at once, no retry (the next candidate is tried by the caller). A 429 from the server's
-own flow control carries ``Retry-After``: waited out and retried while the cycle's deadline allows, each
-retry verified again first (``verify`` runs right before every request, after every wait). The Eviction
-carries the verified pod's uid and resourceVersion as preconditions: a 409 Conflict means the pod changed
-since it was verified, result ``not-verified`` (code ``verify-pod-changed``), never retried here.
-404 means the pod is gone already. A request that reached the server without a clear answer (a client
-timeout, a connection broken after sending, any 5xx: a proxy or the server may answer 504 after the
-eviction was applied) is ``unknown``: the caller must treat the pod as possibly evicted until its cache
-says otherwise; only a request that provably never left (no connection) is ``failed``. Dry run asks
-the server the same question with ``dryRun=All``, so the audit shows what a PDB would have refused, and
-changes nothing.
+own flow control carries ``Retry-After``: waited out (plus up to 20% jitter, ``flowcontrol.py``) and
+retried while the cycle's deadline allows, each retry verified again first (``verify`` runs right before
+every request, after every wait). The Eviction carries the verified pod's uid and resourceVersion as
+preconditions: a 409 Conflict means the pod changed since it was verified, result ``not-verified``
+(code ``verify-pod-changed``), never retried here. 404 means the pod is gone already. A request that
+reached the server without a clear answer (a client timeout, a connection broken after sending, any 5xx:
+a proxy or the server may answer 504 after the eviction was applied) is ``unknown``: the caller must
+treat the pod as possibly evicted until its cache says otherwise; only a request that provably never left
+(no connection) is ``failed``. Dry run asks the server the same question with ``dryRun=All``, so the
+audit shows what a PDB would have refused, and changes nothing.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from descheduler.kube.errors import (
     ClientThrottledError,
 )
 from descheduler.kube.events import EventRecorder, Regarding
+from descheduler.kube.flowcontrol import is_budget_refusal, retry_wait
 from descheduler.kube.ratelimit import TokenBucket
 from descheduler.planner.reasons import VERIFY_POD_CHANGED
 
@@ -130,16 +131,6 @@ class EvictionOutcome:
 
 def _descheduled_message(node: str, reason: str) -> str:
     return f'Pod evicted from node "{node}" by the reason "{reason}"'
-
-
-def _is_pdb_refusal(error: ApiStatusError) -> bool:
-    """A 429/403 from the eviction subresource that is about a disruption budget, not about load."""
-    for cause in error.causes:
-        if cause.get("reason") == "DisruptionBudget" or cause.get("type") == "DisruptionBudget":
-            return True
-    if error.status == 403 and str(error.details.get("kind", "")).startswith("poddisruptionbudget"):
-        return True
-    return "disruption budget" in error.message.lower()
 
 
 def _describe_refusal(error: ApiStatusError) -> str:
@@ -309,7 +300,7 @@ class Evictor:
             if error.status == 409:
                 message = f"not sent: the pod changed since it was verified ({error.message})"
                 return EvictionOutcome("not-verified", message, code=VERIFY_POD_CHANGED), False
-            if self.policy == "Eviction" and error.status in (403, 429) and _is_pdb_refusal(error):
+            if self.policy == "Eviction" and error.status in (403, 429) and is_budget_refusal(error):
                 result = "dry-run-refused" if self.dry_run else "refused-by-pdb"
                 return EvictionOutcome(result, _describe_refusal(error), error.retry_after), True
             return None
@@ -365,11 +356,12 @@ class Evictor:
                 return particular
             error = status_error(request.method, request.path, response)
             if error.status == 429:
-                wait = error.retry_after if error.retry_after is not None else self._default_retry_after
+                asked = error.retry_after if error.retry_after is not None else self._default_retry_after
+                wait = retry_wait(asked)  # jittered: evictions refused together do not return in step
                 if self._clock() + wait >= deadline:
                     return EvictionOutcome(
                         "throttled",
-                        f"API server is throttling (429, Retry-After {wait:g}s) and the cycle's deadline "
+                        f"API server is throttling (429, Retry-After {asked:g}s) and the cycle's deadline "
                         f"comes first; {attempts} attempt(s)",
                     ), True
                 log.info("eviction_throttled_retrying", pod=pod.key, retry_after=wait, attempt=attempts)

@@ -40,6 +40,7 @@ from descheduler.planner import loop_warnings
 from descheduler.planner.steer import has_our_taint
 from descheduler.report import render_html
 from descheduler.report.options import add_report_options, skip_form
+from descheduler.service import apf
 from descheduler.service.audit import observe_record, readiness, render_record_text, usage_unavailable
 from descheduler.service.cycle import CycleRecord, CycleRunner
 from descheduler.service.edges import Edges, Signals, Timing
@@ -112,6 +113,7 @@ class Service:
         self.metrics.dry_run.set(1 if effective.dry_run else 0)
         self.identity = f"{socket.gethostname()}_{os.getpid()}"
         self.api = self._connect(kubeconfig)
+        apf.register(self.metrics.registry, self.api.flow_control)
         self.cache = ClusterCache(
             self.api,
             node_selector=selector_string(config.node_selector),
@@ -268,7 +270,8 @@ class Service:
     # -- health -----------------------------------------------------------------------------
     def _readiness(self) -> tuple[bool, str]:
         synced, steering = self.cache.synced, self.runner.steering.problem()
-        return readiness(synced, self.runner.stale_cache() if synced else "", self.usage_problem, steering)
+        conditions = "\n".join(c for c in (steering, self.api.flow_control.recent(time.monotonic())) if c)
+        return readiness(synced, self.runner.stale_cache() if synced else "", self.usage_problem, conditions)
 
     def _liveness(self) -> tuple[bool, str]:
         interval = self.effective.config.descheduling_interval

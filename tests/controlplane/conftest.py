@@ -16,6 +16,19 @@ from tests.controlplane.build import BuildError
 from tests.controlplane.cluster import ControlPlane, ControlPlaneError
 
 _PLANE: list[ControlPlane] = []
+AUDITED = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived", "ResponseStarted"],
+    "rules": [
+        {
+            "level": "Metadata",
+            "users": ["system:serviceaccount:load-aware-descheduler:load-aware-descheduler"],
+        },
+        {"level": "None"},
+    ],
+}
+"""The audit log keeps the shipped ServiceAccount's requests only: what the request-count tests read."""
 STARTUP: dict[str, float] = {}
 
 
@@ -24,7 +37,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
     """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on 127.0.0.1."""
     started = time.monotonic()
     try:
-        plane = ControlPlane.start(tmp_path_factory.mktemp("controlplane"))
+        plane = ControlPlane.start(tmp_path_factory.mktemp("controlplane"), audit_policy=AUDITED)
     except (BuildError, ControlPlaneError) as exc:
         pytest.fail(f"the real control plane could not start: {exc}", pytrace=False)
     STARTUP["total_seconds"] = time.monotonic() - started

@@ -6,6 +6,7 @@ replicas and leader election, RBAC parts, metrics and the ServiceMonitor.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +24,7 @@ from tests.unit.test_manifests import (
     OLDEST_SUPPORTED_KUBERNETES,
     POLICIES,
     _expand,
+    _flow_subjects,
     _held_usernames,
     _render,
     _triples,
@@ -93,6 +95,7 @@ VALUE_SETS: dict[str, list[str]] = {
         "image.repository=registry.example.com/lad,image.tag=1.2.3,ports.healthz=8081,ports.metrics=8082",
     ],
     "network-policy": ["--set", "networkPolicy.enabled=true"],
+    "flow-control": ["--set", "flowControl.enabled=true"],
     "network-policy-egress": [
         "--set",
         "networkPolicy.enabled=true,networkPolicy.egress.restrict=true",
@@ -389,3 +392,44 @@ def test_the_admission_policies_can_be_left_out_for_clusters_older_than_1_30(hel
         helm, "template", RELEASE, str(CHART), "--set", "rbac.create=false,admissionPolicies.enabled=false"
     )
     assert kept.returncode == 0, kept.stderr
+
+
+def flow_specs(objs: Sequence[Obj]) -> dict[str, Obj]:
+    """The FlowSchema's and PriorityLevelConfiguration's specs by kind, the names they refer to left out."""
+    specs = {
+        o["kind"]: dict(o["spec"]) for o in objs if o["kind"] in ("FlowSchema", "PriorityLevelConfiguration")
+    }
+    for spec in specs.values():
+        spec.pop("priorityLevelConfiguration", None)
+        spec.pop("rules", None)
+    return specs
+
+
+@pytest.mark.parametrize("release", [RELEASE, "pool-b"])
+def test_flow_control_is_off_by_default_and_on_is_the_manifests_component_for_the_releases_account(
+    helm: Path, release: str, tmp_path: Path
+) -> None:
+    assert not flow_specs(render(helm))
+    done = run_helm(
+        helm, "template", release, str(CHART), "--namespace", "team-y", *VALUE_SETS["flow-control"]
+    )
+    assert done.returncode == 0, done.stderr
+    objs = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    account = one(objs, "ServiceAccount")["metadata"]["name"]
+    assert account.startswith(release)
+    assert _flow_subjects(objs) == {f"system:serviceaccount:team-y:{account}"}
+    schema, level = one(objs, "FlowSchema"), one(objs, "PriorityLevelConfiguration")
+    assert schema["spec"]["priorityLevelConfiguration"]["name"] == level["metadata"]["name"]
+    shutil.copytree(MANIFESTS, tmp_path / "manifests")
+    overlay = tmp_path / "manifests" / "mine"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump({"resources": ["../overlays/live"], "components": ["../components/apf"]})
+    )
+    component = _render(overlay)[0]
+    assert flow_specs(objs) == flow_specs(component)
+
+    def resource_rules(docs: Sequence[Obj]) -> object:
+        return one(docs, "FlowSchema")["spec"]["rules"][0]["resourceRules"]
+
+    assert resource_rules(objs) == resource_rules(component)

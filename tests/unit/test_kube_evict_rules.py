@@ -13,7 +13,8 @@ from descheduler.cluster.types import Pod
 from descheduler.config.load import ConfigError
 from descheduler.config.migration import DELETE_OPTION_KEYS, delete_options_to_send
 from descheduler.kube.api import Response, status_error
-from descheduler.kube.evict import EvictionOutcome, Evictor, _is_pdb_refusal
+from descheduler.kube.evict import EvictionOutcome, Evictor
+from descheduler.kube.flowcontrol import is_budget_refusal
 from descheduler.planner.reasons import VERIFY_POD_CHANGED
 from tests.unit.builders import settings
 
@@ -85,7 +86,7 @@ PDB_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget.
     ],
 )
 def test_disruption_budget_refusals_are_told_apart_from_throttling(name: str, err: Any, is_pdb: bool) -> None:
-    assert _is_pdb_refusal(err) is is_pdb, name
+    assert is_budget_refusal(err) is is_pdb, name
 
 
 @pytest.mark.parametrize(

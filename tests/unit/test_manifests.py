@@ -802,3 +802,71 @@ def test_a_namespace_and_name_prefix_and_suffix_keep_the_policies_on_the_renamed
         }
     surge = _one(objs, "ClusterRoleBinding", "pool-a-load-aware-descheduler-surge-restart-v2")
     assert POLICY_SUBJECT_LABEL in surge["metadata"]["labels"]
+
+
+# --- API Priority and Fairness (optional component) ------------------------------------------------------
+
+
+def _flow_subjects(objs: list[Obj]) -> set[str]:
+    """The usernames every FlowSchema's rules match, as the API server reads its ServiceAccount subjects."""
+    return {
+        f"system:serviceaccount:{s['serviceAccount']['namespace']}:{s['serviceAccount']['name']}"
+        for o in objs
+        if o["kind"] == "FlowSchema"
+        for rule in o["spec"]["rules"]
+        for s in rule["subjects"]
+        if s["kind"] == "ServiceAccount"
+    }
+
+
+APF_OVERLAYS: list[tuple[str, Obj, str]] = [
+    ("as shipped", {}, f"system:serviceaccount:{NAMESPACE}:load-aware-descheduler"),
+    (
+        "renamed",
+        {"namespace": "team-x", "namePrefix": "pool-a-", "nameSuffix": "-v2"},
+        "system:serviceaccount:team-x:pool-a-load-aware-descheduler-v2",
+    ),
+]
+
+
+@pytest.mark.parametrize(("_case", "renames", "username"), APF_OVERLAYS, ids=[c[0] for c in APF_OVERLAYS])
+def test_the_apf_component_sends_every_request_of_the_service_account_to_a_small_level_of_its_own(
+    tmp_path: Path, _case: str, renames: Obj, username: str
+) -> None:
+    copy_of = tmp_path / "manifests"
+    shutil.copytree(MANIFESTS, copy_of)
+    overlay = copy_of / "mine"
+    overlay.mkdir()
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        **renames,
+        "resources": ["../overlays/live"],
+        "components": ["../components/apf"],
+    }
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    objs = _render(overlay)[0]
+    account = _one(objs, "ServiceAccount")["metadata"]
+    assert username == f"system:serviceaccount:{account['namespace']}:{account['name']}"
+    assert _flow_subjects(objs) == {username}
+    schema, level = _one(objs, "FlowSchema"), _one(objs, "PriorityLevelConfiguration")
+    assert schema["spec"]["priorityLevelConfiguration"]["name"] == level["metadata"]["name"]
+    (rule,) = schema["spec"]["rules"]
+    assert rule["resourceRules"] == [
+        {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": True, "namespaces": ["*"]}
+    ]
+    assert 200 < schema["spec"]["matchingPrecedence"] < 9000, (
+        "after the control plane's, before service-accounts"
+    )
+    limited = level["spec"]["limited"]
+    assert level["spec"]["type"] == "Limited" and limited["limitResponse"]["type"] == "Queue"
+    assert 0 < limited["nominalConcurrencyShares"] < 100, "fewer shares than workload-low's 100"
+    assert 0 < limited["lendablePercent"] < 100
+    kv = _kubernetes_validate()
+    for obj in (schema, level):
+        kv.validate(obj, "1.30.0", strict=True)
+
+
+def test_the_apf_component_is_in_no_shipped_overlay(variant: tuple[str, list[Obj]]) -> None:
+    name, objs = variant
+    assert not [o for o in objs if o["kind"] in ("FlowSchema", "PriorityLevelConfiguration")], name

@@ -1,0 +1,171 @@
+"""What a cycle costs the API server, counted by the server itself: the audit log of the shipped
+ServiceAccount's requests (``conftest.AUDITED``), on a real control plane with 40 kwok nodes.
+
+An idle cycle (nothing hot: nothing to evict, taint or record) may send at most ``IDLE_BOUND`` request
+besides the Lease's renewals and the watches' re-opens (those follow ``retryPeriod`` and ``watchTimeout``,
+not the cycles: reported apart, and the re-opens bounded by what ``watchTimeout`` implies). An evicting
+cycle sends one eviction per pod moved; its other requests (the journal, the Event, the reads the eviction
+rests on) are printed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from benchmarks.audit import AuditEvent, parse_audit
+from descheduler.kube.api import KubeApi
+from descheduler.kube.cache import DEFAULT_WATCH_TIMEOUT
+from tests.controlplane import objects
+from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.conftest import AUDITED
+from tests.controlplane.loop import install_manifests, lease_namespace, loop_config
+from tests.controlplane.usage import ClusterUsage
+from tests.support import service
+from tests.support.service import NAMESPACE
+
+pytestmark = pytest.mark.controlplane
+
+NODES = 40
+PODS = 20
+CYCLES = 10
+IDLE_BOUND = 1.0
+USER = AUDITED["rules"][0]["users"][0]  # type: ignore[index]
+
+
+def _kind(event: AuditEvent) -> str:
+    if event.resource == "leases":
+        return "lease"
+    if event.verb == "watch":
+        return "watch"
+    return f"{event.verb} {event.resource}"
+
+
+def _ours(plane: ControlPlane, since: float, until: float) -> list[AuditEvent]:
+    assert plane.audit_log is not None, "the session's control plane keeps an audit log"
+    with plane.audit_log.open() as lines:
+        return [e for e in parse_audit(lines) if e.user == USER and since <= e.received < until]
+
+
+def test_an_idle_cycle_sends_at_most_one_request_besides_lease_renewals_and_watch_reopens(
+    control_plane: ControlPlane,
+    admin_api: KubeApi,
+    usage_backend: service.UsageBackend,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    plane = control_plane
+    lease_namespace(plane)
+    install_manifests(plane)
+    identity = plane.token_kubeconfig(NAMESPACE, "load-aware-descheduler", tmp_path / "identity")
+    nodes = [f"{namespace}-n{i:02d}" for i in range(NODES)]
+    plane.add_nodes(namespace, nodes)
+    plane.apply(
+        [
+            objects.deployment("calm", namespace, replicas=PODS, cpu="100m"),
+            objects.pdb("calm", "calm", max_unavailable=1),
+        ],
+        namespace=namespace,
+    )
+    plane.wait_for(
+        "every calm pod Running",
+        lambda: len(plane.running_pods(namespace, "app=calm")) == PODS,
+        timeout_s=90,
+    )
+    usage = ClusterUsage(admin_api, namespace, dict.fromkeys(nodes, 4), {"calm": 0.1})
+    ports = service.Ports.free()
+    doc = loop_config(usage_backend.url, ports, namespace, dry_run=False, interval="2s")
+    config = service.write_config(tmp_path / "config.yaml", doc)
+    with usage.following():
+        usage_backend.install(usage.model, full_window=True, timeout=30)
+        with service.run_descheduler(config, identity, ports, tmp_path) as proc:
+            proc.wait_ready(timeout=60)
+            cycles = lambda: len(proc.events("cycle_summary"))  # noqa: E731
+            proc.wait_for(lambda: cycles() >= 3, timeout=60, what="three cycles")
+            first, since = cycles(), time.time()
+            proc.wait_for(lambda: cycles() >= first + CYCLES, timeout=120, what=f"{CYCLES} more cycles")
+            last, until = cycles(), time.time()
+            summaries = proc.events("cycle_summary")[first:last]
+            proc.terminate()
+    time.sleep(1)  # the audit log's buffered writer
+    ran = last - first
+    audited = _ours(plane, since, until)
+    by_kind = Counter(_kind(e) for e in audited)
+    watched = {e.resource for e in audited if e.verb == "watch"}
+    per_cycle = {k: round(v / ran, 2) for k, v in sorted(by_kind.items())}
+    print(f"\nrequests per idle cycle at {NODES} nodes over {ran} cycles: {per_cycle}")
+    assert all(not s.get("evictions") for s in summaries), "the cycles were idle"
+    rest = sum(v for k, v in by_kind.items() if k not in ("lease", "watch"))
+    assert rest / ran <= IDLE_BOUND, per_cycle
+    # Each watch is re-opened once per watchTimeout (10 s, only lengthened by jitter): more is a storm.
+    assert by_kind["watch"] <= len(watched) * ((until - since) / DEFAULT_WATCH_TIMEOUT + 1), per_cycle
+
+
+def test_an_evicting_cycle_sends_one_eviction_and_its_reads_per_pod_moved(
+    control_plane: ControlPlane,
+    admin_api: KubeApi,
+    usage_backend: service.UsageBackend,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """One hot node among 40 (6 pods of 0.6 cores on 4): the cycles that evict, request by request."""
+    plane = control_plane
+    lease_namespace(plane)
+    install_manifests(plane)
+    identity = plane.token_kubeconfig(NAMESPACE, "load-aware-descheduler", tmp_path / "identity")
+    hot, cool = f"{namespace}-hot", [f"{namespace}-c{i:02d}" for i in range(NODES - 1)]
+    plane.add_nodes(namespace, [hot])
+    plane.add_nodes(namespace, cool, unschedulable=True)
+    plane.apply(
+        [
+            objects.deployment("busy", namespace, replicas=6, cpu="250m"),
+            objects.pdb("busy", "busy", max_unavailable=1),
+        ],
+        namespace=namespace,
+    )
+    plane.wait_for(
+        "every busy pod Running on the hot node",
+        lambda: (
+            len([p for p in plane.running_pods(namespace, "app=busy") if p["spec"]["nodeName"] == hot]) == 6
+        ),
+        timeout_s=90,
+    )
+    for name in cool:
+        plane.kubectl("uncordon", name)
+    usage = ClusterUsage(admin_api, namespace, dict.fromkeys([hot, *cool], 4), {"busy": 0.6})
+    ports = service.Ports.free()
+    doc = loop_config(usage_backend.url, ports, namespace, dry_run=False, interval="2s")
+    config = service.write_config(tmp_path / "config.yaml", doc)
+    with usage.following():
+        usage_backend.install(usage.model, full_window=True, timeout=30)
+        with service.run_descheduler(config, identity, ports, tmp_path) as proc:
+            proc.wait_for(lambda: proc.events("eviction"), timeout=90, what="an eviction")
+            proc.wait_for(
+                lambda: len(proc.events("cycle_summary")) >= 6,
+                timeout=60,
+                what="cycles",
+            )
+            time.sleep(6)
+            summaries = proc.events("cycle_summary")
+            proc.terminate()
+    time.sleep(1)
+    evicting = [s for s in summaries if s.get("evictions")]
+    spans = [
+        (
+            datetime.fromisoformat(s["timestamp"]).timestamp() - s["duration_seconds"] - 0.05,
+            datetime.fromisoformat(s["timestamp"]).timestamp() + 0.05,
+        )
+        for s in evicting
+    ]
+    events = [e for since, until in spans for e in _ours(plane, since, until)]
+    by_kind = Counter(_kind(e) for e in events if _kind(e) not in ("lease", "watch"))
+    moved = sum(sum(s["evictions"].values()) for s in evicting)
+    per_cycle = {k: round(v / len(evicting), 2) for k, v in sorted(by_kind.items())}
+    print(
+        f"\nrequests per evicting cycle at {NODES} nodes ({len(evicting)} cycles, {moved} moved): {per_cycle}"
+    )
+    assert moved and by_kind["create pods/eviction"] == moved, by_kind
