@@ -14,6 +14,7 @@ from descheduler.kube.connection import connect
 from tests.controlplane import objects
 from tests.controlplane.build import BuildError
 from tests.controlplane.cluster import ControlPlane, ControlPlaneError
+from tests.controlplane.move43a_fixtures import AUDIT_POLICY, audited  # noqa: F401 (a fixture)
 
 _PLANE: list[ControlPlane] = []
 STARTUP: dict[str, float] = {}
@@ -24,7 +25,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
     """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on 127.0.0.1."""
     started = time.monotonic()
     try:
-        plane = ControlPlane.start(tmp_path_factory.mktemp("controlplane"))
+        plane = ControlPlane.start(tmp_path_factory.mktemp("controlplane"), audit_policy=AUDIT_POLICY)
     except (BuildError, ControlPlaneError) as exc:
         pytest.fail(f"the real control plane could not start: {exc}", pytrace=False)
     STARTUP["total_seconds"] = time.monotonic() - started

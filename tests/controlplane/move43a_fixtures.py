@@ -1,0 +1,217 @@
+"""Fixtures of the tests moved off the stand-in API server (issue 43): identities whose requests the real
+API server records in its audit log, and workloads whose pods sit on the nodes a test names.
+
+The stand-in recorded every request; the real server's only per-client record is its audit log. The
+session control plane logs (at the ``Request`` level: URI, user agent, status and request body) the
+requests of ServiceAccounts in ``AUDITED_NAMESPACE`` and nothing else, so the other tests pay nothing
+for it. A test that needs to know what a client sent runs that client as an :class:`AuditedIdentity`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from descheduler.kube.connection import connect
+from descheduler.kube.errors import ApiStatusError
+from tests.controlplane import objects
+from tests.controlplane.cluster import ControlPlane, write_kubeconfig
+
+AUDITED_NAMESPACE = "descheduler-audited"
+
+AUDIT_POLICY: dict[str, Any] = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "Request", "userGroups": [f"system:serviceaccounts:{AUDITED_NAMESPACE}"]},
+        {"level": "None"},
+    ],
+}
+"""What the session control plane records: the audited identities' requests, nothing else."""
+
+_SEQUENCE = itertools.count()
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request as the real server's audit log has it (its ``ResponseComplete`` stage)."""
+
+    verb: str
+    resource: str
+    subresource: str
+    namespace: str
+    name: str
+    code: int
+    uri: str
+    user_agent: str
+    body: Any
+
+    @property
+    def query(self) -> dict[str, str]:
+        return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.uri).query))
+
+    @property
+    def is_eviction(self) -> bool:
+        return self.verb == "create" and self.resource == "pods" and self.subresource == "eviction"
+
+    @property
+    def dry_run(self) -> bool:
+        options = (self.body or {}).get("deleteOptions") or {} if isinstance(self.body, dict) else {}
+        return self.query.get("dryRun") == "All" or options.get("dryRun") == ["All"]
+
+
+def _request(raw: dict[str, Any]) -> Request:
+    ref = raw.get("objectRef") or {}
+    return Request(
+        verb=raw.get("verb", ""),
+        resource=ref.get("resource", ""),
+        subresource=ref.get("subresource", ""),
+        namespace=ref.get("namespace", ""),
+        name=ref.get("name", ""),
+        code=int((raw.get("responseStatus") or {}).get("code", 0)),
+        uri=raw.get("requestURI", ""),
+        user_agent=raw.get("userAgent", ""),
+        body=raw.get("requestObject"),
+    )
+
+
+@dataclass
+class AuditedIdentity:
+    """A ServiceAccount bound to cluster-admin whose every request the server's audit log keeps."""
+
+    plane: ControlPlane
+    account: str
+    kubeconfig: Path
+    token: str
+
+    @property
+    def username(self) -> str:
+        return f"system:serviceaccount:{AUDITED_NAMESPACE}:{self.account}"
+
+    def requests(self) -> list[Request]:
+        """Every completed request of this identity so far, in order; call ``flush`` first to be sure
+        the server has written the latest."""
+        assert self.plane.audit_log is not None, "the control plane was started without an audit log"
+        out: list[Request] = []
+        for line in self.plane.audit_log.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                raw = json.loads(line)
+                if raw.get("stage") == "ResponseComplete" and raw["user"]["username"] == self.username:
+                    out.append(_request(raw))
+        return out
+
+    def flush(self, timeout: float = 10.0) -> list[Request]:
+        """Send a marker request and wait until the log holds it: every earlier request is in the log
+        then. Returns the requests before the marker."""
+        marker = f"audit-marker-{next(_SEQUENCE)}-{time.monotonic_ns()}"
+        api = connect(str(self.kubeconfig), qps=100, burst=100)
+        try:
+            with contextlib.suppress(ApiStatusError):
+                api.get(f"/api/v1/namespaces/{AUDITED_NAMESPACE}/configmaps/{marker}")
+        finally:
+            api.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            seen = self.requests()
+            names = [r.name for r in seen]
+            if marker in names:
+                return [r for r in seen[: names.index(marker)] if not r.name.startswith("audit-marker-")]
+            time.sleep(0.1)
+        raise AssertionError(f"the audit log did not record {marker} within {timeout}s")
+
+    def evictions(self) -> list[Request]:
+        return [r for r in self.flush() if r.is_eviction]
+
+
+@pytest.fixture
+def audited(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Callable[[str], AuditedIdentity]]:
+    """Makes audited identities (``audited("replica-a")``); they are deleted after the test."""
+    control_plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": AUDITED_NAMESPACE}}])
+    made: list[str] = []
+
+    def make(name: str) -> AuditedIdentity:
+        account = f"{name}-{next(_SEQUENCE)}-{time.monotonic_ns() % 100000}"
+        control_plane.apply(objects.cluster_admin_account(account, AUDITED_NAMESPACE))
+        made.append(account)
+        token = control_plane.kubectl(
+            "create", "token", account, "-n", AUDITED_NAMESPACE, "--duration=2h"
+        ).stdout.strip()
+        kubeconfig = write_kubeconfig(
+            tmp_path / f"{account}.kubeconfig", control_plane.server, control_plane.pki.ca_crt,
+            {"token": token}, name=account,
+        )  # fmt: skip
+        return AuditedIdentity(control_plane, account, kubeconfig, token)
+
+    try:
+        yield make
+    finally:
+        for account in made:
+            control_plane.kubectl("delete", "clusterrolebinding", f"bench-{account}", "--ignore-not-found")
+            control_plane.kubectl(
+                "delete", "serviceaccount", account, "-n", AUDITED_NAMESPACE, "--ignore-not-found"
+            )
+
+
+# --- workloads whose pods sit where the test says -------------------------------------------------------
+
+
+def placed_replicaset(
+    plane: ControlPlane, namespace: str, app: str, pods: Mapping[str, str], *, cpu: str = "100m"
+) -> None:
+    """A ReplicaSet ``app`` owning one running pod per entry of ``pods`` (pod name -> node).
+
+    The pods are made bound to their nodes first, then the ReplicaSet, whose controller adopts them (the
+    real ownerReference, uid included): so each pod has the name and node the test chose, and an evicted
+    one is replaced by the controller and placed by kube-scheduler, as in production."""
+    bare = [objects.bare_pod(name, namespace, node, cpu=cpu) for name, node in pods.items()]
+    for pod in bare:
+        pod["metadata"]["labels"] = {"app": app}
+    plane.apply(bare, namespace=namespace)
+    template = objects.pod_template(app, namespace, cpu=cpu)
+    plane.apply(
+        [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": {"name": app, "labels": {"app": app}},
+                "spec": {
+                    "replicas": len(pods),
+                    "selector": {"matchLabels": {"app": app}},
+                    "template": template,
+                },
+            }
+        ],
+        namespace=namespace,
+    )
+
+    def adopted_and_running() -> bool:
+        found = {
+            p["metadata"]["name"]: p
+            for p in plane.get_json("pods", "-n", namespace, "-l", f"app={app}")["items"]
+        }
+        return set(found) == set(pods) and all(
+            p.get("status", {}).get("phase") == "Running"
+            and any(o.get("controller") for o in p["metadata"].get("ownerReferences", []))
+            for p in found.values()
+        )
+
+    plane.wait_for(f"the pods of {app} adopted and Running", adopted_and_running, timeout_s=60)
+
+
+def pod_uids(plane: ControlPlane, namespace: str) -> dict[str, str]:
+    """Name -> uid of the namespace's pods that are not being deleted."""
+    return {
+        p["metadata"]["name"]: p["metadata"]["uid"]
+        for p in plane.get_json("pods", "-n", namespace)["items"]
+        if not p["metadata"].get("deletionTimestamp")
+    }
