@@ -133,33 +133,36 @@ class AuditedIdentity:
         return [r for r in self.flush() if r.is_eviction]
 
 
-@pytest.fixture
-def audited(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Callable[[str], AuditedIdentity]]:
-    """Makes audited identities (``audited("replica-a")``); they are deleted after the test."""
-    control_plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": AUDITED_NAMESPACE}}])
+@contextlib.contextmanager
+def audited_identities(plane: ControlPlane, folder: Path) -> Iterator[Callable[[str], AuditedIdentity]]:
+    """Makes audited identities (``make("replica-a")``), kubeconfigs in ``folder``; deleted at the end."""
+    plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": AUDITED_NAMESPACE}}])
     made: list[str] = []
 
     def make(name: str) -> AuditedIdentity:
         account = f"{name}-{next(_SEQUENCE)}-{time.monotonic_ns() % 100000}"
-        control_plane.apply(objects.cluster_admin_account(account, AUDITED_NAMESPACE))
+        plane.apply(objects.cluster_admin_account(account, AUDITED_NAMESPACE))
         made.append(account)
-        token = control_plane.kubectl(
-            "create", "token", account, "-n", AUDITED_NAMESPACE, "--duration=2h"
-        ).stdout.strip()
+        token = plane.kubectl("create", "token", account, "-n", AUDITED_NAMESPACE, "--duration=2h").stdout
         kubeconfig = write_kubeconfig(
-            tmp_path / f"{account}.kubeconfig", control_plane.server, control_plane.pki.ca_crt,
-            {"token": token}, name=account,
+            folder / f"{account}.kubeconfig", plane.server, plane.pki.ca_crt, {"token": token.strip()},
+            name=account,
         )  # fmt: skip
-        return AuditedIdentity(control_plane, account, kubeconfig, token)
+        return AuditedIdentity(plane, account, kubeconfig, token.strip())
 
     try:
         yield make
     finally:
         for account in made:
-            control_plane.kubectl("delete", "clusterrolebinding", f"bench-{account}", "--ignore-not-found")
-            control_plane.kubectl(
-                "delete", "serviceaccount", account, "-n", AUDITED_NAMESPACE, "--ignore-not-found"
-            )
+            plane.kubectl("delete", "clusterrolebinding", f"bench-{account}", "--ignore-not-found")
+            plane.kubectl("delete", "serviceaccount", account, "-n", AUDITED_NAMESPACE, "--ignore-not-found")
+
+
+@pytest.fixture
+def audited(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Callable[[str], AuditedIdentity]]:
+    """Makes audited identities for one test (``audited("replica-a")``)."""
+    with audited_identities(control_plane, tmp_path) as make:
+        yield make
 
 
 # --- workloads whose pods sit where the test says -------------------------------------------------------
@@ -215,3 +218,55 @@ def pod_uids(plane: ControlPlane, namespace: str) -> dict[str, str]:
         for p in plane.get_json("pods", "-n", namespace)["items"]
         if not p["metadata"].get("deletionTimestamp")
     }
+
+
+def add_node_objects(plane: ControlPlane, group: str, nodes: list[dict[str, Any]]) -> list[str]:
+    """Create ``nodes`` (built with ``objects.node`` and then given labels or annotations of their own) and
+    wait until kwok reports each Ready. Applied once: ``ControlPlane.add_nodes`` applies the plain builder's
+    nodes, which would take the extra fields off again."""
+    plane.apply(nodes)
+    names = {n["metadata"]["name"] for n in nodes}
+
+    def ready() -> bool:
+        items = plane.get_json("nodes", "-l", f"{objects.GROUP_LABEL}={group}")["items"]
+        up = {
+            i["metadata"]["name"]
+            for i in items
+            if any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in i.get("status", {}).get("conditions", [])
+            )
+        }
+        return up >= names
+
+    plane.wait_for(f"nodes {sorted(names)} Ready", ready, timeout_s=60)
+    return sorted(names)
+
+
+def daemon_pods(plane: ControlPlane, namespace: str, name: str, nodes: list[str]) -> None:
+    """A DaemonSet's pods, one per node: the DaemonSet object is real (so the garbage collector keeps its
+    pods), its controller is not run here, so the pods are made bound to the nodes and owned by hand."""
+    template = objects.pod_template(name, namespace, cpu="50m")
+    plane.apply(
+        [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "metadata": {"name": name},
+                "spec": {"selector": {"matchLabels": {"app": name}}, "template": template},
+            }
+        ],
+        namespace=namespace,
+    )
+    uid = plane.get_json("daemonset", name, "-n", namespace)["metadata"]["uid"]
+    owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name, "uid": uid, "controller": True}
+    pods = []
+    for node in nodes:
+        pod = objects.bare_pod(f"{name}-{node}", namespace, node, cpu="50m")
+        pod["metadata"]["labels"] = {"app": name}
+        pod["metadata"]["ownerReferences"] = [owner]
+        pods.append(pod)
+    plane.apply(pods, namespace=namespace)
+    plane.wait_for(
+        f"the pods of {name} Running", lambda: len(plane.running_pods(namespace, f"app={name}")) == len(nodes)
+    )

@@ -26,6 +26,7 @@ from descheduler.kube.connection import connect
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.loop import fresh_namespace, lease_namespace
+from tests.controlplane.move43a_fixtures import add_node_objects
 from tests.controlplane.usage import ClusterUsage
 from tests.support.service import (
     Descheduler,
@@ -80,22 +81,10 @@ def build(plane: ControlPlane, group: str) -> dict[str, int]:
         node = objects.node(f"{group}-{name}", group)
         node["metadata"]["annotations"][RAW_ALLOCATABLE] = annotation
         nodes.append(node)
-    plane.apply(nodes)  # once: applying the plain nodes again would take the annotations off
-    plane.wait_for("the nodes Ready", lambda: len(_ready(plane, group)) == len(nodes))
+    add_node_objects(plane, group, nodes)
     plane.apply([objects.deployment("app", group, replicas=2)], namespace=group)
     plane.wait_for("the app's pods Running", lambda: len(plane.running_pods(group, "app=app")) == 2)
     return {n["metadata"]["name"]: 4 for n in nodes}
-
-
-def _ready(plane: ControlPlane, group: str) -> list[str]:
-    items = plane.get_json("nodes", "-l", f"{objects.GROUP_LABEL}={group}")["items"]
-    return [
-        i["metadata"]["name"]
-        for i in items
-        if any(
-            c["type"] == "Ready" and c["status"] == "True" for c in i.get("status", {}).get("conditions", [])
-        )
-    ]
 
 
 @pytest.fixture(scope="module")
