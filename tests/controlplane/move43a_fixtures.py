@@ -12,10 +12,13 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import ssl
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -270,3 +273,135 @@ def daemon_pods(plane: ControlPlane, namespace: str, name: str, nodes: list[str]
     plane.wait_for(
         f"the pods of {name} Running", lambda: len(plane.running_pods(namespace, f"app={name}")) == len(nodes)
     )
+
+
+# --- metrics.k8s.io through the real aggregator ----------------------------------------------------------
+
+METRICS_GROUP_VERSION = "metrics.k8s.io/v1beta1"
+_METRICS_RESOURCES = {
+    "kind": "APIResourceList",
+    "apiVersion": "v1",
+    "groupVersion": METRICS_GROUP_VERSION,
+    "resources": [
+        {
+            "name": "nodes",
+            "singularName": "",
+            "namespaced": False,
+            "kind": "NodeMetrics",
+            "verbs": ["get", "list"],
+        },
+        {
+            "name": "pods",
+            "singularName": "",
+            "namespaced": True,
+            "kind": "PodMetrics",
+            "verbs": ["get", "list"],
+        },
+    ],
+}
+
+
+@dataclass
+class MetricsBackend:
+    """What the aggregated metrics backend serves (items as metrics-server writes them) and the query
+    strings the API server forwarded to it."""
+
+    nodes: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+    forwarded: list[str]
+
+    def answer(self, path: str, query: dict[str, str]) -> dict[str, Any] | None:
+        base = f"/apis/{METRICS_GROUP_VERSION}"
+        wanted = dict(kv.split("=", 1) for kv in query.get("labelSelector", "").split(",") if "=" in kv)
+
+        def listed(kind: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+            labels = [(i, i["metadata"].get("labels") or {}) for i in items]
+            kept = [i for i, have in labels if all(have.get(k) == v for k, v in wanted.items())]
+            return {"kind": f"{kind}List", "apiVersion": METRICS_GROUP_VERSION, "metadata": {}, "items": kept}
+
+        if path == base:
+            return _METRICS_RESOURCES
+        if path == f"{base}/nodes":
+            return listed("NodeMetrics", self.nodes)
+        if path == f"{base}/pods":
+            return listed("PodMetrics", self.pods)
+        parts = path.removeprefix(f"{base}/namespaces/").split("/")
+        if path.startswith(f"{base}/namespaces/") and len(parts) == 2 and parts[1] == "pods":
+            return listed("PodMetrics", [p for p in self.pods if p["metadata"]["namespace"] == parts[0]])
+        return None
+
+
+@contextlib.contextmanager
+def aggregated_metrics(plane: ControlPlane, namespace: str, backend: MetricsBackend) -> Iterator[None]:
+    """``metrics.k8s.io/v1beta1`` registered with the real API server (an APIService whose ExternalName
+    Service points at 127.0.0.1) and served by ``backend`` over HTTPS: requests to it go through the real
+    server's authentication, authorization and aggregation proxy. Unregistered at the end, before the
+    backend stops (an unavailable aggregated API would stall namespace deletion for every other test)."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(str(plane.pki.server_crt), str(plane.pki.server_key))
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            url = urllib.parse.urlsplit(self.path)
+            query = dict(urllib.parse.parse_qsl(url.query))
+            if url.path.startswith(f"/apis/{METRICS_GROUP_VERSION}/"):
+                backend.forwarded.append(url.path + ("?" + url.query if url.query else ""))
+            body = backend.answer(url.path, query)
+            data = json.dumps(body if body is not None else {"kind": "Status", "code": 404}).encode()
+            self.send_response(200 if body is not None else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    name = "v1beta1.metrics.k8s.io"
+    try:
+        plane.apply(
+            [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "metadata": {"name": "metrics", "namespace": namespace},
+                    "spec": {"type": "ExternalName", "externalName": "127.0.0.1"},
+                },
+                {
+                    "apiVersion": "apiregistration.k8s.io/v1",
+                    "kind": "APIService",
+                    "metadata": {"name": name},
+                    "spec": {
+                        "group": "metrics.k8s.io",
+                        "version": "v1beta1",
+                        "service": {
+                            "name": "metrics",
+                            "namespace": namespace,
+                            "port": server.server_address[1],
+                        },
+                        "insecureSkipTLSVerify": True,
+                        "groupPriorityMinimum": 100,
+                        "versionPriority": 100,
+                    },
+                },
+            ]
+        )
+        plane.wait_for(
+            "the metrics APIService Available",
+            lambda: any(
+                c["type"] == "Available" and c["status"] == "True"
+                for c in plane.get_json("apiservice", name).get("status", {}).get("conditions", [])
+            ),
+            timeout_s=60,
+        )
+        yield
+    finally:
+        plane.kubectl("delete", "apiservice", name, "--ignore-not-found")
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

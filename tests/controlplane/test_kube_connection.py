@@ -1,19 +1,27 @@
 """Finding the cluster on the real API server: kubeconfig, $KUBECONFIG and the in-cluster service account,
-with real tokens (TokenRequest), the control plane's own CA, and the server's own 401."""
+with real tokens (TokenRequest), the control plane's own CA, and the server's own 401; and the metrics API
+through the server's aggregation layer."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from descheduler.kube.connection import connect
 from descheduler.kube.errors import ApiConnectionError, ApiStatusError
+from descheduler.kube.metrics_api import MetricsServerApi, list_node_metrics, list_pod_metrics
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane, write_kubeconfig
-from tests.controlplane.move43a_fixtures import AuditedIdentity
+from tests.controlplane.move43a_fixtures import (
+    METRICS_GROUP_VERSION,
+    AuditedIdentity,
+    MetricsBackend,
+    aggregated_metrics,
+)
 
 pytestmark = pytest.mark.controlplane
 
@@ -109,3 +117,62 @@ def test_a_server_certificate_from_an_unknown_ca_is_refused(
     finally:
         api.close()
     assert [r for r in identity.flush() if r.resource == "nodes"] == []
+
+
+def _metrics(
+    kind: str, name: str, namespace: str = "", labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "labels": labels or {}}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {"kind": kind, "apiVersion": METRICS_GROUP_VERSION, "metadata": metadata}
+
+
+def test_metrics_api_reads_node_and_pod_metrics(
+    control_plane: ControlPlane, namespace: str, audited: Callable[[str], AuditedIdentity]
+) -> None:
+    """Through the real server's aggregation layer (metrics-server's place): the selector and the
+    namespace reach the backend as sent, and the lists come back as the backend wrote them."""
+    node_1, node_2 = f"{namespace}-node-1", f"{namespace}-node-2"
+    backend = MetricsBackend(
+        nodes=[
+            _metrics("NodeMetrics", node_1, labels={"pool": "a"})
+            | {"usage": {"cpu": "1250m", "memory": "2Gi"}},
+            _metrics("NodeMetrics", node_2, labels={"pool": "b"})
+            | {"usage": {"cpu": "10m", "memory": "1Gi"}},
+        ],
+        pods=[
+            _metrics("PodMetrics", "web-1", "default")
+            | {"containers": [{"name": "app", "usage": {"cpu": "10m", "memory": "20Mi"}}]},
+            _metrics("PodMetrics", "api-1", "team-a")
+            | {"containers": [{"name": "app", "usage": {"cpu": "5m", "memory": "10Mi"}}]},
+        ],
+        forwarded=[],
+    )
+    identity = audited("metrics-reader")
+    with aggregated_metrics(control_plane, namespace, backend):
+        api = connect(str(identity.kubeconfig), qps=10, burst=10)
+        try:
+            nodes = list_node_metrics(api)
+            assert [(n["metadata"]["name"], n["usage"]["cpu"]) for n in nodes] == [
+                (node_1, "1250m"),
+                (node_2, "10m"),
+            ]
+            assert [n["metadata"]["name"] for n in list_node_metrics(api, label_selector="pool=b")] == [
+                node_2
+            ]
+            assert [p["metadata"]["name"] for p in list_pod_metrics(api)] == ["web-1", "api-1"]
+            bound = MetricsServerApi(api)
+            assert [p["metadata"]["namespace"] for p in bound.list_pod_metrics(namespace="team-a")] == [
+                "team-a"
+            ]
+            assert len(bound.list_node_metrics()) == 2
+        finally:
+            api.close()
+    base = f"/apis/{METRICS_GROUP_VERSION}"
+    assert [f for f in backend.forwarded if "?" in f or "/pods" in f] == [
+        f"{base}/nodes?labelSelector=pool%3Db",
+        f"{base}/pods",
+        f"{base}/namespaces/team-a/pods",
+    ]
+    assert {(r.resource, r.code) for r in identity.flush()} == {("nodes", 200), ("pods", 200)}
