@@ -21,7 +21,7 @@ from descheduler.kube.connection import connect
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.loop import fresh_namespace, lease_namespace
-from tests.controlplane.move43a_fixtures import AuditedIdentity, placed_replicaset
+from tests.controlplane.move43a_fixtures import AuditedIdentity, Request, placed_replicaset
 from tests.controlplane.usage import ClusterUsage
 from tests.support.service import (
     NAMESPACE,
@@ -93,18 +93,21 @@ def _once(
     *extra: str,
     abnormalities: int = 1,
     migration: dict[str, Any] | None = None,
+    lease: str = "",
+    election: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """One ``once`` process over the test's nodes; consecutiveAbnormalities 1 by default, as a single cycle
     can only act on a node over its threshold at its first look. ``migration`` goes into the evictor's
-    args."""
+    args; ``lease`` replaces the module's Lease, ``election`` updates the leader election settings."""
     doc = service_config(
         prometheus_url=backend.url,
         ports=Ports.free(),
         consecutive_abnormalities=abnormalities,
-        lease_name=cluster.lease,
+        lease_name=lease or cluster.lease,
         node_selector={"matchLabels": {objects.GROUP_LABEL: cluster.namespace}},
     )
     doc["profiles"][0]["pluginConfig"][1]["args"].update(migration or {})
+    doc["leaderElection"].update(election or {})
     config = write_config(workdir / "once.yaml", doc)
     return subprocess.run(
         descheduler_command(
@@ -172,13 +175,35 @@ def test_once_takes_the_lease_evicts_writes_the_event_and_gives_the_lease_back(
     audited: Callable[[str], AuditedIdentity],
     tmp_path: Path,
 ) -> None:
+    """A first run on its Lease (no migration journal yet): creating the journal marks the Lease, a write
+    the elector did not make. Giving the Lease back must survive that: it was sent with the elector's
+    stale resourceVersion, refused (409 Conflict), and the Lease stayed held until it expired. Renewals
+    10 s apart leave no renewal between the marking and the release, as in a short cycle."""
     identity = audited("once-live")
-    result = _once(cluster, usage_backend, identity, tmp_path)
+    lease = f"{cluster.lease}-first"
+    slow_renewals = {"leaseDuration": "20s", "renewDeadline": "15s", "retryPeriod": "10s"}
+    try:
+        result = _once(cluster, usage_backend, identity, tmp_path, lease=lease, election=slow_renewals)
+        spec = cluster.plane.get_json("lease", lease, "-n", NAMESPACE)["spec"]
+    finally:
+        cluster.plane.kubectl("delete", "lease", lease, "-n", NAMESPACE, "--ignore-not-found")
+        cluster.plane.kubectl(
+            "delete", "configmap", f"{lease}-migrations", "-n", NAMESPACE, "--ignore-not-found"
+        )
     assert result.returncode == 0, result.stderr
     assert f"{cluster.namespace}/batch-hot on {cluster.hot}: evicted" in result.stdout
-    assert [(r.name, r.code, r.dry_run) for r in identity.evictions()] == [("batch-hot", 201, False)]
+    requests = identity.flush()
+    assert [(r.name, r.code, r.dry_run) for r in requests if r.is_eviction] == [("batch-hot", 201, False)]
     assert cluster.our_events() == [("Descheduled", "batch-hot")], "the event is written before the exit"
-    assert cluster.lease_spec().get("holderIdentity") == ""
+    assert spec.get("holderIdentity") == "", "the Lease is given back"
+    assert "lease_release_failed" not in result.stderr
+    releases = [r.code for r in requests if r.resource == "leases" and _releases(r)]
+    assert releases and releases[-1] == 200, releases
+
+
+def _releases(request: Request) -> bool:
+    body = request.body if isinstance(request.body, dict) else {}
+    return request.verb == "update" and (body.get("spec") or {}).get("holderIdentity") == ""
 
 
 def test_once_warns_that_it_cannot_confirm_a_hotspot_needing_several_cycles(
