@@ -7,7 +7,7 @@ answered to each."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,7 @@ from descheduler.kube.taints import NodeTainter
 from descheduler.planner.steer import TAINT_EFFECT, TAINT_KEY
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
-from tests.controlplane.move43a_fixtures import AuditedIdentity
+from tests.controlplane.move43a_fixtures import AuditedIdentity, audited_identities
 
 pytestmark = pytest.mark.controlplane
 
@@ -57,16 +57,23 @@ class Tainting:
             if e["regarding"]["kind"] == "Node" and e["regarding"]["name"] == node
         ]
 
-    def patches(self) -> list[int]:
-        """The status the server answered to each of our PATCHes of a node, in order."""
-        return [r.code for r in self.identity.flush() if r.verb == "patch" and r.resource == "nodes"]
+    def patches(self, node: str) -> list[int]:
+        """The status the server answered to each of our PATCHes of ``node``, in order."""
+        requests = self.identity.flush()
+        return [r.code for r in requests if r.verb == "patch" and r.resource == "nodes" and r.name == node]
+
+
+@pytest.fixture(scope="module")
+def identity(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[AuditedIdentity]:
+    """One audited identity for the module (each test's nodes have names of their own)."""
+    with audited_identities(control_plane, tmp_path_factory.mktemp("tainter")) as audited:
+        yield audited("tainter")
 
 
 @pytest.fixture
-def tainting(
-    control_plane: ControlPlane, namespace: str, audited: Callable[[str], AuditedIdentity]
-) -> Iterator[Tainting]:
-    identity = audited("tainter")
+def tainting(control_plane: ControlPlane, namespace: str, identity: AuditedIdentity) -> Iterator[Tainting]:
     api = connect(str(identity.kubeconfig), qps=1000, burst=1000)
     recorder = EventRecorder(api)
     try:
@@ -117,7 +124,7 @@ def test_a_taint_added_by_someone_else_between_our_read_and_our_patch_is_kept(ta
     outcome = NodeTainter(tainting.api, None, dry_run=False).add(hot, "hot")
     assert outcome.result == "added"
     assert tainting.taints(hot) == [GPU, cordon, OURS]
-    assert tainting.patches() == [422, 200]  # the stale patch was refused by the server, not applied
+    assert tainting.patches(hot) == [422, 200]  # the stale patch was refused by the server, not applied
 
 
 def test_dry_run_sends_nothing_and_says_what_it_would_do(tainting: Tainting) -> None:
@@ -137,7 +144,7 @@ def test_nothing_is_written_when_the_node_already_is_as_wanted(
     tainter = NodeTainter(tainting.api, None, dry_run=False)
     outcome = tainter.add(node, "x") if action == "add" else tainter.remove(node, "x")
     assert outcome.result == result
-    assert tainting.patches() == []
+    assert tainting.patches(node) == []
 
 
 def test_a_node_that_is_gone_is_reported_not_failed(tainting: Tainting) -> None:
@@ -150,4 +157,4 @@ def test_only_the_leader_adds(tainting: Tainting) -> None:
     outcome = NodeTainter(tainting.api, None, dry_run=False, guard=lambda: False).add(hot, "x")
     assert outcome.result == "failed"
     assert tainting.taints(hot) == []
-    assert tainting.patches() == []
+    assert tainting.patches(hot) == []
