@@ -274,23 +274,40 @@ class LeaderElector:
             self._lease = None
 
     def _release(self) -> None:
-        """Give the lease up (empty holder, 1s duration) so a successor need not wait for expiry."""
+        """Give the lease up (empty holder, 1s duration) so a successor need not wait for expiry.
+
+        The lease we wrote last is tried first. Someone else may have written it since (the journal's
+        marker, ``kube/lost.py``, an operator's annotation): the server refuses our stale copy with 409,
+        so it is read again and the release sent once more, as a renewal falls back to a fresh read."""
         lease = self._lease
-        if lease is None:
+        for attempt in range(2):
+            if lease is None:
+                try:
+                    lease = self.api.request("GET", self._path, timeout=self._request_timeout())
+                except KubeError as exc:
+                    log.warning("lease_release_failed", error=str(exc))
+                    return
+            if not isinstance(lease, dict):
+                return
+            spec = dict(lease.get("spec") or {})
+            if spec.get("holderIdentity") != self.identity:
+                return
+            now = _micro_time(self._wall_clock())
+            spec.update(
+                {"holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now, "acquireTime": now}
+            )
             try:
-                lease = self.api.request("GET", self._path, timeout=self._request_timeout())
+                self.api.request(
+                    "PUT", self._path, body={**lease, "spec": spec}, timeout=self._request_timeout()
+                )
+            except ApiStatusError as exc:
+                if exc.status == 409 and attempt == 0:
+                    lease = None
+                    continue
+                log.warning("lease_release_failed", error=str(exc))
+                return
             except KubeError as exc:
                 log.warning("lease_release_failed", error=str(exc))
                 return
-        if not isinstance(lease, dict):
-            return
-        spec = dict(lease.get("spec") or {})
-        if spec.get("holderIdentity") != self.identity:
-            return
-        now = _micro_time(self._wall_clock())
-        spec.update({"holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now, "acquireTime": now})
-        try:
-            self.api.request("PUT", self._path, body={**lease, "spec": spec}, timeout=self._request_timeout())
             log.info("lease_released", lease=f"{self.namespace}/{self.name}", identity=self.identity)
-        except KubeError as exc:
-            log.warning("lease_release_failed", error=str(exc))
+            return

@@ -14,6 +14,7 @@ from descheduler.kube.connection import connect
 from tests.controlplane import objects
 from tests.controlplane.build import BuildError
 from tests.controlplane.cluster import ControlPlane, ControlPlaneError
+from tests.controlplane.move43a_fixtures import AUDITED_NAMESPACE, audited  # noqa: F401 (a fixture)
 
 _PLANE: list[ControlPlane] = []
 AUDITED = {
@@ -25,10 +26,12 @@ AUDITED = {
             "level": "Metadata",
             "users": ["system:serviceaccount:load-aware-descheduler:load-aware-descheduler"],
         },
+        {"level": "Request", "userGroups": [f"system:serviceaccounts:{AUDITED_NAMESPACE}"]},
         {"level": "None"},
     ],
 }
-"""The audit log keeps the shipped ServiceAccount's requests only: what the request-count tests read."""
+"""The audit log keeps the shipped ServiceAccount's requests (what the request-count tests read) and those
+of the identities in ``AUDITED_NAMESPACE`` (what the moved stand-in tests read), nothing else."""
 STARTUP: dict[str, float] = {}
 
 

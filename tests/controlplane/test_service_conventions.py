@@ -1,10 +1,11 @@
-"""What users of the Kubernetes descheduler expect of ``run``: ``--dry-run`` over the configuration, logged
-at start; ``--log-level``; the kubeconfig order of kubectl; the conventional metric names, ``process_*``
-metrics and a leader gauge reading 1 when leader election is off."""
+"""What users of the Kubernetes descheduler expect of ``run``, on the real API server: ``--dry-run`` over the
+configuration, logged at start; ``--log-level``; the kubeconfig order of kubectl; the conventional metric
+names, ``process_*`` metrics and a leader gauge reading 1 when leader election is off."""
 
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,9 @@ from typing import Any
 import pytest
 
 from descheduler.kube.connection import connect
-from tests.apiserver import ApiServer, objects
+from tests.controlplane import objects
+from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.loop import fresh_namespace
 from tests.support.ports import free_port
 from tests.support.service import (
     REPO,
@@ -25,57 +28,71 @@ from tests.support.service import (
     write_config,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.controlplane
 
 
-def start_run(workdir: Path, server: ApiServer, doc: dict[str, Any], *flags: str) -> Descheduler:
+def start_run(workdir: Path, kubeconfig: Path, doc: dict[str, Any], *flags: str) -> Descheduler:
+    workdir.mkdir(parents=True, exist_ok=True)
     config = write_config(workdir / "config.yaml", doc)
-    assert server.kubeconfig_path is not None
     err = (workdir / "run.stderr").open("wb")
     out = (workdir / "run.stdout").open("wb")
     process = subprocess.Popen(
-        descheduler_command(
-            "run", "--config", str(config), "--kubeconfig", str(server.kubeconfig_path), *flags
-        ),
+        descheduler_command("run", "--config", str(config), "--kubeconfig", str(kubeconfig), *flags),
         cwd=REPO,
         env=subprocess_env(),
         stdout=out,
         stderr=err,
         stdin=subprocess.DEVNULL,
     )
-    ports = Ports.free() if "healthzBindAddress" not in doc else _ports_of(doc)
+    ports = Ports(
+        int(doc["healthzBindAddress"].rsplit(":", 1)[1]), int(doc["metricsBindAddress"].rsplit(":", 1)[1])
+    )
     return Descheduler(
         process, workdir / "run.stderr", workdir / "run.stdout", ports, "run", _closed=[err, out]
     )
 
 
-def _ports_of(doc: dict[str, Any]) -> Ports:
-    return Ports(
-        int(doc["healthzBindAddress"].rsplit(":", 1)[1]), int(doc["metricsBindAddress"].rsplit(":", 1)[1])
-    )
-
-
 def _wait_alive(proc: Descheduler) -> None:
     """/healthz answers 200: the process serves (/readyz may still say why it is not ready)."""
-    proc.wait_for(lambda: proc.get("/healthz")[0] == 200, timeout=20, what="/healthz to answer 200")
+    proc.wait_for(lambda: proc.get("/healthz")[0] == 200, timeout=30, what="/healthz to answer 200")
 
 
-@pytest.fixture
-def live_config() -> dict[str, Any]:
-    """A configuration that evicts for real (dryRun false), without leader election."""
-    doc = service_config(prometheus_url=f"http://127.0.0.1:{free_port()}", ports=Ports.free())
+def live_config(group: str) -> dict[str, Any]:
+    """A configuration that evicts for real (dryRun false), without leader election, over ``group``'s
+    nodes, with a Prometheus that is down."""
+    doc = service_config(
+        prometheus_url=f"http://127.0.0.1:{free_port()}",
+        ports=Ports.free(),
+        node_selector={"matchLabels": {objects.GROUP_LABEL: group}},
+    )
     doc["dryRun"] = False
     doc["leaderElection"]["leaderElect"] = False
     return doc
 
 
-@pytest.fixture
-def started(apiserver: ApiServer, tmp_path: Path, live_config: dict[str, Any]) -> Iterator[Descheduler]:
-    apiserver.create(objects.node("conv-1"))
-    proc = start_run(tmp_path, apiserver, live_config, "--dry-run", "--log-level", "info")
+@pytest.fixture(scope="module")
+def group(control_plane: ControlPlane) -> Iterator[str]:
+    """A namespace and one node of its own, shared by the module's processes."""
+    name = fresh_namespace(control_plane, f"conventions-{time.monotonic_ns() % 100000}")
+    control_plane.add_nodes(name, [f"{name}-1"])
+    try:
+        yield name
+    finally:
+        control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+        control_plane.kubectl("delete", "nodes", "-l", f"{objects.GROUP_LABEL}={name}", "--wait=false")
+
+
+@pytest.fixture(scope="module")
+def started(
+    control_plane: ControlPlane, group: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Descheduler]:
+    workdir = tmp_path_factory.mktemp("conventions")
+    proc = start_run(
+        workdir, control_plane.kubeconfig, live_config(group), "--dry-run", "--log-level", "info"
+    )
     try:
         _wait_alive(proc)  # not ready: Prometheus is down, and /readyz says so
-        proc.wait_for(lambda: proc.events("cycle_summary"), timeout=20, what="a first cycle")
+        proc.wait_for(lambda: proc.events("cycle_summary"), timeout=30, what="a first cycle")
         yield proc
     finally:
         proc.terminate()
@@ -119,13 +136,12 @@ def test_readyz_says_the_usage_source_is_down(started: Descheduler) -> None:
 
 
 def test_log_level_warning_keeps_info_lines_out(
-    apiserver: ApiServer, tmp_path: Path, live_config: dict[str, Any]
+    control_plane: ControlPlane, group: str, tmp_path: Path
 ) -> None:
-    apiserver.create(objects.node("quiet-1"))
-    proc = start_run(tmp_path, apiserver, live_config, "--log-level", "warning")
+    proc = start_run(tmp_path, control_plane.kubeconfig, live_config(group), "--log-level", "warning")
     try:
         _wait_alive(proc)
-        proc.wait_for(lambda: proc.events("usage_unavailable"), timeout=20, what="a warning")
+        proc.wait_for(lambda: proc.events("usage_unavailable"), timeout=30, what="a warning")
     finally:
         proc.terminate()
         proc.cleanup()
@@ -167,6 +183,7 @@ def write_kubeconfig(path: Path, server: str) -> str:
 def test_kubeconfig_is_found_in_kubectls_order(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """No server is reached: only which file wins is the question (kept with its file's other tests)."""
     write_kubeconfig(home / ".kube" / "config", "http://home.example:1")
     env = write_kubeconfig(tmp_path / "env", "http://env.example:2")
     flag = write_kubeconfig(tmp_path / "flag", "http://flag.example:3")

@@ -1,4 +1,4 @@
-"""A node annotation cannot freeze the live service (issue 25).
+"""A node annotation cannot freeze the live service (issue 25), on the real API server.
 
 Whoever may annotate a Node (a kubelet, koordlet) once stopped the descheduler: a
 ``node.koordinator.sh/raw-allocatable`` of ``{"cpu":"1e999999999"}`` made a watch thread compute
@@ -19,14 +19,16 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
-from tests.apiserver import objects
-from tests.integration.service_fixtures import Cluster, kubeconfig_of, live_cluster
+from descheduler.kube.connection import connect
+from tests.controlplane import objects
+from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.loop import fresh_namespace, lease_namespace
+from tests.controlplane.move43a_fixtures import add_node_objects
+from tests.controlplane.usage import ClusterUsage
 from tests.support.service import (
-    GI,
     Descheduler,
     Ports,
     UsageBackend,
@@ -37,7 +39,7 @@ from tests.support.service import (
     write_config,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.controlplane
 
 RAW_ALLOCATABLE = "node.koordinator.sh/raw-allocatable"
 HOSTILE = {
@@ -50,19 +52,11 @@ CYCLES = 3
 SHUTDOWN_BOUND = 10.0
 
 
-def build(cluster: Cluster) -> None:
-    cluster.node("healthy")
-    for name, annotation in HOSTILE.items():
-        node = objects.node(name, cpu="4", memory="16Gi")
-        node["metadata"]["annotations"] = {RAW_ALLOCATABLE: annotation}
-        cluster.server.create(node)
-        cluster.usage.add_node(name, base_cores=0.3, cpus=4, mem_total=16 * GI)
-    cluster.deployment("app", {"app-1": ("healthy", 0.2), "app-2": ("absurd-quantity", 0.2)})
-
-
 @dataclass
 class Observed:
     proc: Descheduler
+    hostile: list[str]
+    """The hostile nodes' names (prefixed with the module's namespace)."""
     healthz_seconds: list[float] = field(default_factory=list)
     healthz_statuses: list[int] = field(default_factory=list)
     exit_code: int | None = None
@@ -80,37 +74,68 @@ def _summaries(proc: Descheduler) -> list[dict[str, object]]:
     return proc.events("cycle_summary")
 
 
+def build(plane: ControlPlane, group: str) -> dict[str, int]:
+    """A healthy node and the hostile ones (the real server stores any annotation string), two pods."""
+    nodes = [objects.node(f"{group}-healthy", group)]
+    for name, annotation in HOSTILE.items():
+        node = objects.node(f"{group}-{name}", group)
+        node["metadata"]["annotations"][RAW_ALLOCATABLE] = annotation
+        nodes.append(node)
+    add_node_objects(plane, group, nodes)
+    plane.apply([objects.deployment("app", group, replicas=2)], namespace=group)
+    plane.wait_for("the app's pods Running", lambda: len(plane.running_pods(group, "app=app")) == 2)
+    return {n["metadata"]["name"]: 4 for n in nodes}
+
+
 @pytest.fixture(scope="module")
-def observed(usage_backend: UsageBackend, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
-    workdir: Path = tmp_path_factory.mktemp("hostile-node")
-    with live_cluster(workdir, usage_backend, build) as cluster:
-        ports = Ports.free()
-        doc = service_config(prometheus_url=usage_backend.url, ports=ports, dry_run=True)
-        config = write_config(workdir / "config.yaml", doc)
-        with run_descheduler(config, kubeconfig_of(cluster.server), ports, workdir) as proc:
-            seen = Observed(proc)
-            # Measured from the moment the endpoint listens (the process starts it before its cache).
-            proc.wait_for(lambda: proc.get("/healthz")[0] != 0, timeout=20, what="/healthz to listen")
-
-            def polled(check: object) -> object:
-                _poll_healthz(proc, seen)
-                return check() if callable(check) else check
-
-            proc.wait_for(
-                lambda: polled(lambda: len(_summaries(proc)) >= 1), timeout=30, what="a first cycle"
+def observed(
+    control_plane: ControlPlane, usage_backend: UsageBackend, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Observed]:
+    workdir = tmp_path_factory.mktemp("hostile-node")
+    group = fresh_namespace(control_plane, f"hostile-node-{time.monotonic_ns() % 100000}")
+    lease_namespace(control_plane)
+    api = connect(str(control_plane.kubeconfig), qps=1000, burst=1000)
+    try:
+        usage = ClusterUsage(api, group, build(control_plane, group), {"app": 0.2})
+        with usage.following():
+            usage_backend.install(usage.model)
+            ports = Ports.free()
+            doc = service_config(
+                prometheus_url=usage_backend.url,
+                ports=ports,
+                dry_run=True,
+                lease_name=f"lease-{group}",
+                node_selector={"matchLabels": {objects.GROUP_LABEL: group}},
             )
-            # A change to a hostile node arrives as a watch event: read again, bounded as well.
-            cluster.server.patch("nodes", "", "absurd-quantity", {"metadata": {"labels": {"touched": "yes"}}})
-            first = len(_summaries(proc))
-            proc.wait_for(
-                lambda: polled(lambda: len(_summaries(proc)) >= first + CYCLES),
-                timeout=30,
-                what=f"{CYCLES} more cycles",
-                interval=0.1,
-            )
-            seen.metrics = proc.get("/metrics")[1]
-            seen.exit_code = proc.terminate(timeout=SHUTDOWN_BOUND)
-            yield seen
+            config = write_config(workdir / "config.yaml", doc)
+            with run_descheduler(config, control_plane.kubeconfig, ports, workdir) as proc:
+                seen = Observed(proc, [f"{group}-{name}" for name in HOSTILE])
+                # Measured from the moment the endpoint listens (the process starts it before its cache).
+                proc.wait_for(lambda: proc.get("/healthz")[0] != 0, timeout=30, what="/healthz to listen")
+
+                def polled(check: object) -> object:
+                    _poll_healthz(proc, seen)
+                    return check() if callable(check) else check
+
+                proc.wait_for(
+                    lambda: polled(lambda: len(_summaries(proc)) >= 1), timeout=30, what="a first cycle"
+                )
+                # A change to a hostile node arrives as a watch event: read again, bounded as well.
+                control_plane.kubectl("label", "node", f"{group}-absurd-quantity", "touched=yes")
+                first = len(_summaries(proc))
+                proc.wait_for(
+                    lambda: polled(lambda: len(_summaries(proc)) >= first + CYCLES),
+                    timeout=30,
+                    what=f"{CYCLES} more cycles",
+                    interval=0.1,
+                )
+                seen.metrics = proc.get("/metrics")[1]
+                seen.exit_code = proc.terminate(timeout=SHUTDOWN_BOUND)
+                yield seen
+    finally:
+        api.close()
+        control_plane.kubectl("delete", "namespace", group, "--wait=false", check=False)
+        control_plane.kubectl("delete", "nodes", "-l", f"{objects.GROUP_LABEL}={group}", "--wait=false")
 
 
 def test_healthz_answers_within_a_second_throughout(observed: Observed) -> None:
@@ -132,7 +157,7 @@ def test_cycles_run_over_every_node_the_hostile_ones_on_their_allocatable(observ
 
 def test_each_fallback_is_reported_once_naming_the_node_and_the_rule(observed: Observed) -> None:
     fallbacks = observed.proc.events("object_fallback")
-    assert sorted(str(f["object"]) for f in fallbacks) == sorted(HOSTILE)
+    assert sorted(str(f["object"]) for f in fallbacks) == sorted(observed.hostile)
     for record in fallbacks:
         warning = str(record["warning"])
         assert f"Node {record['object']}: annotation {RAW_ALLOCATABLE}" in warning
@@ -144,7 +169,7 @@ def test_every_cycles_audit_and_the_metrics_name_the_nodes_kept_with_a_fallback(
     assert len(audits) >= CYCLES
     for header in audits:
         problems = header["objectProblems"]
-        assert sorted(problems) == sorted(f"Node {name}" for name in HOSTILE)
+        assert sorted(problems) == sorted(f"Node {name}" for name in observed.hostile)
         assert all(why.startswith("kept with a fallback") for why in problems.values())
     gauge = metric_samples(observed.metrics, "descheduler_cluster_objects_not_as_sent")
     assert ({"handling": "fallback"}, float(len(HOSTILE))) in gauge
