@@ -212,8 +212,10 @@ _FIELD = re.compile(r'(\w+)="([^"]*)"')
 
 
 def koordinator_decisions(log: str, app_of: Mapping[str, str]) -> Decisions | None:
-    """Koordinator's first complete cycle in its log (``--v=4``): the nodes it evicted from and the pods
-    its dry run would have evicted. None until a second cycle has started (the first is then complete)."""
+    """Koordinator's first complete cycle in its log (``--v=4``): the pods its dry run would have evicted and
+    their nodes (as ours, a node counts as acted on only with a would-be eviction: Koordinator also logs
+    "Evicting pods from node" for a hotspot whose pods are all non-removable). None until a second cycle
+    has started (the first is then complete)."""
     cycles: list[Decisions] = []
     for line in log.splitlines():
         found = _KLOG.search(line)
@@ -222,11 +224,10 @@ def koordinator_decisions(log: str, app_of: Mapping[str, str]) -> Decisions | No
         fields = dict(_FIELD.findall(found.group("rest")))
         if found.group("msg") == "try to process nodePool":
             cycles.append(Decisions())
-        elif cycles and found.group("msg") == "Evicting pods from node":
-            cycles[-1].sources.add(fields.get("node", ""))
-        elif cycles:
-            pod = fields.get("pod", "")
-            cycles[-1].add(fields.get("node", ""), app_of.get(pod, pod))
+        elif cycles and found.group("msg") == "Evicted pod in dry run mode":
+            pod, node = fields.get("pod", ""), fields.get("node", "")
+            cycles[-1].sources.add(node)
+            cycles[-1].add(node, app_of.get(pod, pod))
     return cycles[0] if len(cycles) >= 2 else None
 
 

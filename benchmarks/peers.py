@@ -54,6 +54,11 @@ OURS_TAINT = "load-aware+taint"
 """Ours with ``hotspotTaint`` on: a PreferNoSchedule taint keeps the stock scheduler off hotspots."""
 OURS_NOGUARD = "load-aware-noguard"
 """Ours with the ping-pong guard off (``pingPongGuard.enabled: false``): the product before issue 30."""
+OURS_SHIPPED = "load-aware-shipped"
+"""Ours with the configuration we ship (``--config-from``): a ``manifests/`` kustomization's ConfigMap,
+with only what this machine and the benchmark's time scale must set replaced (``shipped_config``)."""
+SHIPPED_CONFIGMAP = "load-aware-descheduler-config"
+"""The base kustomization's generated ConfigMap (its rendered name carries a content hash)."""
 OURS_RAW = "load-aware-raw"
 """Ours deciding on the raw usage samples, as before the migration-aware estimate (``raw_sample.py``)."""
 PEER = "k8s-descheduler"
@@ -65,6 +70,7 @@ ACCOUNTS = {
     OURS_TAINT: "load-aware-descheduler",
     OURS_NOGUARD: "load-aware-descheduler",
     OURS_RAW: "load-aware-descheduler",
+    OURS_SHIPPED: "load-aware-descheduler",
     PEER: "k8s-descheduler",
     KOORD: "koord-descheduler",
 }
@@ -504,6 +510,63 @@ def ours_config(group: str, prometheus_url: str, ports: Ports, settings: Setting
     }
 
 
+def configmap_config(rendered: str, source: str, name: str = SHIPPED_CONFIGMAP) -> dict[str, Any]:
+    """The configuration held by the ConfigMap ``name`` (or ``name-<hash>``, as a configMapGenerator names it)
+    in ``rendered``, the output of ``kubectl kustomize``; a missing or malformed one is an error naming it."""
+    for doc in yaml.safe_load_all(rendered):
+        meta = doc.get("metadata") if isinstance(doc, dict) and doc.get("kind") == "ConfigMap" else None
+        found = meta.get("name", "") if isinstance(meta, dict) else ""
+        if found != name and not (isinstance(found, str) and found.startswith(f"{name}-")):
+            continue
+        data = doc.get("data")
+        if not isinstance(data, dict) or len(data) != 1:
+            raise ValueError(
+                f"{source}: ConfigMap {found}: data must hold exactly one key, the configuration"
+            )
+        config = yaml.safe_load(next(iter(data.values())))
+        if not isinstance(config, dict):
+            raise ValueError(f"{source}: ConfigMap {found}: its data is not a configuration mapping")
+        return config
+    raise ValueError(f"{source}: no ConfigMap {name} (or {name}-<hash>) in the rendered kustomization")
+
+
+def render_kustomization(path: Path, kubectl: Path) -> str:
+    """``kubectl kustomize path``: what ``kubectl apply -k`` would send, the overlays' patches included."""
+    import subprocess
+
+    done = subprocess.run([str(kubectl), "kustomize", str(path)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise ValueError(f"{path}: kubectl kustomize failed: {done.stderr.strip()[-500:]}")
+    return done.stdout
+
+
+def shipped_config(
+    shipped: dict[str, Any], group: str, prometheus_url: str, ports: Ports, settings: Settings
+) -> dict[str, Any]:
+    """What we ship, with only these replaced: where it runs (nodes of this run, the Lease's namespace, local
+    ports), where usage comes from (this machine's Prometheus, labelled and windowed as for every row), and
+    the time scale every row shares: the interval, ``consecutiveAbnormalities`` and the per-workload window
+    (the shipped 60 s / 5 / 5m would make one row take half an hour). Thresholds, limits, the hotspot taint,
+    the guard and everything else stay as shipped."""
+    import copy
+
+    config = copy.deepcopy(shipped)
+    bench = ours_config(group, prometheus_url, ports, settings)
+    for key in ("deschedulingInterval", "healthzBindAddress", "metricsBindAddress", "nodeSelector"):
+        config[key] = bench[key]
+    config["metricsProviders"] = bench["metricsProviders"]
+    config.setdefault("leaderElection", {})["resourceNamespace"] = BENCH_NAMESPACE
+    for profile in config.get("profiles", []):
+        for plugin in profile.get("pluginConfig", []):
+            args = plugin.setdefault("args", {})
+            if plugin.get("name") == "LowNodeLoad":
+                args.setdefault("anomalyCondition", {})["consecutiveAbnormalities"] = settings.consecutive
+            elif plugin.get("name") == "MigrationController":
+                limiters = args.setdefault("objectLimiters", {})
+                limiters.setdefault("workload", {})["duration"] = f"{settings.object_window_s:g}s"
+    return config
+
+
 def koord_config(kubeconfig: Path, group: str, ports: Ports, settings: Settings) -> dict[str, Any]:
     """The ACK guide's ConfigMap as koord-descheduler reads it (``EvictDirectly``), with what ours is given
     on purpose: the same thresholds, interval, consecutive cycles, node expiry, per-workload window and
@@ -644,6 +707,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--koord-source", type=Path, default=None,
         help=f"a checkout of Koordinator at its benchmarked commit (needed for {KOORD} runs: CRDs, binary)",
     )  # fmt: skip
+    parser.add_argument(
+        "--config-from", type=Path, default=None,
+        help=f"a kustomization (e.g. manifests) whose ConfigMap {SHIPPED_CONFIGMAP} is the configuration of "
+        f"{OURS_SHIPPED} runs; interval, consecutiveAbnormalities and the workload window are the run's",
+    )  # fmt: skip
     parser.add_argument("--consecutive", type=int, default=2, help="our consecutiveAbnormalities")
     parser.add_argument("--object-window", type=float, default=10.0, help="our objectLimiters window, s")
     parser.add_argument("--settle", type=float, default=20.0, help="seconds to keep running once cured")
@@ -665,6 +733,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--runs: unknown descheduler {tool!r} (known: {', '.join(ACCOUNTS)})")
         if tool == KOORD and args.koord_source is None:
             parser.error(f"--runs {KOORD} needs --koord-source")
+        if tool == OURS_SHIPPED and args.config_from is None:
+            parser.error(f"--runs {OURS_SHIPPED} needs --config-from")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="peers-"))
     # SIGTERM unwinds like Ctrl-C, so the control plane, Prometheus and the descheduler are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -700,6 +770,12 @@ def run_all(args: argparse.Namespace, runs: Sequence[tuple[str, float]], workdir
         from benchmarks import koordinator
 
         binaries["koord-descheduler"] = koordinator.build(args.koord_source).binary
+    shipped = None
+    if any(t == OURS_SHIPPED for t, _ in runs):
+        rendered = render_kustomization(args.config_from, binaries["kubectl"])
+        shipped = configmap_config(rendered, str(args.config_from))
+        print(f"{OURS_SHIPPED}: {args.config_from}'s ConfigMap {SHIPPED_CONFIGMAP}, with the interval, "
+              "consecutiveAbnormalities and workload window of every row", flush=True)  # fmt: skip
     policy = audit_policy([f"system:serviceaccount:{BENCH_NAMESPACE}:{sa}" for sa in ACCOUNTS.values()])
     load = os.getloadavg()
     print(f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; {os.cpu_count()} CPUs", flush=True)
@@ -734,6 +810,7 @@ def run_all(args: argparse.Namespace, runs: Sequence[tuple[str, float]], workdir
             row = run_one(
                 plane, api, backend, cluster, tool, name, settings, kubeconfigs[tool],
                 binaries.get("koord-descheduler" if tool == KOORD else "descheduler"), workdir / group, args,
+                shipped=shipped,
             )  # fmt: skip
             rows.append(row)
             print(table([row]), flush=True)
@@ -948,6 +1025,7 @@ class BudgetWatch:
 def run_one(
     plane: ControlPlane, api: KubeApi, backend: UsageBackend, cluster: Cluster, tool: str, name: str,
     settings: Settings, kubeconfig: Path, peer_binary: Path | None, workdir: Path, args: argparse.Namespace,
+    shipped: dict[str, Any] | None = None,
 ) -> Row:  # fmt: skip
     import subprocess
 
@@ -973,10 +1051,15 @@ def run_one(
         backend.install(usage.inner.model, full_window=True, timeout=60)
         start_percent = usage.percents(cluster.nodes)
         row.hot_nodes = sum(v > HIGH_CPU for v in start_percent.values())
-        if tool in (OURS, OURS_TAINT, OURS_NOGUARD, OURS_RAW):
+        if tool in (OURS, OURS_TAINT, OURS_NOGUARD, OURS_RAW, OURS_SHIPPED):
             ports = Ports.free()
             config = workdir / "config.yaml"
-            config.write_text(yaml.safe_dump(ours_config(cluster.group, backend.url, ports, settings)))
+            if tool == OURS_SHIPPED:
+                assert shipped is not None
+                doc = shipped_config(shipped, cluster.group, backend.url, ports, settings)
+            else:
+                doc = ours_config(cluster.group, backend.url, ports, settings)
+            config.write_text(yaml.safe_dump(doc))
             argv = descheduler_command(
                 "run", "--config", str(config), "--kubeconfig", str(kubeconfig), "--log-format", "json"
             )

@@ -70,7 +70,7 @@ def test_a_checkout_at_another_commit_is_refused_before_building(tmp_path: Path)
 # --- the decision agreement's pure parts (benchmarks/koordinator_agreement.py) ---------------------------
 
 
-def test_koordinators_first_cycle_is_read_from_its_log_once_a_second_begins() -> None:
+def test_koordinators_first_cycle_is_read_from_its_log_and_acts_only_where_it_would_evict() -> None:
     log = "\n".join(
         [
             'I1 "try to process nodePool" nodePool="default"',
@@ -78,6 +78,8 @@ def test_koordinators_first_cycle_is_read_from_its_log_once_a_second_begins() ->
             'I3 "Evicted pod in dry run mode" pod="ns/a-1" node="n2"',
             'I4 "Evicted pod in dry run mode" pod="ns/b-1" node="n2"',
             'I5 "Evicted pod in dry run mode" pod="ns/a-2" node="n2"',
+            # A hotspot whose pods are all non-removable (single replicas): logged, nothing evicted.
+            'I6 "Evicting pods from node" node="n3" allPods=3 nonRemovablePods=3 removablePods=0',
         ]
     )
     apps = {"ns/a-1": "a", "ns/a-2": "a", "ns/b-1": "b"}

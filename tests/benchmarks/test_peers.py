@@ -19,9 +19,11 @@ from benchmarks.peers import (
     PEER_MEMORY_QUERY,
     PEER_QUERY,
     QUIET_REPLICAS,
+    SHIPPED_CONFIGMAP,
     Row,
     Settings,
     arrivals,
+    configmap_config,
     cycle_times,
     koord_config,
     needed_evictions,
@@ -31,6 +33,7 @@ from benchmarks.peers import (
     peer_policy,
     prometheus_queries,
     rows_from_json,
+    shipped_config,
     spread_table,
     table,
     unneeded_evictions,
@@ -118,6 +121,70 @@ def test_our_configuration_is_valid_and_says_what_the_readme_states() -> None:
     assert effective.low_node_load is not None
     assert effective.low_node_load.anomaly_condition.consecutive_abnormalities == 3
     assert effective.config.descheduling_interval == 2.0
+
+
+SHIPPED_TEXT = (Path(__file__).resolve().parents[2] / "manifests" / "base" / "config.yaml").read_text()
+
+
+def _rendered(*docs: object) -> str:
+    """What ``kubectl kustomize`` prints: the objects as one multi-document YAML stream."""
+    import yaml
+
+    return yaml.safe_dump_all(docs)
+
+
+def _configmap(name: str, data: object) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
+
+
+def test_the_shipped_row_runs_what_the_base_configmap_says_at_the_benchmarks_time_scale() -> None:
+    import yaml
+
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "load-aware-descheduler"}}
+    rendered = _rendered(namespace, _configmap(f"{SHIPPED_CONFIGMAP}-5h7k2m", {"config.yaml": SHIPPED_TEXT}))
+    shipped = configmap_config(rendered, "manifests")
+    assert shipped == yaml.safe_load(SHIPPED_TEXT)
+    doc = shipped_config(shipped, "run2", "http://127.0.0.1:9090", Ports(1, 2), Settings(2.0, 2, 10.0))
+    effective = load_config_document(doc)
+    lnl = effective.low_node_load
+    assert lnl is not None
+    shipped_args = {pc["name"]: pc["args"] for pc in shipped["profiles"][0]["pluginConfig"]}
+    # As shipped: the taint, the thresholds and the migration limits.
+    assert lnl.hotspot_taint.enabled is shipped_args["LowNodeLoad"]["hotspotTaint"]["enabled"] is True
+    assert lnl.low_thresholds == shipped_args["LowNodeLoad"]["lowThresholds"]
+    assert lnl.high_thresholds == shipped_args["LowNodeLoad"]["highThresholds"]
+    for key, field in (
+        ("maxMigratingPerNode", "max_migrating_per_node"),
+        ("maxMigratingGlobally", "max_migrating_globally"),
+    ):
+        assert getattr(effective.migration, field) == shipped_args["MigrationController"][key]
+    # The run's: time scale, nodes, usage source, Lease namespace, ports.
+    assert effective.config.descheduling_interval == 2.0
+    assert lnl.anomaly_condition.consecutive_abnormalities == 2
+    assert effective.migration.object_limiters["workload"].duration == 10.0
+    assert doc["nodeSelector"] == {"matchLabels": {"descheduler.test/group": "run2"}}
+    assert doc["metricsProviders"][0]["prometheus"]["url"] == "http://127.0.0.1:9090"
+    assert doc["leaderElection"]["resourceNamespace"] == "peers-bench"
+    assert shipped["leaderElection"]["resourceNamespace"] == "load-aware-descheduler"  # not edited in place
+
+
+@pytest.mark.parametrize(
+    ("docs", "message"),
+    [
+        ([_configmap("other-config", {"config.yaml": "a: 1"})], "no ConfigMap load-aware-descheduler-config"),
+        ([_configmap(f"{SHIPPED_CONFIGMAP}x", {"c": "a: 1"})], "no ConfigMap load-aware-descheduler-config"),
+        ([_configmap(SHIPPED_CONFIGMAP, {"a": "x: 1", "b": "y: 2"})], "data must hold exactly one key"),
+        ([_configmap(SHIPPED_CONFIGMAP, None)], "data must hold exactly one key"),
+        ([_configmap(f"{SHIPPED_CONFIGMAP}-h", {"config.yaml": "- a list"})], "not a configuration mapping"),
+    ],
+    ids=["absent", "a-longer-name", "two-keys", "no-data", "not-a-mapping"],
+)
+def test_a_kustomization_without_the_shipped_configmap_is_an_error_naming_it(
+    docs: list[object], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message) as caught:
+        configmap_config(_rendered(*docs), "manifests/overlays/x")
+    assert str(caught.value).startswith("manifests/overlays/x: ")
 
 
 def test_the_peer_gets_the_same_thresholds_nodes_and_usage_window() -> None:
