@@ -92,6 +92,29 @@ TAINTED = {"plain": [{"name": "gpu-0"}], "noschedule": tainted("NoSchedule"), "n
 NUMA = {"same": numa(0, 0), "split": numa(0, 1), "missing": numa(None, None)}
 TWO = [request("g1"), request("g2")]
 
+
+def gpu(model: str, index: int, version: str, memory: str) -> Obj:
+    attributes = {"model": {"string": model}, "index": {"int": index}, "driverVersion": {"version": version}}
+    return {"name": "gpu-0", "attributes": attributes, "capacity": {"memory": {"value": memory}}}
+
+
+C = f'device.capacity["{objects.DRIVER}"]'
+LIBRARIES = [
+    f'{A}.model.lowerAscii().startsWith("a100")',
+    f'{A}.model.split("-").size() == 3 && {A}.model.indexOf("SXM") == 5 && {A}.model.lastIndexOf("4") == 10',
+    f'{A}.model.substring(0, 4).matches("^[A-Z][0-9]+$") && {A}.model.charAt(1) == "1"',
+    f'{A}.model.find("[0-9]+GB") == "40GB" && {A}.model.findAll("[0-9]+", 2) == ["100", "4"]',
+    f'{A}.model.replace("-", "_").upperAscii() == "A100_SXM4_40GB" && " x ".trim() == "x"',
+    f"[{A}.index * 1, {A}.index * 7].isSorted() && [{A}.index * 1, {A}.index * 3].max() == 3",
+    "[1, 2, 2].distinct() == [1, 2] && [2, 1].sort() == [1, 2] && [[1], [2]].flatten() == [1, 2]",
+    "[1, 2, 3].slice(1, 2) == [2] && [1, 2].reverse() == [2, 1] && [1, 2, 1].lastIndexOf(1) == 2",
+    "[1, 2, 3].sum() == 6",
+    "[1, 2].indexOf(2) == 1",
+    f'{A}.driverVersion.isGreaterThan(semver("1.2.0")) && {C}.memory.compareTo(quantity("40Gi")) == 0',
+]
+"""Each holds for the A100's attributes (the first fails on the H100). ``join`` is left out: the API
+server's cost estimate refuses even ``["a", "b"].join("-")`` in a selector."""
+
 CASES = [
     Case(
         "a 1g partition: free, whole GPU held, other half held",
@@ -132,6 +155,12 @@ CASES = [
         NUMA,
         {"requests": TWO, "constraints": [{"distinctAttribute": f"{objects.DRIVER}/numa"}]},
         {"same": False, "split": True, "missing": False},
+    ),
+    Case(
+        "selectors using the strings, lists, regex, semver and quantity libraries",
+        {"a100": [gpu("A100-SXM4-40GB", 1, "1.2.3", "40Gi")], "h100": [gpu("H100", 9, "1.0.0", "80Gi")]},
+        {"requests": [request("gpu", *LIBRARIES)]},
+        {"a100": True, "h100": False},
     ),
 ]
 
