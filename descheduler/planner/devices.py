@@ -22,8 +22,10 @@ A low node qualifies only if the ResourceSlices it can reach (``nodeName``, ``al
 hold enough free devices: not in any claim's allocation (admin-access results excepted, they are not
 exclusive), not taken earlier in this cycle for a pod the plan moved, and satisfying the DeviceClass's
 selectors and the request's. ``ExactCount`` needs ``count`` of them; ``All`` needs every matching device
-the node reaches to be free (and at least one), and no pool the node reaches to be incomplete (the
-scheduler refuses ``All`` then); ``firstAvailable`` takes the first subrequest that fits. Partitionable
+the node reaches to be free (and at least one); ``firstAvailable`` takes the first subrequest that fits.
+An ``All`` request on a node that sees a pool being updated or invalid is an allocator error, which
+aborts the pod's whole scheduling attempt: such a pod stays (``resource-claim-unsupported``) while any
+node it may be scheduled on sees one. Partitionable
 devices (shared counters), device taints and tolerations, and ``matchAttribute``/``distinctAttribute``
 constraints are searched as the allocator does (``allocate.py``). Devices the parser marked unsupported
 (shareable, binding conditions, per-device node selection) never count as free.
@@ -132,7 +134,7 @@ class DeviceIndex:
         }
         """Every device of a usable slice, with its driver."""
         self._reach: dict[str, frozenset[DeviceId]] = {}
-        self._reaches_incomplete: dict[str, bool] = {}
+        self._reaches_incomplete: dict[str, str] = {}
         self._scopes: dict[Hashable, tuple[int, frozenset[DeviceId]]] = {}
         self._matching: dict[tuple[str, tuple[str, ...], int], frozenset[DeviceId] | ClaimProblem] = {}
         self._needs: dict[str, tuple[Need, ...]] = {}
@@ -180,8 +182,30 @@ class DeviceIndex:
             constraints += [
                 Constraint(index, kind, name, frozenset(names)) for kind, name, names in claim.constraints
             ]
+        if scope is not None:
+            problem = self._all_problem(pod, needs)
+            if problem is not None:
+                return problem
         self._needs[pod.uid] = tuple(needs)
         self._constraints[pod.uid] = tuple(constraints)
+        return None
+
+    def _all_problem(self, pod: Pod, needs: list[Need]) -> ClaimProblem | None:
+        """An ``All`` request fails the scheduler's whole attempt (an error, not a refusal of one node)
+        on any node it tries that sees a pool being updated or invalid: the replacement would stay
+        Pending however many other nodes fit."""
+        label = next((c.label for n in needs for c in n.choices if c.count == 0), "")
+        if not label:
+            return None
+        for node in self.nodes:
+            if pod_node_affinity_matches(pod, node) and untolerated_taint(pod, node) is None:
+                trouble = self._troubled_pool(node)
+                if trouble:
+                    return ClaimProblem(
+                        reasons.RESOURCE_CLAIM_UNSUPPORTED,
+                        f"request {label} asks for All devices and node {node.name} sees {trouble}: the "
+                        "scheduler aborts the pod's scheduling then",
+                    )
         return None
 
     def _claim_problem(self, pod: Pod, claim: ResourceClaim) -> ClaimProblem | None:
@@ -295,11 +319,21 @@ class DeviceIndex:
             self._reach[node.name] = found
         return found
 
-    def _incomplete_here(self, node: Node) -> bool:
-        """Whether ``node`` reaches a pool whose newest generation is not all published."""
+    def _troubled_pool(self, node: Node) -> str:
+        """A pool ``node`` sees (a slice reaching it; a slice of counters reaches every node, as in the
+        allocator) whose newest generation is not all published, or that is invalid; "" if none."""
         found = self._reaches_incomplete.get(node.name)
         if found is None:
-            found = any(_reaches(item, node) for item in self.incomplete)
+            found = next(
+                (
+                    f"pool {item.driver}/{item.pool} {why}"
+                    for group, why in ((self.incomplete, "being updated"), (self.slices, "invalid"))
+                    for item in group
+                    if (group is self.incomplete or (item.driver, item.pool) in self.counters.invalid)
+                    and (item.counter_sets or _reaches(item, node))
+                ),
+                "",
+            )
             self._reaches_incomplete[node.name] = found
         return found
 
@@ -339,7 +373,7 @@ class DeviceIndex:
             lambda d: d not in self.unavailable and d not in self.taken,
             {d: self.devices[d] for d in self.reach(node)},
             self.counters,
-            self._incomplete_here(node),
+            bool(self._troubled_pool(node)),
         )
         return search.run()
 

@@ -25,6 +25,7 @@ import pytest
 
 from descheduler.cluster.build import build_snapshot
 from descheduler.cluster.parse import iter_objects
+from descheduler.cluster.types import Pod
 from descheduler.planner.devices import DeviceIndex
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
@@ -214,8 +215,11 @@ def scheduled(plane: ControlPlane, namespace: str, name: str) -> str | None:
     return None
 
 
-def our_verdict(plane: ControlPlane, namespace: str, device_class: str, devices: Obj) -> dict[str, bool]:
-    """Per node of the test: could the planner move a pod holding a claim of this spec there?"""
+def planner_view(
+    plane: ControlPlane, namespace: str, device_class: str, devices: Obj
+) -> tuple[DeviceIndex, Pod]:
+    """The planner's device index over the live objects of the test, and a pod ``moved`` holding a claim
+    of this spec on a node elsewhere (a pod the planner could move)."""
     group = ["-l", f"{objects.GROUP_LABEL}={namespace}"]
     live: list[Obj] = []
     for args in (["nodes", *group], ["resourceslices", *group], ["deviceclass", device_class, "-o", "json"]):
@@ -260,11 +264,16 @@ def our_verdict(plane: ControlPlane, namespace: str, device_class: str, devices:
     problems: list[str] = []
     snapshot = build_snapshot(iter_objects(live), problems)
     assert problems == []
-    index = DeviceIndex(snapshot)
     (pod,) = [p for p in snapshot.pods if p.name == "moved"]
+    return DeviceIndex(snapshot), pod
+
+
+def our_verdict(plane: ControlPlane, namespace: str, device_class: str, devices: Obj) -> dict[str, bool]:
+    """Per node of the test: could the planner move a pod holding a claim of this spec there?"""
+    index, pod = planner_view(plane, namespace, device_class, devices)
     problem = index.check(pod)
     assert problem is None, problem
-    return {node.name.removeprefix(f"{namespace}-"): index.fits(pod, node) for node in snapshot.nodes}
+    return {node.name.removeprefix(f"{namespace}-"): index.fits(pod, node) for node in index.nodes}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -310,3 +319,49 @@ def test_the_planner_and_the_real_allocator_agree_node_by_node(
     assert not [s for s in nodes if ours[s] and not theirs[s]], "we say fits, the scheduler refuses"
     assert theirs == case.expected
     assert ours == case.expected
+
+
+def test_an_all_request_stays_put_while_a_pool_it_may_see_is_being_updated(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """``All`` on a node whose pool is half published is an allocator error, and an error aborts the
+    scheduler's whole attempt: an unpinned pod stays Pending although another node fits. The planner
+    keeps such a pod in place; once the pool is complete, both agree it fits."""
+    plane, ns = control_plane, namespace
+    device_class = f"{ns}-gpu"
+    ready, updating = f"{ns}-ready", f"{ns}-updating"
+    plane.apply([objects.device_class(device_class)])
+    plane.add_nodes(ns, [ready, updating])
+    half = slices(plane, ns, updating, [{"name": "gpu-0"}], counters=False)
+    half[0]["spec"]["pool"]["resourceSliceCount"] = 2
+    plane.apply(slices(plane, ns, ready, [{"name": "gpu-0"}], counters=False) + half)
+    claim = {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "", "allocationMode": "All"}}]}
+    plane.apply([template("probe", device_class, claim)], namespace=ns)
+    index, pod = planner_view(plane, ns, device_class, claim)
+    problem = index.check(pod)
+    assert problem is not None and "being updated" in problem.message, problem
+    probe = objects.with_claims(objects.pod_template("probe", ns, cpu="10m"), template_name="probe")
+    plane.apply([{"apiVersion": "v1", "kind": "Pod", **probe, "metadata": {"name": "probe"}}], namespace=ns)
+
+    def condition() -> str | None:
+        pod = plane.get_json("pod", "probe", "-n", ns)
+        assert not pod["spec"].get("nodeName"), "bound while a pool it may see is incomplete"
+        found = [c for c in pod.get("status", {}).get("conditions", []) if c["type"] == "PodScheduled"]
+        return str(found[0].get("message", "")) if found and found[0]["status"] == "False" else None
+
+    message = plane.wait_for("the probe refused", condition, timeout_s=60)
+    time.sleep(SETTLE_S)
+    assert condition() is not None
+    print(f"\nAll with a pool being updated: {message}")
+    rest = objects.resource_slice(f"{updating}-more", updating, [{"name": "gpu-1"}], group=ns)
+    rest["spec"]["pool"]["resourceSliceCount"] = 2
+    plane.apply([rest])
+    bound = plane.wait_for(
+        "the probe bound",
+        lambda: plane.get_json("pod", "probe", "-n", ns)["spec"].get("nodeName"),
+        timeout_s=60,
+    )
+    assert bound in (ready, updating)
+    plane.kubectl("delete", "pod", "probe", "-n", ns, "--grace-period=0", "--force", "--wait=false")
+    index, pod = planner_view(plane, ns, device_class, claim)
+    assert index.check(pod) is None

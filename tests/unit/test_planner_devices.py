@@ -354,11 +354,29 @@ def orphan_device(node: str | None = "gone", **taints: str) -> Scenario:
 
 def all_with_incomplete_pool(world: World) -> World:
     """``a``: a complete pool with one free device, and a second pool of two slices with one published;
-    ``All`` is refused there by the scheduler (the pool is being updated), so ``b``."""
+    for ``All`` the allocator then returns an error on ``a``, which aborts the whole scheduling attempt
+    (not a refusal of ``a``): the replacement would stay Pending, so the pod stays."""
     world.resource_slice("a-gpus", [gpu("gpu-0")], node="a")
     world.resource_slice("a-extra-1", [gpu("gpu-5")], node="a", pool="a-extra", count=2)
     world.resource_slice("b-gpus", [gpu("gpu-0")], node="b")
     return moved_pod(world, requests=[exactly("gpu", mode="All")])
+
+
+def all_beside_a_tainted_incomplete_pool(world: World) -> World:
+    """The incomplete pool is on ``c``, whose taint the pod does not tolerate: the scheduler never tries
+    ``c``, so ``All`` is judged on ``a`` and ``b`` alone."""
+    world.node("c", cpu="40", usage=cpu("3"), taints=[{"key": "x", "effect": "NoSchedule"}])
+    world.resource_slice("c-1", [gpu("gpu-0")], node="c", count=2)
+    return moved_pod(both(world), requests=[exactly("gpu", mode="All")])
+
+
+def all_with_invalid_counter_pool(world: World) -> World:
+    """``c``'s pool (the pod may not go to ``c``) has a partition consuming a counter set it lacks: the
+    pool is invalid, and its counter slice reaches every node in the allocator's eyes."""
+    world.node("c", cpu="40", usage=cpu("3"), taints=[{"key": "x", "effect": "NoSchedule"}])
+    world.resource_slice("c-counters", [], node="c", count=2, shared_counters={"gpu0": {"slices": "2"}})
+    world.resource_slice("c-parts", [part("whole", "2g", "2", "gpu9")], node="c", pool="c", count=2)
+    return moved_pod(both(world), requests=[exactly("gpu", mode="All")])
 
 
 ISSUE_37: list[tuple[str, Scenario, str]] = [
@@ -390,7 +408,18 @@ ISSUE_37: list[tuple[str, Scenario, str]] = [
         orphan_device(None),
         f"{CEL_ERROR} `{A}.model == 'a100'` cannot be evaluated on device gpu.example.com/odd/odd-0",
     ),
-    ("All where the node reaches an incomplete pool", all_with_incomplete_pool, "-> b"),
+    (
+        "All where a node the pod may go to reaches an incomplete pool",
+        all_with_incomplete_pool,
+        f"{reasons.RESOURCE_CLAIM_UNSUPPORTED}: request p-gpu/gpu asks for All devices and node a sees pool "
+        "gpu.example.com/a-extra being updated",
+    ),
+    ("All where only a node the pod may not go to does", all_beside_a_tainted_incomplete_pool, "-> a"),
+    (
+        "All where a pool publishing counters everywhere is invalid",
+        all_with_invalid_counter_pool,
+        f"{reasons.RESOURCE_CLAIM_UNSUPPORTED}: request p-gpu/gpu asks for All devices and node",
+    ),
 ]
 
 
