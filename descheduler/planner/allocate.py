@@ -122,14 +122,19 @@ def _typed(device: Device, attribute: str) -> tuple[str, AttributeValue] | None:
 
 class Counters:
     """The pools' counter sets, less what allocated devices consume, and the pools the allocator finds
-    invalid (a counter set twice, a device consuming a set or counter the pool does not have)."""
+    invalid (a device name or counter set twice, a device consuming a set or counter the pool lacks)."""
 
     def __init__(self, slices: Iterable[ResourceSlice], allocated: set[DeviceId]) -> None:
         self.left: dict[PoolId, CounterSets] = {}
         self.invalid: dict[PoolId, str] = {}
         consumers: list[tuple[PoolId, DeviceId, Device]] = []
+        names: set[DeviceId] = set()
         for item in slices:
             pool = (item.driver, item.pool)
+            for device in item.devices:
+                if (*pool, device.name) in names:
+                    self.invalid[pool] = f"device {device.name} published twice"
+                names.add((*pool, device.name))
             sets = self.left.setdefault(pool, {})
             for name, counters in item.counter_sets.items():
                 if name in sets:

@@ -567,6 +567,14 @@ def mig(*held: str, counter_set: str = "gpu0", published: int = 2) -> Scenario:
     return build
 
 
+def duplicate_names(world: World) -> World:
+    """``a``'s pool publishes ``gpu-0`` in both of its slices: the allocator takes nothing from it."""
+    world.resource_slice("a-1", [gpu("gpu-0")], node="a", pool="a", count=2)
+    world.resource_slice("a-2", [gpu("gpu-0"), gpu("gpu-1")], node="a", pool="a", count=2)
+    world.resource_slice("b-gpus", [gpu("gpu-0")], node="b")
+    return moved_pod(world, requests=[ANY])
+
+
 def profile(name: str, count: int = 1) -> dict[str, Any]:
     return exactly("gpu", f"{HAS_PROFILE} && {A}.profile == '{name}'", count=count)
 
@@ -642,6 +650,7 @@ ISSUE_42: list[tuple[str, Scenario, str]] = [
         "-> b",
     ),
     ("counters not published yet", lambda w: moved_pod(mig(published=1)(w), requests=[ANY]), "-> b"),
+    ("a device name twice in one pool makes the pool invalid", duplicate_names, "-> b"),
     ("a NoSchedule device taint", tainted("NoSchedule"), "-> b"),
     ("a NoExecute device taint", tainted("NoExecute"), "-> b"),
     ("a taint of effect None", tainted("None"), "-> a"),
