@@ -36,9 +36,10 @@ The libraries of Kubernetes' CEL environment that selectors use, as kube-schedul
 ``split``, ``substring``, ``trim``, ``join``); Kubernetes' lists (``isSorted``, ``sum``, ``min``,
 ``max``, ``indexOf``, ``lastIndexOf``) and cel-go's (``slice``, ``flatten``, ``distinct``, ``reverse``,
 ``sort``); regular expressions (``matches``, ``find``, ``findAll``) in RE2, as in Go: linear time, no
-backreferences or lookaround. Not provided (an unknown function, the pod stays with its reason): the
-namespaced ones (``sets.*``, ``lists.range``, ``strings.quote``, ``cel.bind``), ``format``, optional
-values, two-variable comprehensions, ``ip``/``cidr``/``url``. A function that would build a value past
+backreferences or lookaround; ``cel.bind`` and ``sets.contains``/``equivalent``/``intersects``. Not
+provided (an unknown function, the pod stays with its reason): ``lists.range``, ``strings.quote``,
+``format``, optional values, two-variable comprehensions, ``ip``/``cidr``/``url``, comparisons across
+numeric types (``1 < 2.0``). A function that would build a value past
 ``MAX_VALUE_SIZE`` fails before building it.
 """
 
@@ -823,6 +824,60 @@ class _Metered(Evaluator):
         if isinstance(result, (str, bytes, list, dict)):
             self.count.value(result)
         return result
+
+    def member_dot_arg(self, tree: lark.Tree[Any]) -> Any:
+        """``cel.bind(name, value, expression)`` and ``sets.*`` (celpy reads ``cel``/``sets`` as
+        variables); any other call as celpy does."""
+        call = _namespaced(tree)
+        if call is None:
+            return super().member_dot_arg(tree)
+        method, args = call
+        if method == "cel.bind" and len(args) == 3:
+            names = [str(t.children[0]) for t in args[0].find_data("ident")]
+            if len(names) == 1:
+                value = self.visit(args[1])
+                if isinstance(value, CELEvalError):
+                    return value
+                return self.sub_evaluator(args[2]).evaluate({names[0]: value})
+        if method in _SETS and len(args) == 2:
+            first, second = self.visit(args[0]), self.visit(args[1])
+            for value in (first, second):
+                if isinstance(value, CELEvalError):
+                    return value
+            if not isinstance(first, list) or not isinstance(second, list):
+                return CELEvalError("no such overload", TypeError, ())
+            return ct.BoolType(_SETS[method](first, second))
+        return super().member_dot_arg(tree)
+
+
+def _member_of(item: Any, items: list[Any]) -> bool:
+    return any(bool(item == other) for other in items)
+
+
+_SETS: dict[str, Callable[[list[Any], list[Any]], bool]] = {
+    "sets.contains": lambda a, b: all(_member_of(x, a) for x in b),
+    "sets.equivalent": lambda a, b: all(_member_of(x, a) for x in b) and all(_member_of(x, b) for x in a),
+    "sets.intersects": lambda a, b: any(_member_of(x, a) for x in b),
+}
+"""cel-go's ``ext.Sets``: membership by CEL equality."""
+
+
+def _namespaced(tree: lark.Tree[Any]) -> tuple[str, list[lark.Tree[Any]]] | None:
+    """(``namespace.function``, argument trees) of a call like ``sets.contains(a, b)``, else None."""
+    member = tree.children[0]
+    if not isinstance(member, lark.Tree) or len(tree.children) < 3:
+        return None
+    primary = member.children[0] if member.data == "member" and len(member.children) == 1 else None
+    if not isinstance(primary, lark.Tree) or primary.data != "primary" or len(primary.children) != 1:
+        return None
+    ident = primary.children[0]
+    if not isinstance(ident, lark.Tree) or ident.data != "ident":
+        return None
+    space = str(ident.children[0])
+    if space not in ("cel", "sets"):
+        return None
+    args = tree.children[2]
+    return f"{space}.{_method(tree)}", _children(args) if isinstance(args, lark.Tree) else []
 
 
 def selects(selector: Selector, device: DeviceView, meter: Meter | None = None) -> bool:

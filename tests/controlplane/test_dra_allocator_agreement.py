@@ -112,6 +112,7 @@ LIBRARIES = [
     "[1, 2, 3].sum() == 6",
     "[1, 2].indexOf(2) == 1",
     f'{A}.driverVersion.isGreaterThan(semver("1.2.0")) && {C}.memory.compareTo(quantity("40Gi")) == 0',
+    f'cel.bind(gpu, {A}, gpu.index == 1 && sets.contains(["A100", "H100"], [gpu.model.substring(0, 4)]))',
 ]
 """Each holds for the A100's attributes (the first fails on the H100). ``join`` is left out: the API
 server's cost estimate refuses even ``["a", "b"].join("-")`` in a selector."""
@@ -158,7 +159,7 @@ CASES = [
         {"same": False, "split": True, "missing": False},
     ),
     Case(
-        "selectors using the strings, lists, regex, semver and quantity libraries",
+        "selectors using the strings, lists, sets, regex, semver and quantity libraries and cel.bind",
         {"a100": [gpu("A100-SXM4-40GB", 1, "1.2.3", "40Gi")], "h100": [gpu("H100", 9, "1.0.0", "80Gi")]},
         {"requests": [request("gpu", *LIBRARIES)]},
         {"a100": True, "h100": False},

@@ -196,6 +196,14 @@ LIBRARY_HOLDS: list[tuple[str, bool]] = [
     ("'a\\n'.matches('a$')", False),  # RE2: $ is the end of the text, not before a final newline
     ("'gpu-12-of-16'.find('[0-9]+') == '12' && 'abc'.find('[0-9]') == ''", True),
     ("'1-2-3'.findAll('[0-9]') == ['1', '2', '3'] && '1-2-3'.findAll('[0-9]', 2) == ['1', '2']", True),
+    # cel.bind (cel-go ext.Bindings) and sets (ext.Sets)
+    (f"cel.bind(gpu, {A}, gpu.model == 'a100' && gpu.index == 3)", True),
+    ("cel.bind(x, 1, cel.bind(y, x + 1, y == 2)) && cel.bind(x, [1, 2], x.size() == 2)", True),
+    ("sets.contains([1, 2], [1]) && !sets.contains([1], [2]) && sets.contains([1], [])", True),
+    (
+        "sets.equivalent([1, 2], [2, 1, 1]) && sets.intersects([1], [3, 1]) && !sets.intersects([1], [3])",
+        True,
+    ),
     # on device attributes, as a selector would
     (f"{A}.driverVersion.major() >= 1 && {A}.model.upperAscii().startsWith('A1')", True),
 ]
@@ -218,8 +226,8 @@ LIBRARY_FAILS: list[tuple[str, str]] = [
     ("['a'].sum() == 0", "no such overload"),
     ("[1, 2].flatten(-1) == []", "level must be non-negative"),
     ("[1, 2].slice(1, 5) == []", "cannot slice(1, 5)"),
-    ("sets.contains([1], [1])", "undeclared reference"),
-    ("cel.bind(x, 1, x == 1)", "undeclared reference"),
+    ("sets.contains(1, [1])", "no such overload"),
+    ("cel.bind(x, 1)", "undeclared reference to 'bind'"),
     ("lists.range(3) == [0, 1, 2]", "undeclared reference"),
 ]
 
