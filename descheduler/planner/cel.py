@@ -36,10 +36,11 @@ The libraries of Kubernetes' CEL environment that selectors use, as kube-schedul
 ``split``, ``substring``, ``trim``, ``join``); Kubernetes' lists (``isSorted``, ``sum``, ``min``,
 ``max``, ``indexOf``, ``lastIndexOf``) and cel-go's (``slice``, ``flatten``, ``distinct``, ``reverse``,
 ``sort``); regular expressions (``matches``, ``find``, ``findAll``) in RE2, as in Go: linear time, no
-backreferences or lookaround; ``cel.bind`` and ``sets.contains``/``equivalent``/``intersects``. Not
-provided (an unknown function, the pod stays with its reason): ``lists.range``, ``strings.quote``,
-``format``, optional values, two-variable comprehensions, ``ip``/``cidr``/``url``, comparisons across
-numeric types (``1 < 2.0``). A function that would build a value past
+backreferences or lookaround; ``cel.bind`` and ``sets.contains``/``equivalent``/``intersects``;
+comparisons across numeric types (``1 < 2.0``) and equality across kinds (``true == 1`` is false, not
+an error, and not true as celpy had it). Not provided (an unknown function, the pod stays with its
+reason): ``lists.range``, ``strings.quote``, ``format``, optional values, two-variable comprehensions,
+``ip``/``cidr``/``url``. A function that would build a value past
 ``MAX_VALUE_SIZE`` fails before building it.
 """
 
@@ -59,7 +60,7 @@ import celpy.celtypes as ct
 import lark
 import re2  # type: ignore[import-untyped]  # google-re2, celpy's own dependency
 from celpy.celparser import CELParseError
-from celpy.evaluation import Activation, CELEvalError, Evaluator
+from celpy.evaluation import Activation, CELEvalError, Evaluator, base_functions
 
 from descheduler.cluster.dra import MAX_CEL_CHARS, SEMVER
 from descheduler.cluster.types import Device
@@ -427,7 +428,56 @@ def _find_all(text: Any, pattern: Any, count: Any = -1) -> ct.ListType:
     return ct.ListType([ct.StringType(f) for f in itertools.islice(found, None if limit < 0 else limit)])
 
 
+_NUMBERS = (ct.IntType, ct.UintType, ct.DoubleType)
+_ORDER: dict[str, Callable[[Any, Any], bool]] = {
+    "_<_": lambda a, b: a < b,
+    "_<=_": lambda a, b: a <= b,
+    "_>_": lambda a, b: a > b,
+    "_>=_": lambda a, b: a >= b,
+    "_==_": lambda a, b: a == b,
+    "_!=_": lambda a, b: a != b,
+}
+
+
+def _kind(value: Any) -> str:
+    """The CEL kind equality distinguishes (celpy's bool is a Python int: ``true == 1`` held)."""
+    if isinstance(value, ct.BoolType):
+        return "bool"
+    if isinstance(value, _NUMBERS):
+        return "number"
+    for kind in (str, bytes, list, dict):
+        if isinstance(value, kind):
+            return kind.__name__
+    return type(value).__name__
+
+
+def _as_number(value: Any) -> int | float:
+    return float(value) if isinstance(value, float) else int(value)
+
+
+def _relation(name: str) -> Callable[[Any, Any], Any]:
+    """Kubernetes' ``CrossTypeNumericComparisons`` (an int, uint and double compare by value; celpy
+    refuses ``1 < 2.0``) and cel-go's heterogeneous equality (values of different kinds are unequal,
+    not an error); every other operand pair as celpy does."""
+    original, compare = base_functions[name], _ORDER[name]
+
+    def relation(a: Any, b: Any) -> Any:
+        if isinstance(a, CELEvalError) or isinstance(b, CELEvalError):
+            return original(a, b)  # an error stays one
+        if isinstance(a, _NUMBERS) and isinstance(b, _NUMBERS) and type(a) is not type(b):
+            left, right = _as_number(a), _as_number(b)
+            if isinstance(left, float) or isinstance(right, float):
+                left, right = float(left), float(right)
+            return ct.BoolType(compare(left, right))
+        if name in ("_==_", "_!=_") and _kind(a) != _kind(b):
+            return ct.BoolType(name == "_!=_")
+        return original(a, b)
+
+    return relation
+
+
 LIBRARIES: dict[str, Callable[..., Any]] = {
+    **{name: _relation(name) for name in _ORDER},
     "charAt": _char_at,
     "indexOf": _index_of,
     "lastIndexOf": _last_index_of,

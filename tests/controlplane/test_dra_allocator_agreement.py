@@ -112,6 +112,7 @@ LIBRARIES = [
     "[1, 2, 3].sum() == 6",
     "[1, 2].indexOf(2) == 1",
     f'{A}.driverVersion.isGreaterThan(semver("1.2.0")) && {C}.memory.compareTo(quantity("40Gi")) == 0',
+    f'{A}.index > 0.5 && {A}.index == 1.0 && {A}.model != 3 && !({A}.index == "1")',
     f'cel.bind(gpu, {A}, gpu.index == 1 && sets.contains(["A100", "H100"], [gpu.model.substring(0, 4)]))',
 ]
 """Each holds for the A100's attributes (the first fails on the H100). ``join`` is left out: the API

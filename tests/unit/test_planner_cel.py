@@ -204,6 +204,11 @@ LIBRARY_HOLDS: list[tuple[str, bool]] = [
         "sets.equivalent([1, 2], [2, 1, 1]) && sets.intersects([1], [3, 1]) && !sets.intersects([1], [3])",
         True,
     ),
+    # comparisons across numeric types (CrossTypeNumericComparisons) and heterogeneous equality
+    ("1 < 2.0 && 2.0 > 1 && 1u < 2 && 1 == 1.0 && 1 == 1u && 2 <= 2u && 1 != 1.5", True),
+    (f"{A}.index > 2.5 && {A}.index == 3.0", True),
+    (f"{A}.healthy == 1", False),  # a bool is no int: unequal, not an error (celpy said equal)
+    (f"{A}.model != 3 && !({A}.index == '3')", True),
     # on device attributes, as a selector would
     (f"{A}.driverVersion.major() >= 1 && {A}.model.upperAscii().startsWith('A1')", True),
 ]
