@@ -9,11 +9,14 @@ slice written by a buggy driver can never stall the cache.
 - Capacity quantities stay exact (a ``Fraction``; ``500m`` is 1/2): CEL compares them as
   ``resource.Quantity`` does, so rounding ``500m`` up to 1 would make ``isGreaterThan(quantity('600m'))``
   hold here and not in the scheduler. Only precision below a nano is rounded up, as ``Quantity`` does.
-- Devices the planner cannot reason about (partitionable devices consuming shared counters, devices
-  allocatable to several claims, binding conditions, device taints, per-device node selection) are kept
-  with ``Device.unsupported`` saying why; they are never counted as free.
-- A claim's ``distinctAttribute`` constraint (and any constraint without ``matchAttribute``) is kept as a
-  constraint with an empty attribute: the planner does not implement it and leaves the pod in place.
+- Partitionable devices keep what they consume (``consumesCounters``), and a pool's counter sets come
+  from its slices' ``sharedCounters`` (in resource.k8s.io/v1 of 1.35 a slice holds counters or devices,
+  never both); counter values are exact quantities like capacities. Device taints and the tolerations of
+  requests are kept for the planner (``DRADeviceTaints``); so are the ``matchAttribute`` and
+  ``distinctAttribute`` constraints of a claim.
+- Devices the planner cannot reason about (devices allocatable to several claims, binding conditions,
+  per-device node selection) are kept with ``Device.unsupported`` saying why; they are never counted as
+  free. A constraint of a kind not known here is kept with an empty kind: its pod stays in place.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ from descheduler.cluster.types import (
     NodeSelectorTerm,
     ResourceClaim,
     ResourceSlice,
+    Taint,
+    Toleration,
 )
 from descheduler.units import parse_quantity
 
@@ -75,6 +80,15 @@ MAX_NODE_TERMS = 32
 MAX_CEL_CHARS = 10 * 1024
 """``CELSelectorExpressionMaxLength``."""
 MAX_COUNT = 2**31 - 1
+MAX_COUNTER_SETS = 8
+"""``ResourceSliceMaxCounterSets``."""
+MAX_COUNTERS = 32
+"""``ResourceSliceMaxCountersPerCounterSet`` (and per device counter consumption)."""
+MAX_CONSUMPTIONS = 2
+"""``ResourceSliceMaxDeviceCounterConsumptionsPerDevice``."""
+MAX_TAINTS = 16
+"""``DeviceTaintsMaxLength``, and ``DeviceTolerationsMaxLength`` for a request's tolerations."""
+TAINT_EFFECTS = ("NoSchedule", "NoExecute", "None")
 
 SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -83,13 +97,12 @@ SEMVER = re.compile(
 )
 """Semantic Versioning 2.0.0, as the API server validates ``version`` attributes."""
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _UNSUPPORTED_FIELDS = (
-    ("consumesCounters", "partitionable device (consumesCounters)"),
     ("allowMultipleAllocations", "shareable device (allowMultipleAllocations)"),
     ("bindingConditions", "device with binding conditions"),
     ("bindsToNode", "device that binds to a node"),
-    ("taints", "tainted device"),
     ("nodeName", "per-device node selection"),
     ("allNodes", "per-device node selection"),
     ("nodeSelector", "per-device node selection"),
@@ -187,6 +200,82 @@ def _capacity(obj: Obj, value: Any, path: str) -> Fraction:
     return Fraction(math.ceil(amount * _NANO), _NANO)
 
 
+def _label(obj: Obj, value: Any, path: str) -> str:
+    if not isinstance(value, str) or not _LABEL.match(value):
+        raise _fail(obj, path, f"must be a DNS label, got {show(value)}")
+    return value
+
+
+def _counters(obj: Obj, value: Any, path: str) -> dict[str, Fraction]:
+    """A ``counters`` map: counter name -> ``{value: quantity}``, at least one."""
+    counters = _obj_at(obj, value, path)
+    if not counters:
+        raise _fail(obj, path, "is required")
+    if len(counters) > MAX_COUNTERS:
+        raise _fail(obj, path, f"has {len(counters)} entries, at most {MAX_COUNTERS} allowed")
+    out: dict[str, Fraction] = {}
+    for name, counter in counters.items():
+        where = f"{path}.{_label(obj, name, f'{path} key')}"
+        entry = _obj_at(obj, counter, where)
+        if entry.get("value") is None:
+            raise _fail(obj, f"{where}.value", "is required")
+        out[name] = _capacity(obj, entry["value"], f"{where}.value")
+    return out
+
+
+def _named_counters(
+    obj: Obj, container: Mapping[str, Any], key: str, name_key: str, path: str, limit: int
+) -> tuple[tuple[str, dict[str, Fraction]], ...]:
+    """``sharedCounters`` (``name``) or ``consumesCounters`` (``counterSet``): unique names."""
+    out: dict[str, dict[str, Fraction]] = {}
+    for i, item in enumerate(_bounded_list(obj, container, key, f"{path}.{key}", limit)):
+        where = f"{path}.{key}[{i}]"
+        entry = _obj_at(obj, item, where)
+        name = _label(obj, entry.get(name_key), f"{where}.{name_key}")
+        if name in out:
+            raise _fail(obj, f"{where}.{name_key}", f"{show(name)} is duplicated")
+        out[name] = _counters(obj, entry.get("counters"), f"{where}.counters")
+    return tuple(out.items())
+
+
+def _taints(obj: Obj, device: Mapping[str, Any], path: str) -> tuple[Taint, ...]:
+    out = []
+    for i, item in enumerate(_bounded_list(obj, device, "taints", f"{path}.taints", MAX_TAINTS)):
+        where = f"{path}.taints[{i}]"
+        taint = _obj_at(obj, item, where)
+        effect = taint.get("effect")
+        if effect not in TAINT_EFFECTS:
+            raise _fail(
+                obj, f"{where}.effect", f"must be one of {', '.join(TAINT_EFFECTS)}, got {show(effect)}"
+            )
+        key = _text(obj, taint.get("key"), f"{where}.key", limit=317)
+        out.append(Taint(key, _text(obj, taint.get("value"), f"{where}.value", required=False), effect))
+    return tuple(out)
+
+
+def _tolerations(obj: Obj, body: Mapping[str, Any], path: str) -> tuple[Toleration, ...]:
+    out = []
+    for i, item in enumerate(_bounded_list(obj, body, "tolerations", f"{path}.tolerations", MAX_TAINTS)):
+        where = f"{path}.tolerations[{i}]"
+        toleration = _obj_at(obj, item, where)
+        operator = toleration.get("operator") or "Equal"
+        if operator not in ("Equal", "Exists"):
+            raise _fail(obj, f"{where}.operator", f"must be Equal or Exists, got {show(operator)}")
+        effect = toleration.get("effect") or ""
+        if effect and effect not in TAINT_EFFECTS:
+            raise _fail(
+                obj, f"{where}.effect", f"must be one of {', '.join(TAINT_EFFECTS)}, got {show(effect)}"
+            )
+        key = _text(obj, toleration.get("key"), f"{where}.key", required=False, limit=317)
+        value = _text(obj, toleration.get("value"), f"{where}.value", required=False)
+        if operator == "Exists" and value:
+            raise _fail(obj, f"{where}.value", "must be empty for operator Exists")
+        if not key and operator != "Exists":
+            raise _fail(obj, f"{where}.operator", "must be Exists when the key is empty")
+        out.append(Toleration(key, operator, value, effect))
+    return tuple(out)
+
+
 def _device(obj: Obj, driver: str, value: Any, path: str, slice_unsupported: str) -> Device:
     if not isinstance(value, Mapping):
         raise _fail(obj, path, f"must be an object, got {show(value)}")
@@ -220,6 +309,8 @@ def _device(obj: Obj, driver: str, value: Any, path: str, slice_unsupported: str
         versions=frozenset(versions),
         capacity=capacity,
         unsupported="; ".join(dict.fromkeys(unsupported)),
+        consumes=_named_counters(obj, value, "consumesCounters", "counterSet", path, MAX_CONSUMPTIONS),
+        taints=_taints(obj, value, path),
     )
 
 
@@ -257,6 +348,9 @@ def parse_resource_slice(obj: Obj) -> ResourceSlice:
     )
     if len({d.name for d in devices}) != len(devices):
         raise _fail(obj, "spec.devices", "has duplicate device names")
+    counter_sets = _named_counters(obj, spec, "sharedCounters", "name", "spec", MAX_COUNTER_SETS)
+    if counter_sets and devices:
+        raise _fail(obj, "spec", "must not have both sharedCounters and devices")
     return ResourceSlice(
         name=name,
         driver=driver,
@@ -267,6 +361,7 @@ def parse_resource_slice(obj: Obj) -> ResourceSlice:
         all_nodes=all_nodes,
         node_selector=terms,
         devices=devices,
+        counter_sets=dict(counter_sets),
     )
 
 
@@ -305,6 +400,7 @@ def _request_body(obj: Obj, name: str, body: Mapping[str, Any], path: str) -> De
         allocation_mode=mode,
         count=count,
         admin_access=_bool(obj, body.get("adminAccess"), f"{path}.adminAccess"),
+        tolerations=_tolerations(obj, body, path),
     )
 
 
@@ -325,16 +421,18 @@ def _request(obj: Obj, value: Any, path: str) -> DeviceRequest:
     return DeviceRequest(name=name, first_available=tuple(first))
 
 
-def _constraint(obj: Obj, value: Any, path: str) -> tuple[str, tuple[str, ...]]:
+def _constraint(obj: Obj, value: Any, path: str) -> tuple[str, str, tuple[str, ...]]:
     constraint = _obj_at(obj, value, path)
     requests = tuple(
         _text(obj, r, f"{path}.requests[{i}]")
         for i, r in enumerate(_bounded_list(obj, constraint, "requests", f"{path}.requests", MAX_REQUESTS))
     )
-    attribute = constraint.get("matchAttribute")
-    if attribute is None:
-        return "", requests  # distinctAttribute or a newer kind: not implemented (module docstring)
-    return _text(obj, attribute, f"{path}.matchAttribute"), requests
+    kinds = [k for k in ("matchAttribute", "distinctAttribute") if constraint.get(k) is not None]
+    if len(kinds) > 1:
+        raise _fail(obj, path, "must have only one of matchAttribute, distinctAttribute")
+    if not kinds:
+        return "", "", requests  # a newer kind: not implemented (module docstring)
+    return kinds[0], _text(obj, constraint[kinds[0]], f"{path}.{kinds[0]}"), requests
 
 
 def _allocated_node(terms: tuple[NodeSelectorTerm, ...]) -> str:

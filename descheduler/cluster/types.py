@@ -226,8 +226,12 @@ class Device:
     capacity: Mapping[str, Fraction] = field(default_factory=dict)
     """Exact quantities (``500m`` is 1/2), as CEL compares them."""
     unsupported: str = ""
-    """Why this device cannot be reasoned about (partitionable: ``consumesCounters``; shareable:
-    ``allowMultipleAllocations``; binding conditions); such devices are never counted as free."""
+    """Why this device cannot be reasoned about (shareable: ``allowMultipleAllocations``; binding
+    conditions; per-device node selection); such devices are never counted as free."""
+    consumes: tuple[tuple[str, Mapping[str, Fraction]], ...] = ()
+    """``consumesCounters`` of a partitionable device: (counter set, counter -> amount)."""
+    taints: tuple[Taint, ...] = ()
+    """Device taints (``DRADeviceTaints``): NoSchedule/NoExecute need a toleration of the request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +249,8 @@ class ResourceSlice:
     node_selector: tuple[NodeSelectorTerm, ...] = ()
     """``spec.nodeSelector`` terms (ORed); empty with neither node_name nor all_nodes: no node."""
     devices: tuple[Device, ...] = ()
+    counter_sets: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)
+    """``sharedCounters``: counter set -> counter -> value (a slice holds these or devices)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,6 +273,8 @@ class DeviceRequest:
     count: int = 1
     admin_access: bool = False
     first_available: tuple[DeviceRequest, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    """Device taints this request tolerates."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,8 +296,9 @@ class ResourceClaim:
     name: str
     uid: str
     requests: tuple[DeviceRequest, ...] = ()
-    constraints: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    """``spec.devices.constraints`` as (matchAttribute, requests it applies to; empty: all)."""
+    constraints: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    """``spec.devices.constraints`` as (kind: ``matchAttribute``, ``distinctAttribute`` or "" for one
+    not known, the fully qualified attribute, the requests it applies to; empty: all)."""
     allocated: bool = False
     node_name: str = ""
     """The node the allocation is bound to ("" when not allocated or not node-local)."""

@@ -26,14 +26,28 @@ because selectors come from ResourceClaims that namespace users write:
   work of comparing two values). Past a limit the evaluation stops with a ``CelError``.
 
 ``MAX_COST`` is stricter than Kubernetes' 1,000,000 (``CELSelectorExpressionMaxCost``): one unit costs
-4-20 us here, and a refused selector only keeps its pod in place. celpy's non-standard ``reduce`` and
-``min`` macros are unknown functions here, as in Kubernetes. Errors are one short line: celpy's own
-message would print the whole activation.
+4-20 us here, and a refused selector only keeps its pod in place. celpy's non-standard ``reduce`` macro,
+and ``min`` with arguments, are unknown functions here, as in Kubernetes. Errors are one short line:
+celpy's own message would print the whole activation.
+
+The libraries of Kubernetes' CEL environment that selectors use, as kube-scheduler 1.35 evaluates them
+(``k8s.io/apiserver/pkg/cel/library`` and cel-go's ``ext``): quantity and semver; the strings extension
+(version 2: ``charAt``, ``indexOf``, ``lastIndexOf``, ``lowerAscii``, ``upperAscii``, ``replace``,
+``split``, ``substring``, ``trim``, ``join``); Kubernetes' lists (``isSorted``, ``sum``, ``min``,
+``max``, ``indexOf``, ``lastIndexOf``) and cel-go's (``slice``, ``flatten``, ``distinct``, ``reverse``,
+``sort``); regular expressions (``matches``, ``find``, ``findAll``) in RE2, as in Go: linear time, no
+backreferences or lookaround; ``cel.bind`` and ``sets.contains``/``equivalent``/``intersects``;
+comparisons across numeric types (``1 < 2.0``) and equality across kinds (``true == 1`` is false, not
+an error, and not true as celpy had it). Not provided (an unknown function, the pod stays with its
+reason): ``lists.range``, ``strings.quote``, ``format``, optional values, two-variable comprehensions,
+``ip``/``cidr``/``url``. A function that would build a value past
+``MAX_VALUE_SIZE`` fails before building it.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import re
 from collections.abc import Callable
@@ -44,8 +58,9 @@ from typing import Any
 import celpy
 import celpy.celtypes as ct
 import lark
+import re2  # type: ignore[import-untyped]  # google-re2, celpy's own dependency
 from celpy.celparser import CELParseError
-from celpy.evaluation import Activation, CELEvalError, Evaluator
+from celpy.evaluation import Activation, CELEvalError, Evaluator, base_functions
 
 from descheduler.cluster.dra import MAX_CEL_CHARS, SEMVER
 from descheduler.cluster.types import Device
@@ -80,7 +95,8 @@ DEFAULT_RANGE = 32
 together are at most 32 (``ResourceSliceMaxAttributesAndCapacitiesPerDevice``)."""
 MAX_MESSAGE = 200
 _MACROS = frozenset({"map", "filter", "all", "exists", "exists_one"})
-_NOT_CEL = frozenset({"reduce", "min"})
+_NOT_CEL = frozenset({"reduce"})
+"""celpy macros Kubernetes has not (``min`` is refused only with arguments: ``list.min()`` is Kubernetes')."""
 _INT64 = 2**63 - 1
 
 logging.getLogger("celpy").setLevel(logging.CRITICAL)  # its debug/error logs dump whole activations
@@ -214,7 +230,280 @@ def _semver_part(index: int) -> Callable[[Any], ct.IntType]:
     return part
 
 
+# -- strings (cel-go ext.Strings, version 2), lists, regex ------------------------------------------------
+_WHITE_SPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
+"""Unicode White_Space, what ``trim`` strips (Python's ``strip()`` strips a few more)."""
+MAX_LIST_WORK = 1_000
+"""Elements ``distinct`` compares pairwise at most (n^2 comparisons: Kubernetes' cost limit allows ~1,000)."""
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError("no such overload")
+    return value
+
+
+def _int(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError("no such overload")
+    return int(value)
+
+
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError("no such overload")
+    return value
+
+
+def _sized(text: str) -> ct.StringType:
+    if len(text) > MAX_VALUE_SIZE:
+        raise ValueError(f"a value grows beyond {MAX_VALUE_SIZE} elements or characters")
+    return ct.StringType(text)
+
+
+def _index(text: str, at: int) -> int:
+    if not 0 <= at <= len(text):
+        raise ValueError(f"index out of range: {at}")
+    return at
+
+
+def _char_at(text: Any, at: Any) -> ct.StringType:
+    value = _str(text)
+    index = _index(value, _int(at))
+    return ct.StringType(value[index : index + 1])
+
+
+def _index_of(target: Any, item: Any, offset: Any = 0) -> ct.IntType:
+    if isinstance(target, list):
+        return ct.IntType(next((i for i, x in enumerate(target) if _equal(x, item)), -1))
+    value, sub = _str(target), _str(item)
+    return ct.IntType(value.find(sub, _index(value, _int(offset))))
+
+
+def _last_index_of(target: Any, item: Any, *offset: Any) -> ct.IntType:
+    if isinstance(target, list):
+        found = [i for i, x in enumerate(target) if _equal(x, item)]
+        return ct.IntType(found[-1] if found else -1)
+    value, sub = _str(target), _str(item)
+    end = _index(value, _int(offset[0])) if offset else len(value)
+    return ct.IntType(value.rfind(sub, 0, end + len(sub)))
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b) and type(a) is type(b)
+    except TypeError:
+        return False
+
+
+def _ascii(text: Any, upper: bool) -> ct.StringType:
+    value = _str(text)
+    table = str.maketrans(
+        *(("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")[:: 1 if upper else -1])
+    )
+    return ct.StringType(value.translate(table))
+
+
+def _replace(text: Any, old: Any, new: Any, count: Any = -1) -> ct.StringType:
+    value, before, after, limit = _str(text), _str(old), _str(new), _int(count)
+    hits = value.count(before) if before else len(value) + 1
+    hits = hits if limit < 0 else min(hits, limit)
+    if len(value) + hits * (len(after) - len(before)) > MAX_VALUE_SIZE:
+        raise ValueError(f"a value grows beyond {MAX_VALUE_SIZE} elements or characters")
+    return ct.StringType(value.replace(before, after, limit))
+
+
+def _split(text: Any, separator: Any, count: Any = -1) -> ct.ListType:
+    value, sep, limit = _str(text), _str(separator), _int(count)
+    if limit == 0:
+        return ct.ListType([])
+    if sep:
+        parts = value.split(sep, limit - 1 if limit > 0 else -1)
+    else:  # Go splits into characters; with a limit the last part keeps the rest
+        parts = list(value) if limit < 0 or limit >= len(value) else [*value[: limit - 1], value[limit - 1 :]]
+    return ct.ListType([ct.StringType(p) for p in parts])
+
+
+def _substring(text: Any, start: Any, *end: Any) -> ct.StringType:
+    value = _str(text)
+    first = _index(value, _int(start))
+    last = _index(value, _int(end[0])) if end else len(value)
+    if first > last:
+        raise ValueError(f"invalid substring range. start: {first}, end: {last}")
+    return ct.StringType(value[first:last])
+
+
+def _join_strings(items: Any, separator: Any = "") -> ct.StringType:
+    parts = [_str(x) for x in _list(items)]
+    return _sized(_str(separator).join(parts))
+
+
+def _comparable(items: Any) -> list[Any]:
+    values = _list(items)
+    if len({type(v) for v in values}) > 1:
+        raise TypeError("no such overload: elements of different types")
+    if any(isinstance(v, (list, dict)) for v in values):
+        raise TypeError("no such overload: elements are not comparable")
+    return values
+
+
+def _extreme(items: Any, pick: Callable[[list[Any]], Any], name: str) -> Any:
+    values = _comparable(items)
+    if not values:
+        raise ValueError(f"{name} called on empty list")
+    return pick(values)
+
+
+def _list_sum(items: Any) -> Any:
+    values = _comparable(items)
+    if not values:
+        return ct.IntType(0)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        raise TypeError("no such overload")
+    total = sum(values)
+    return ct.DoubleType(total) if isinstance(values[0], float) else _as_int(int(total))
+
+
+def _distinct(items: Any) -> ct.ListType:
+    values = _list(items)
+    if len(values) > MAX_LIST_WORK:
+        raise ValueError(f"distinct() on more than {MAX_LIST_WORK} elements")
+    out: list[Any] = []
+    for value in values:
+        if not any(_equal(value, seen) for seen in out):
+            out.append(value)
+    return ct.ListType(out)
+
+
+def _flatten(items: Any, depth: Any = 1) -> ct.ListType:
+    levels = _int(depth)
+    if levels < 0:
+        raise ValueError("level must be non-negative")
+    out: list[Any] = list(_list(items))
+    for _ in range(levels):
+        if not any(isinstance(v, list) for v in out):
+            break
+        out = [x for v in out for x in (v if isinstance(v, list) else [v])]
+    return ct.ListType(out)
+
+
+def _slice(items: Any, start: Any, end: Any) -> ct.ListType:
+    values, first, last = _list(items), _int(start), _int(end)
+    if first < 0 or last < 0 or first > last or last > len(values):
+        raise ValueError(f"cannot slice({first}, {last}) of a list of {len(values)}")
+    return ct.ListType(values[first:last])
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+
+
+@functools.lru_cache(maxsize=256)
+def _regex(pattern: str) -> Any:
+    """The RE2 program of ``pattern`` (Go's ``regexp`` is RE2 too: same syntax, linear time)."""
+    try:
+        return re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as exc:
+        detail = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+        raise ValueError(f"invalid regex {pattern[:40]!r}: {detail}") from None
+
+
+def _matches(text: Any, pattern: Any) -> ct.BoolType:
+    return ct.BoolType(_regex(_str(pattern)).search(_str(text)) is not None)
+
+
+def _find(text: Any, pattern: Any) -> ct.StringType:
+    found = _regex(_str(pattern)).search(_str(text))
+    return ct.StringType(found.group(0) if found is not None else "")
+
+
+def _find_all(text: Any, pattern: Any, count: Any = -1) -> ct.ListType:
+    limit = _int(count)
+    if limit == 0:
+        return ct.ListType([])
+    found = (m.group(0) for m in _regex(_str(pattern)).finditer(_str(text)))
+    return ct.ListType([ct.StringType(f) for f in itertools.islice(found, None if limit < 0 else limit)])
+
+
+_NUMBERS = (ct.IntType, ct.UintType, ct.DoubleType)
+_ORDER: dict[str, Callable[[Any, Any], bool]] = {
+    "_<_": lambda a, b: a < b,
+    "_<=_": lambda a, b: a <= b,
+    "_>_": lambda a, b: a > b,
+    "_>=_": lambda a, b: a >= b,
+    "_==_": lambda a, b: a == b,
+    "_!=_": lambda a, b: a != b,
+}
+
+
+def _kind(value: Any) -> str:
+    """The CEL kind equality distinguishes (celpy's bool is a Python int: ``true == 1`` held)."""
+    if isinstance(value, ct.BoolType):
+        return "bool"
+    if isinstance(value, _NUMBERS):
+        return "number"
+    for kind in (str, bytes, list, dict):
+        if isinstance(value, kind):
+            return kind.__name__
+    return type(value).__name__
+
+
+def _as_number(value: Any) -> int | float:
+    return float(value) if isinstance(value, float) else int(value)
+
+
+def _relation(name: str) -> Callable[[Any, Any], Any]:
+    """Kubernetes' ``CrossTypeNumericComparisons`` (an int, uint and double compare by value; celpy
+    refuses ``1 < 2.0``) and cel-go's heterogeneous equality (values of different kinds are unequal,
+    not an error); every other operand pair as celpy does."""
+    original, compare = base_functions[name], _ORDER[name]
+
+    def relation(a: Any, b: Any) -> Any:
+        if isinstance(a, CELEvalError) or isinstance(b, CELEvalError):
+            return original(a, b)  # an error stays one
+        if isinstance(a, _NUMBERS) and isinstance(b, _NUMBERS) and type(a) is not type(b):
+            left, right = _as_number(a), _as_number(b)
+            if isinstance(left, float) or isinstance(right, float):
+                left, right = float(left), float(right)
+            return ct.BoolType(compare(left, right))
+        if name in ("_==_", "_!=_") and _kind(a) != _kind(b):
+            return ct.BoolType(name == "_!=_")
+        return original(a, b)
+
+    return relation
+
+
+LIBRARIES: dict[str, Callable[..., Any]] = {
+    **{name: _relation(name) for name in _ORDER},
+    "charAt": _char_at,
+    "indexOf": _index_of,
+    "lastIndexOf": _last_index_of,
+    "lowerAscii": lambda text: _ascii(text, False),
+    "upperAscii": lambda text: _ascii(text, True),
+    "replace": _replace,
+    "split": _split,
+    "substring": _substring,
+    "trim": lambda text: ct.StringType(_str(text).strip(_WHITE_SPACE)),
+    "join": _join_strings,
+    "isSorted": lambda items: ct.BoolType(all(a <= b for a, b in itertools.pairwise(_comparable(items)))),
+    "sum": _list_sum,
+    "max": lambda items: _extreme(items, max, "max"),
+    "distinct": _distinct,
+    "flatten": _flatten,
+    "reverse": lambda items: ct.ListType(_list(items)[::-1]),
+    "slice": _slice,
+    "sort": lambda items: ct.ListType(sorted(_comparable(items))),
+    "matches": _matches,
+    "find": _find,
+    "findAll": _find_all,
+}
+"""The strings, lists and regex libraries (module docstring); ``list.min()`` is celpy's own macro."""
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
+    **LIBRARIES,
     "quantity": _quantity,
     "isQuantity": _is_quantity,
     "semver": _semver,
@@ -306,7 +595,9 @@ def _check(ast: lark.Tree[Any]) -> None:
         tree, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise CelError("expression nested too deeply")
-        if tree.data == "member_dot_arg" and _method(tree) in _NOT_CEL:
+        if tree.data == "member_dot_arg" and (
+            _method(tree) in _NOT_CEL or (_method(tree) == "min" and len(tree.children) > 2)
+        ):
             raise CelError(f"undeclared reference to {_method(tree)!r}")
         stack.extend((child, depth + 1) for child in _children(tree))
 
@@ -583,6 +874,60 @@ class _Metered(Evaluator):
         if isinstance(result, (str, bytes, list, dict)):
             self.count.value(result)
         return result
+
+    def member_dot_arg(self, tree: lark.Tree[Any]) -> Any:
+        """``cel.bind(name, value, expression)`` and ``sets.*`` (celpy reads ``cel``/``sets`` as
+        variables); any other call as celpy does."""
+        call = _namespaced(tree)
+        if call is None:
+            return super().member_dot_arg(tree)
+        method, args = call
+        if method == "cel.bind" and len(args) == 3:
+            names = [str(t.children[0]) for t in args[0].find_data("ident")]
+            if len(names) == 1:
+                value = self.visit(args[1])
+                if isinstance(value, CELEvalError):
+                    return value
+                return self.sub_evaluator(args[2]).evaluate({names[0]: value})
+        if method in _SETS and len(args) == 2:
+            first, second = self.visit(args[0]), self.visit(args[1])
+            for value in (first, second):
+                if isinstance(value, CELEvalError):
+                    return value
+            if not isinstance(first, list) or not isinstance(second, list):
+                return CELEvalError("no such overload", TypeError, ())
+            return ct.BoolType(_SETS[method](first, second))
+        return super().member_dot_arg(tree)
+
+
+def _member_of(item: Any, items: list[Any]) -> bool:
+    return any(bool(item == other) for other in items)
+
+
+_SETS: dict[str, Callable[[list[Any], list[Any]], bool]] = {
+    "sets.contains": lambda a, b: all(_member_of(x, a) for x in b),
+    "sets.equivalent": lambda a, b: all(_member_of(x, a) for x in b) and all(_member_of(x, b) for x in a),
+    "sets.intersects": lambda a, b: any(_member_of(x, a) for x in b),
+}
+"""cel-go's ``ext.Sets``: membership by CEL equality."""
+
+
+def _namespaced(tree: lark.Tree[Any]) -> tuple[str, list[lark.Tree[Any]]] | None:
+    """(``namespace.function``, argument trees) of a call like ``sets.contains(a, b)``, else None."""
+    member = tree.children[0]
+    if not isinstance(member, lark.Tree) or len(tree.children) < 3:
+        return None
+    primary = member.children[0] if member.data == "member" and len(member.children) == 1 else None
+    if not isinstance(primary, lark.Tree) or primary.data != "primary" or len(primary.children) != 1:
+        return None
+    ident = primary.children[0]
+    if not isinstance(ident, lark.Tree) or ident.data != "ident":
+        return None
+    space = str(ident.children[0])
+    if space not in ("cel", "sets"):
+        return None
+    args = tree.children[2]
+    return f"{space}.{_method(tree)}", _children(args) if isinstance(args, lark.Tree) else []
 
 
 def selects(selector: Selector, device: DeviceView, meter: Meter | None = None) -> bool:

@@ -7,8 +7,10 @@ allocated and reserved for this pod alone. Otherwise it stays, with its reason:
 - ``resource-claim-shared``: a claim used by name, or reserved for (owned by) anything else: evicting
   the pod would not free its device;
 - ``resource-claim-unallocated``: the claim is not generated, not found, or not allocated yet;
-- ``resource-claim-unsupported``: what this check does not model (admin access, constraints, a missing
-  DeviceClass, a claim that could not be read), with the detail;
+- ``resource-claim-unsupported``: what this check does not model, with the detail: admin access (such a
+  request watches devices other claims hold; its pod is never moved), a constraint of an unknown kind or
+  on an ``All`` request (the scheduler aborts the pod's scheduling when one fails), a claim asking for more
+  than 32 devices, a missing DeviceClass, a claim that could not be read;
 - ``resource-claim-cel-error``: a selector cannot be evaluated, within the cost limits of ``cel.py``
   and this cycle's CEL budget, on some device a node the pod may be scheduled on reaches (its node
   selector, required affinity and tolerations admit the node; resources aside). kube-scheduler aborts
@@ -16,18 +18,23 @@ allocated and reserved for this pod alone. Otherwise it stays, with its reason:
   reaches are never evaluated, as in the scheduler.
 
 A low node qualifies only if the ResourceSlices it can reach (``nodeName``, ``allNodes``, or a
-``nodeSelector`` matching it; only the newest generation of each pool, and only complete pools) hold
-enough free devices: not in any claim's allocation (admin-access results excepted, they are not
+``nodeSelector`` matching it; only the newest generation of each pool, and only complete, valid pools)
+hold enough free devices: not in any claim's allocation (admin-access results excepted, they are not
 exclusive), not taken earlier in this cycle for a pod the plan moved, and satisfying the DeviceClass's
 selectors and the request's. ``ExactCount`` needs ``count`` of them; ``All`` needs every matching device
-the node reaches to be free (and at least one), and no pool the node reaches to be incomplete (the
-scheduler refuses ``All`` then); ``firstAvailable`` takes the first subrequest that fits.
-Devices the parser marked unsupported (partitionable, shareable...) never count as free.
+the node reaches to be free (and at least one); ``firstAvailable`` takes the first subrequest that fits.
+An ``All`` request on a node that sees a pool being updated or invalid is an allocator error, which
+aborts the pod's whole scheduling attempt: such a pod stays (``resource-claim-unsupported``) while any
+node it may be scheduled on sees one. Partitionable
+devices (shared counters), device taints and tolerations, and ``matchAttribute``/``distinctAttribute``
+constraints are searched as the allocator does (``allocate.py``). Devices the parser marked unsupported
+(shareable, binding conditions, per-device node selection) never count as free.
 
-The assignment is greedy, request by request, devices in name order; the scheduler backtracks, so a
-node may be refused here that the scheduler could have used, never the reverse. Devices taken this
-cycle are kept here, for the whole cycle (both passes, every pool): a pool reachable from all nodes is
-shared, so a per-node tally could not hold them.
+The scheduler picks its own devices, not necessarily those found here. So once the plan moves a pod to a
+node, every device any of its requests could take there is taken for the rest of the cycle, and so is
+every partitionable device of a pool whose counters it could spend: a later pod moves there only on
+devices the first cannot touch. Devices taken this cycle are kept here, for the whole cycle (both passes,
+every pool): a pool reachable from all nodes is shared, so a per-node tally could not hold them.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ import functools
 import hashlib
 import itertools
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from descheduler.cluster.selectors import node_term_matches, pod_node_affinity_matches, untolerated_taint
@@ -50,6 +57,16 @@ from descheduler.cluster.types import (
     ResourceSlice,
 )
 from descheduler.planner import reasons
+from descheduler.planner.allocate import (
+    MAX_RESULTS,
+    Choice,
+    Constraint,
+    Counters,
+    DeviceId,
+    Need,
+    Search,
+    Solution,
+)
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -66,9 +83,6 @@ def _cel() -> ModuleType:
     return cel
 
 
-DeviceId = tuple[str, str, str]
-"""(driver, pool, device)."""
-
 MAX_SHOWN = 120
 """An expression quoted in a reason is cut to this many characters."""
 
@@ -79,31 +93,6 @@ class ClaimProblem:
 
     code: str
     message: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Choice:
-    """One way to satisfy a request: the devices that match, and how many are needed (0: All)."""
-
-    label: str
-    """``claim/request`` (``claim/request/subrequest`` in a firstAvailable list)."""
-    matching: frozenset[DeviceId]
-    count: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Need:
-    """One request of a pod's claims: its choices, in order of preference."""
-
-    choices: tuple[_Choice, ...]
-
-
-@dataclass(slots=True)
-class _Fit:
-    """The devices a node would give the pod, and what to say about them."""
-
-    devices: list[DeviceId] = field(default_factory=list)
-    free_matching: int = 0
 
 
 def _short(expression: str) -> str:
@@ -126,14 +115,16 @@ class DeviceIndex:
             for r in claim.results
             if not r.admin_access
         }
+        self.counters = Counters(self.slices, self.allocated)
         self.unavailable = self.allocated | {
             (item.driver, item.pool, device.name)
             for item in self.slices
             for device in item.devices
-            if device.unsupported
+            if device.unsupported or (item.driver, item.pool) in self.counters.invalid
         }
-        """Never free: allocated, or of a kind the check does not model (``Device.unsupported``; such a
-        device still matches selectors, so an ``All`` request that includes it never fits)."""
+        """Never free: allocated, of a kind the check does not model (``Device.unsupported``; such a
+        device still matches selectors, so an ``All`` request that includes it never fits), or of a pool
+        the allocator finds invalid."""
         self.taken: set[DeviceId] = set()
         """Devices this cycle's plan gave to pods it moved."""
         self.devices: dict[DeviceId, tuple[str, Device]] = {
@@ -143,10 +134,11 @@ class DeviceIndex:
         }
         """Every device of a usable slice, with its driver."""
         self._reach: dict[str, frozenset[DeviceId]] = {}
-        self._reaches_incomplete: dict[str, bool] = {}
+        self._reaches_incomplete: dict[str, str] = {}
         self._scopes: dict[Hashable, tuple[int, frozenset[DeviceId]]] = {}
         self._matching: dict[tuple[str, tuple[str, ...], int], frozenset[DeviceId] | ClaimProblem] = {}
-        self._needs: dict[str, tuple[_Need, ...]] = {}
+        self._needs: dict[str, tuple[Need, ...]] = {}
+        self._constraints: dict[str, tuple[Constraint, ...]] = {}
         self._meter: Meter | None = None
         self._contents: dict[DeviceId, bytes] = {}
 
@@ -154,9 +146,10 @@ class DeviceIndex:
 
     def check(self, pod: Pod) -> ClaimProblem | None:
         """None when the pod may move (its device needs then known for ``fit``), else why not."""
-        needs: list[_Need] = []
+        needs: list[Need] = []
+        constraints: list[Constraint] = []
         scope: tuple[int, frozenset[DeviceId]] | None = None
-        for ref in pod.resource_claims:
+        for index, ref in enumerate(pod.resource_claims):
             if ref.claim_name:
                 return ClaimProblem(
                     reasons.RESOURCE_CLAIM_SHARED,
@@ -182,11 +175,37 @@ class DeviceIndex:
                 return problem
             scope = scope or self._scope(pod)
             for request in claim.requests:
-                need = self._need(claim, request, scope)
+                need = self._need(claim, request, scope, index)
                 if isinstance(need, ClaimProblem):
                     return need
                 needs.append(need)
+            constraints += [
+                Constraint(index, kind, name, frozenset(names)) for kind, name, names in claim.constraints
+            ]
+        if scope is not None:
+            problem = self._all_problem(pod, needs)
+            if problem is not None:
+                return problem
         self._needs[pod.uid] = tuple(needs)
+        self._constraints[pod.uid] = tuple(constraints)
+        return None
+
+    def _all_problem(self, pod: Pod, needs: list[Need]) -> ClaimProblem | None:
+        """An ``All`` request fails the scheduler's whole attempt (an error, not a refusal of one node)
+        on any node it tries that sees a pool being updated or invalid: the replacement would stay
+        Pending however many other nodes fit."""
+        label = next((c.label for n in needs for c in n.choices if c.count == 0), "")
+        if not label:
+            return None
+        for node in self.nodes:
+            if pod_node_affinity_matches(pod, node) and untolerated_taint(pod, node) is None:
+                trouble = self._troubled_pool(node)
+                if trouble:
+                    return ClaimProblem(
+                        reasons.RESOURCE_CLAIM_UNSUPPORTED,
+                        f"request {label} asks for All devices and node {node.name} sees {trouble}: the "
+                        "scheduler aborts the pod's scheduling then",
+                    )
         return None
 
     def _claim_problem(self, pod: Pod, claim: ResourceClaim) -> ClaimProblem | None:
@@ -202,19 +221,15 @@ class DeviceIndex:
                 f"ResourceClaim {key} is reserved for (or owned by) more than this pod: evicting it would "
                 "not free the device",
             )
-        if claim.constraints:
-            return ClaimProblem(
-                reasons.RESOURCE_CLAIM_UNSUPPORTED,
-                f"ResourceClaim {key} has constraints (matchAttribute/distinctAttribute), not modelled",
-            )
         for request in claim.requests:
             for sub in request.first_available or (request,):
                 if sub.admin_access:
                     return ClaimProblem(
                         reasons.RESOURCE_CLAIM_UNSUPPORTED,
-                        f"ResourceClaim {key} request {request.name} asks for admin access, not modelled",
+                        f"ResourceClaim {key} request {request.name} asks for admin access (it watches "
+                        "devices other claims hold): such a pod is never moved",
                     )
-        return None
+        return _constraint_problem(claim) or _size_problem(claim)
 
     def _scope(self, pod: Pod) -> tuple[int, frozenset[DeviceId]]:
         """(key, devices): the usable devices of the nodes the scheduler may try for the pod (module
@@ -231,8 +246,8 @@ class DeviceIndex:
         return found
 
     def _need(
-        self, claim: ResourceClaim, request: DeviceRequest, scope: tuple[int, frozenset[DeviceId]]
-    ) -> _Need | ClaimProblem:
+        self, claim: ResourceClaim, request: DeviceRequest, scope: tuple[int, frozenset[DeviceId]], index: int
+    ) -> Need | ClaimProblem:
         choices = []
         subrequests = request.first_available or (request,)
         for sub in subrequests:
@@ -247,8 +262,9 @@ class DeviceIndex:
             if isinstance(matching, ClaimProblem):
                 return ClaimProblem(matching.code, f"request {label}: {matching.message}")
             count = 0 if sub.allocation_mode == "All" else sub.count
-            choices.append(_Choice(label, matching, count))
-        return _Need(tuple(choices))
+            name = sub.name if request.first_available else ""
+            choices.append(Choice(label, matching, count, request.name, name, sub.tolerations))
+        return Need(tuple(choices), index)
 
     def _matching_devices(
         self, class_name: str, selectors: tuple[str, ...], scope: tuple[int, frozenset[DeviceId]]
@@ -303,11 +319,21 @@ class DeviceIndex:
             self._reach[node.name] = found
         return found
 
-    def _incomplete_here(self, node: Node) -> bool:
-        """Whether ``node`` reaches a pool whose newest generation is not all published."""
+    def _troubled_pool(self, node: Node) -> str:
+        """A pool ``node`` sees (a slice reaching it; a slice of counters reaches every node, as in the
+        allocator) whose newest generation is not all published, or that is invalid; "" if none."""
         found = self._reaches_incomplete.get(node.name)
         if found is None:
-            found = any(_reaches(item, node) for item in self.incomplete)
+            found = next(
+                (
+                    f"pool {item.driver}/{item.pool} {why}"
+                    for group, why in ((self.incomplete, "being updated"), (self.slices, "invalid"))
+                    for item in group
+                    if (group is self.incomplete or (item.driver, item.pool) in self.counters.invalid)
+                    and (item.counter_sets or _reaches(item, node))
+                ),
+                "",
+            )
             self._reaches_incomplete[node.name] = found
         return found
 
@@ -336,33 +362,20 @@ class DeviceIndex:
             _VERDICTS[key] = found
         return found
 
-    def _fit(self, pod: Pod, node: Node) -> _Fit | None:
+    def _fit(self, pod: Pod, node: Node) -> Solution | None:
         needs = self._needs.get(pod.uid)
         if needs is None:
-            return _Fit()
-        reach = self.reach(node)
-        chosen: set[DeviceId] = set()
-        fit = _Fit()
-        for need in needs:
-            for choice in need.choices:
-                here = choice.matching & reach
-                free = sorted(d for d in here if d not in self.unavailable and d not in self.taken)
-                free = [d for d in free if d not in chosen]
-                if choice.count == 0:  # All: every matching device here, at least one, complete pools
-                    if not here or len(free) != len(here) or self._incomplete_here(node):
-                        continue
-                    picked = free
-                elif len(free) >= choice.count:
-                    picked = free[: choice.count]
-                else:
-                    continue
-                chosen.update(picked)
-                fit.devices.extend(picked)
-                fit.free_matching += len(free)
-                break
-            else:
-                return None
-        return fit
+            return Solution()
+        search = Search(
+            needs,
+            self._constraints.get(pod.uid, ()),
+            self.reach(node),
+            lambda d: d not in self.unavailable and d not in self.taken,
+            {d: self.devices[d] for d in self.reach(node)},
+            self.counters,
+            bool(self._troubled_pool(node)),
+        )
+        return search.run()
 
     def fits(self, pod: Pod, node: Node) -> bool:
         """Whether ``node`` has free devices for every request of the pod (``check`` passed)."""
@@ -380,10 +393,14 @@ class DeviceIndex:
         return f"{len(fit.devices)} device(s) on {node.name} ({names}) of {fit.free_matching} free matching"
 
     def take(self, pod: Pod, node: Node) -> None:
-        """The pod moves to ``node``: its devices there are taken for the rest of the cycle."""
-        fit = self._fit(pod, node)
-        if fit is not None:
-            self.taken.update(fit.devices)
+        """The pod moves to ``node``: every device its requests could take there is taken for the rest
+        of the cycle, and every partitionable device of a pool whose counters it could spend (module
+        docstring: the scheduler chooses among them, not us)."""
+        reach = self.reach(node)
+        could = {d for need in self._needs.get(pod.uid, ()) for c in need.choices for d in c.matching & reach}
+        pools = {d[:2] for d in could if self.devices[d][1].consumes}
+        self.taken |= could
+        self.taken |= {d for d in reach if d[:2] in pools and self.devices[d][1].consumes}
 
 
 MAX_VERDICTS = 100_000
@@ -403,6 +420,43 @@ def _content_key(driver: str, device: Device) -> bytes:
     capacity = sorted((k, "quantity", str(v)) for k, v in device.capacity.items())
     text = repr((driver, device.name, attributes, capacity))
     return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
+def _constraint_problem(claim: ResourceClaim) -> ClaimProblem | None:
+    """A constraint the search cannot hold as the scheduler does: of an unknown kind, or on an ``All``
+    request (the allocator then fails the whole scheduling attempt when the constraint does not hold)."""
+    for kind, attribute, names in claim.constraints:
+        if not kind:
+            return ClaimProblem(
+                reasons.RESOURCE_CLAIM_UNSUPPORTED,
+                f"ResourceClaim {claim.key} has a constraint of a kind not modelled (neither matchAttribute "
+                "nor distinctAttribute)",
+            )
+        for request in claim.requests:
+            for sub in request.first_available or (request,):
+                covered = not names or request.name in names or f"{request.name}/{sub.name}" in names
+                if covered and sub.allocation_mode == "All":
+                    return ClaimProblem(
+                        reasons.RESOURCE_CLAIM_UNSUPPORTED,
+                        f"ResourceClaim {claim.key}: {kind} {attribute} applies to request {request.name}, "
+                        "which asks for All devices: the scheduler aborts when such a constraint fails",
+                    )
+    return None
+
+
+def _size_problem(claim: ResourceClaim) -> ClaimProblem | None:
+    """More devices than an allocation holds: the scheduler refuses the claim on every node."""
+    least = sum(
+        min(sub.count if sub.allocation_mode != "All" else 0 for sub in request.first_available or (request,))
+        for request in claim.requests
+    )
+    if least > MAX_RESULTS:
+        return ClaimProblem(
+            reasons.RESOURCE_CLAIM_UNSUPPORTED,
+            f"ResourceClaim {claim.key} asks for at least {least} devices, more than the {MAX_RESULTS} "
+            "an allocation holds",
+        )
+    return None
 
 
 def _cel_problem(owner: str, expression: str, error: str, device: DeviceId | None) -> ClaimProblem:

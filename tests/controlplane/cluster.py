@@ -42,6 +42,11 @@ CONTROLLERS = (
     "resourceclaim-controller",
 )
 
+# DRA's alpha features, for tests/controlplane/test_dra_allocator_agreement.py: partitionable devices
+# (shared counters), device taints, and distinctAttribute (part of consumable capacity). Off, the API
+# server drops the fields and the scheduler ignores them.
+DRA_GATES = "--feature-gates=DRAPartitionableDevices=true,DRADeviceTaints=true,DRAConsumableCapacity=true"
+
 
 class ControlPlaneError(RuntimeError):
     """A component did not start or become healthy; the message names it and quotes its log."""
@@ -237,7 +242,7 @@ class ControlPlane:
                     "--enable-priority-and-fairness=true", "--v=1",
                     # The node-lifecycle controller that would lift the not-ready taint is off (kwok owns
                     # node status), so the plugin that puts it on new nodes is off too.
-                    "--disable-admission-plugins=TaintNodesByCondition",
+                    "--disable-admission-plugins=TaintNodesByCondition", DRA_GATES,
                     *audit_flags,
                 ],
                 logs / "kube-apiserver.log",
@@ -266,7 +271,7 @@ class ControlPlane:
                     str(bins["kube-scheduler"]), f"--kubeconfig={admin}",
                     f"--authentication-kubeconfig={admin}", f"--authorization-kubeconfig={admin}",
                     "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--leader-elect=false",
-                    f"--cert-dir={root / 'scheduler-certs'}", "--v=1",
+                    f"--cert-dir={root / 'scheduler-certs'}", "--v=1", DRA_GATES,
                 ],
                 logs / "kube-scheduler.log",
                 "",

@@ -363,14 +363,22 @@ class World:
         pool: str | None = None,
         generation: int = 1,
         count: int = 1,
+        shared_counters: Mapping[str, Mapping[str, str]] | None = None,
     ) -> World:
         """A ResourceSlice of ``driver``: for one ``node``, for all nodes, or for the nodes carrying
-        ``node_labels``. ``devices`` are API device objects (``gpu(...)`` builds one)."""
+        ``node_labels``. ``devices`` are API device objects (``gpu(...)`` builds one);
+        ``shared_counters`` (counter set -> counter -> quantity) makes it a slice of counters instead."""
         spec: Obj = {
             "driver": driver,
             "pool": {"name": pool or node or name, "generation": generation, "resourceSliceCount": count},
             "devices": [dict(d) for d in devices],
         }
+        if shared_counters is not None:
+            del spec["devices"]
+            spec["sharedCounters"] = [
+                {"name": n, "counters": {c: {"value": v} for c, v in counters.items()}}
+                for n, counters in shared_counters.items()
+            ]
         if node is not None:
             spec["nodeName"] = node
         elif all_nodes:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from descheduler.cluster.build import build_snapshot
 from descheduler.cluster.dra import parse_device_class, parse_resource_claim, parse_resource_slice
 from descheduler.cluster.parse import ObjectError, parse_pod
-from descheduler.cluster.types import AllocatedDevice, DeviceRequest, PodClaimRef
+from descheduler.cluster.types import AllocatedDevice, DeviceRequest, PodClaimRef, Taint, Toleration
 from tests.unit.mutation import parent_of
 from tests.unit.test_fuzz_cluster import HOSTILE, paths
 
@@ -42,7 +42,13 @@ def slice_obj() -> Obj:
                     },
                     "capacity": {"memory": {"value": "40Gi"}, "example.com/slots": {"value": 7}},
                 },
-                {"name": "gpu-1", "consumesCounters": [{"counterSet": "s", "counters": {}}]},
+                {
+                    "name": "gpu-1",
+                    "consumesCounters": [
+                        {"counterSet": "gpu-0-mem", "counters": {"memory": {"value": "20Gi"}}}
+                    ],
+                    "taints": [{"key": "example.com/maintenance", "value": "soon", "effect": "NoSchedule"}],
+                },
             ],
         },
     }
@@ -68,6 +74,7 @@ def claim_obj() -> Obj:
                                 {"cel": {"expression": "device.attributes['gpu.example.com'].healthy"}}
                             ],
                             "count": 2,
+                            "tolerations": [{"key": "example.com/maintenance", "operator": "Exists"}],
                         },
                     },
                     {
@@ -128,8 +135,21 @@ def test_a_slice_qualifies_names_converts_capacity_and_marks_partitionable_devic
     }
     assert gpu.versions == {"gpu.example.com/driverVersion"}
     assert gpu.capacity == {"gpu.example.com/memory": 40 * 2**30, "example.com/slots": 7}
-    assert gpu.unsupported == ""
-    assert "consumesCounters" in partitioned.unsupported
+    assert gpu.unsupported == "" and (gpu.consumes, gpu.taints) == ((), ())
+    assert partitioned.unsupported == ""
+    assert partitioned.consumes == (("gpu-0-mem", {"memory": 20 * 2**30}),)
+    assert partitioned.taints == (Taint("example.com/maintenance", "soon", "NoSchedule"),)
+
+
+def test_a_counter_slice_keeps_its_counter_sets_as_exact_quantities() -> None:
+    obj = slice_obj()
+    del obj["spec"]["devices"]
+    obj["spec"]["sharedCounters"] = [
+        {"name": "gpu-0-mem", "counters": {"memory": {"value": "40Gi"}, "slices": {"value": "7"}}}
+    ]
+    parsed = parse_resource_slice(obj)
+    assert parsed.devices == ()
+    assert parsed.counter_sets == {"gpu-0-mem": {"memory": 40 * 2**30, "slices": 7}}
 
 
 @pytest.mark.parametrize(
@@ -176,6 +196,7 @@ def test_a_claim_keeps_requests_constraints_allocation_and_consumers() -> None:
             device_class="gpu.example.com",
             selectors=("device.attributes['gpu.example.com'].healthy",),
             count=2,
+            tolerations=(Toleration("example.com/maintenance", "Exists", "", ""),),
         ),
         DeviceRequest(
             name="any",
@@ -185,7 +206,10 @@ def test_a_claim_keeps_requests_constraints_allocation_and_consumers() -> None:
             ),
         ),
     )
-    assert parsed.constraints == (("pci.example.com/root", ("gpu",)), ("", ()))
+    assert parsed.constraints == (
+        ("matchAttribute", "pci.example.com/root", ("gpu",)),
+        ("distinctAttribute", "gpu.example.com/index", ()),
+    )
     assert parsed.allocated and parsed.node_name == "n1"
     assert parsed.results[0] == AllocatedDevice("gpu", "gpu.example.com", "n1", "gpu-0")
     assert parsed.reserved_for == ("p-uid",)
@@ -219,6 +243,8 @@ def put(path: tuple[Any, ...], value: Any) -> Callable[[Obj], None]:
 
 DEVICE = ("spec", "devices", 0)
 REQUEST = ("spec", "devices", "requests", 0, "exactly")
+COUNTERS = ("spec", "devices", 1, "consumesCounters")
+TOLERATION = (*REQUEST, "tolerations", 0)
 BAD: list[tuple[str, Callable[[], Obj], Callable[[Obj], None], str]] = [
     ("no driver", slice_obj, put(("spec", "driver"), ""), "spec.driver"),
     ("a negative generation", slice_obj, put(("spec", "pool", "generation"), -1), "spec.pool.generation"),
@@ -246,6 +272,37 @@ BAD: list[tuple[str, Callable[[], Obj], Callable[[Obj], None], str]] = [
     ("too many devices", slice_obj, put(("spec", "devices"), [{"name": f"d{i}"} for i in range(129)]), "129"),
     ("duplicate devices", slice_obj, put(("spec", "devices"), [{"name": "d"}, {"name": "d"}]), "duplicate"),
     ("devices not a list", slice_obj, put(("spec", "devices"), {}), "spec.devices must be a list"),
+    (
+        "an empty counter set",
+        slice_obj,
+        put(("spec", "sharedCounters"), [{"name": "s", "counters": {}}]),
+        "sharedCounters[0].counters is required",
+    ),
+    (
+        "both counters and devices",
+        slice_obj,
+        put(("spec", "sharedCounters"), [{"name": "s", "counters": {"c": {"value": "1"}}}]),
+        "must not have both sharedCounters and devices",
+    ),
+    ("no counters consumed", slice_obj, put((*COUNTERS, 0, "counters"), {}), "consumesCounters[0].counters"),
+    (
+        "a counter set twice",
+        slice_obj,
+        put(COUNTERS, [{"counterSet": "s", "counters": {"c": {"value": 1}}}] * 2),
+        "duplicated",
+    ),
+    ("a bad counter", slice_obj, put((*COUNTERS, 0, "counters", "memory"), {"value": "x"}), "memory.value"),
+    ("a bad counter set name", slice_obj, put((*COUNTERS, 0, "counterSet"), "A B"), "DNS label"),
+    ("a bad taint effect", slice_obj, put(("spec", "devices", 1, "taints", 0, "effect"), "Later"), "effect"),
+    ("a taint without key", slice_obj, put(("spec", "devices", 1, "taints", 0, "key"), ""), "taints[0].key"),
+    ("a bad toleration operator", claim_obj, put((*TOLERATION, "operator"), "In"), "tolerations[0].operator"),
+    ("a value with Exists", claim_obj, put((*TOLERATION, "value"), "x"), "must be empty for operator Exists"),
+    (
+        "both constraint kinds",
+        claim_obj,
+        put(("spec", "devices", "constraints", 1, "matchAttribute"), "gpu.example.com/index"),
+        "only one of matchAttribute, distinctAttribute",
+    ),
     ("no class", claim_obj, put((*REQUEST, "deviceClassName"), None), "deviceClassName"),
     ("a zero count", claim_obj, put((*REQUEST, "count"), 0), ".count"),
     ("a bad mode", claim_obj, put((*REQUEST, "allocationMode"), "Some"), "allocationMode"),

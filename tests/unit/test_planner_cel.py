@@ -160,3 +160,96 @@ def test_a_spent_cycle_budget_stops_every_further_evaluation() -> None:
     assert verdicts[0] is True
     assert verdicts[-1] == "the CEL cost budget of this cycle is spent"
     assert meter.spent <= 5_000 + EVALUATION_COST
+
+
+# --- issue 42: the Kubernetes CEL libraries DRA selectors may use -----------------------------------------
+
+LIBRARY_HOLDS: list[tuple[str, bool]] = [
+    # strings (cel-go ext.Strings version 2): code points, not bytes
+    (f"{A}.model.charAt(0) == 'a' && {A}.model.charAt(4) == ''", True),
+    ("'héllo'.indexOf('l') == 2 && 'hello'.indexOf('l', 3) == 3 && 'hello'.indexOf('z') == -1", True),
+    ("'hello'.indexOf('') == 0 && 'hello'.indexOf('', 5) == 5", True),
+    (
+        "'hello'.lastIndexOf('l') == 3 && 'hello'.lastIndexOf('l', 2) == 2 && 'hello'.lastIndexOf('') == 5",
+        True,
+    ),
+    ("'A100-SXM'.lowerAscii() == 'a100-sxm' && 'ÄbC'.upperAscii() == 'ÄBC'", True),
+    ("'a-b-c'.replace('-', '_') == 'a_b_c' && 'a-b-c'.replace('-', '_', 1) == 'a_b-c'", True),
+    ("'a,b,c'.split(',') == ['a', 'b', 'c'] && 'a,b,c'.split(',', 2) == ['a', 'b,c']", True),
+    ("'abc'.split('') == ['a', 'b', 'c'] && 'a,b'.split(',', 0) == []", True),
+    ("'nvidia-a100'.substring(7) == 'a100' && 'nvidia-a100'.substring(0, 6) == 'nvidia'", True),
+    ("'\\t a100 \\n'.trim() == 'a100'", True),
+    ("['a', 'b'].join() == 'ab' && ['a', 'b'].join('/') == 'a/b'", True),
+    # lists (Kubernetes' library, cel-go ext.Lists)
+    ("[1, 2, 2].isSorted() && !['b', 'a'].isSorted() && [].isSorted()", True),
+    ("[1, 2, 3].sum() == 6 && [].sum() == 0 && [1.5, 2.5].sum() == 4.0", True),
+    ("[3, 1, 2].min() == 1 && [3, 1, 2].max() == 3 && ['b', 'a'].min() == 'a'", True),
+    ("[1, 2, 1].indexOf(1) == 0 && [1, 2, 1].lastIndexOf(1) == 2 && [1].indexOf(5) == -1", True),
+    (
+        "[1, 2, 2, 1].distinct() == [1, 2] && [3, 1, 2].sort() == [1, 2, 3] && [1, 2].reverse() == [2, 1]",
+        True,
+    ),
+    ("[1, [2, [3]]].flatten() == [1, 2, [3]] && [1, [2, [3]]].flatten(2) == [1, 2, 3]", True),
+    ("[1, 2, 3, 4].slice(1, 3) == [2, 3]", True),
+    # regular expressions (RE2)
+    (f"{A}.model.matches('^a[0-9]+$') && !{A}.model.matches('^h')", True),
+    ("'a\\n'.matches('a$')", False),  # RE2: $ is the end of the text, not before a final newline
+    ("'gpu-12-of-16'.find('[0-9]+') == '12' && 'abc'.find('[0-9]') == ''", True),
+    ("'1-2-3'.findAll('[0-9]') == ['1', '2', '3'] && '1-2-3'.findAll('[0-9]', 2) == ['1', '2']", True),
+    # cel.bind (cel-go ext.Bindings) and sets (ext.Sets)
+    (f"cel.bind(gpu, {A}, gpu.model == 'a100' && gpu.index == 3)", True),
+    ("cel.bind(x, 1, cel.bind(y, x + 1, y == 2)) && cel.bind(x, [1, 2], x.size() == 2)", True),
+    ("sets.contains([1, 2], [1]) && !sets.contains([1], [2]) && sets.contains([1], [])", True),
+    (
+        "sets.equivalent([1, 2], [2, 1, 1]) && sets.intersects([1], [3, 1]) && !sets.intersects([1], [3])",
+        True,
+    ),
+    # comparisons across numeric types (CrossTypeNumericComparisons) and heterogeneous equality
+    ("1 < 2.0 && 2.0 > 1 && 1u < 2 && 1 == 1.0 && 1 == 1u && 2 <= 2u && 1 != 1.5", True),
+    (f"{A}.index > 2.5 && {A}.index == 3.0", True),
+    (f"{A}.healthy == 1", False),  # a bool is no int: unequal, not an error (celpy said equal)
+    (f"{A}.model != 3 && !({A}.index == '3')", True),
+    # on device attributes, as a selector would
+    (f"{A}.driverVersion.major() >= 1 && {A}.model.upperAscii().startsWith('A1')", True),
+]
+
+
+@pytest.mark.parametrize(("expression", "expected"), LIBRARY_HOLDS)
+def test_the_kubernetes_cel_libraries_evaluate_as_the_scheduler_does(expression: str, expected: bool) -> None:
+    assert selects(compile_selector(expression), device_view(DRIVER, GPU)) is expected
+
+
+LIBRARY_FAILS: list[tuple[str, str]] = [
+    ("'abc'.charAt(4) == ''", "index out of range: 4"),
+    ("'abc'.indexOf('a', 9) == 0", "index out of range: 9"),
+    ("'abc'.substring(2, 1) == ''", "invalid substring range"),
+    ("'abc'.matches('(?=a)')", "invalid regex"),  # lookahead: not RE2
+    ("'aa'.matches('(a)\\\\1')", "invalid regex"),  # a backreference: not RE2
+    ("[1, 'a'].sort() == []", "elements of different types"),
+    ("[].max() == 0", "max called on empty list"),
+    ("[1, 2].min(x, x) == 1", "undeclared reference to 'min'"),
+    ("['a'].sum() == 0", "no such overload"),
+    ("[1, 2].flatten(-1) == []", "level must be non-negative"),
+    ("[1, 2].slice(1, 5) == []", "cannot slice(1, 5)"),
+    ("sets.contains(1, [1])", "no such overload"),
+    ("cel.bind(x, 1)", "undeclared reference to 'bind'"),
+    ("lists.range(3) == [0, 1, 2]", "undeclared reference"),
+]
+
+
+@pytest.mark.parametrize(("expression", "message"), LIBRARY_FAILS, ids=[f[0] for f in LIBRARY_FAILS])
+def test_library_calls_that_fail_in_kubernetes_fail_here_with_one_short_line(
+    expression: str, message: str
+) -> None:
+    with pytest.raises(CelError) as error:
+        selects(compile_selector(expression), device_view(DRIVER, GPU))
+    assert message in str(error.value)
+    assert len(str(error.value)) <= 200
+
+
+def test_a_replace_that_would_build_a_huge_string_fails_before_building_it() -> None:
+    """``'a' * 10,000`` replaced by ``'a' * 10,000`` each would be 10^8 characters: refused up front."""
+    long = "'" + "a" * 100 + "'"
+    expression = f"{long}.replace('a', {long}).replace('a', {long}).size() > 0"
+    with within(5), pytest.raises(CelError, match="a value grows beyond"):
+        selects(compile_selector(expression), device_view(DRIVER, GPU))
