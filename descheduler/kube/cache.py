@@ -34,23 +34,15 @@ import threading
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, TypeVar, cast
 
 import structlog
 
-from descheduler.cluster.dra import parse_device_class, parse_resource_claim, parse_resource_slice
+from descheduler.cluster.build import parser_of
 from descheduler.cluster.fastparse import FAST_KINDS, FastKind, exact_item, key_of, resource_version_of
-from descheduler.cluster.parse import (
-    ObjectError,
-    parse_namespace,
-    parse_node,
-    parse_pdb,
-    parse_pod,
-    parse_workload,
-    show,
-)
+from descheduler.cluster.parse import ObjectError, show
 from descheduler.cluster.types import (
     ClusterSnapshot,
     OwnerRef,
@@ -70,44 +62,25 @@ class ResourceSpec:
     name: str
     path: str
     kind: str
-    parse: Callable[[Obj], Any]
     namespaced: bool
+    parse: Callable[[Obj], Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parse", parser_of(self.kind))
 
 
 RESOURCES: tuple[ResourceSpec, ...] = (
-    ResourceSpec("nodes", "/api/v1/nodes", "Node", parse_node, False),
-    ResourceSpec("pods", "/api/v1/pods", "Pod", parse_pod, True),
-    ResourceSpec(
-        "poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", "PodDisruptionBudget", parse_pdb, True
-    ),
-    ResourceSpec("replicasets", "/apis/apps/v1/replicasets", "ReplicaSet", parse_workload, True),
-    ResourceSpec("deployments", "/apis/apps/v1/deployments", "Deployment", parse_workload, True),
-    ResourceSpec("statefulsets", "/apis/apps/v1/statefulsets", "StatefulSet", parse_workload, True),
-    ResourceSpec(
-        "replicationcontrollers",
-        "/api/v1/replicationcontrollers",
-        "ReplicationController",
-        parse_workload,
-        True,
-    ),
-    ResourceSpec("namespaces", "/api/v1/namespaces", "Namespace", parse_namespace, False),
-    ResourceSpec(
-        "resourceslices",
-        "/apis/resource.k8s.io/v1/resourceslices",
-        "ResourceSlice",
-        parse_resource_slice,
-        False,
-    ),
-    ResourceSpec(
-        "resourceclaims",
-        "/apis/resource.k8s.io/v1/resourceclaims",
-        "ResourceClaim",
-        parse_resource_claim,
-        True,
-    ),
-    ResourceSpec(
-        "deviceclasses", "/apis/resource.k8s.io/v1/deviceclasses", "DeviceClass", parse_device_class, False
-    ),
+    ResourceSpec("nodes", "/api/v1/nodes", "Node", False),
+    ResourceSpec("pods", "/api/v1/pods", "Pod", True),
+    ResourceSpec("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", "PodDisruptionBudget", True),
+    ResourceSpec("replicasets", "/apis/apps/v1/replicasets", "ReplicaSet", True),
+    ResourceSpec("deployments", "/apis/apps/v1/deployments", "Deployment", True),
+    ResourceSpec("statefulsets", "/apis/apps/v1/statefulsets", "StatefulSet", True),
+    ResourceSpec("replicationcontrollers", "/api/v1/replicationcontrollers", "ReplicationController", True),
+    ResourceSpec("namespaces", "/api/v1/namespaces", "Namespace", False),
+    ResourceSpec("resourceslices", "/apis/resource.k8s.io/v1/resourceslices", "ResourceSlice", False),
+    ResourceSpec("resourceclaims", "/apis/resource.k8s.io/v1/resourceclaims", "ResourceClaim", True),
+    ResourceSpec("deviceclasses", "/apis/resource.k8s.io/v1/deviceclasses", "DeviceClass", False),
 )
 """What the cache can watch; RBAC needs list+watch on each one watched."""
 DEFAULT_WATCH_TIMEOUT = 10.0
