@@ -123,6 +123,7 @@ WATCH_JITTER = 0.25
 """Each watch asks for ``watch_timeout * (1 + U(0, WATCH_JITTER))`` so replicas do not reconnect in step."""
 
 
+@dataclass
 class Backoff:
     """Capped exponential backoff with jitter, reset only by a watch that stayed healthy long enough.
 
@@ -130,14 +131,14 @@ class Backoff:
     one; ``ran(seconds)`` reports how long a watch worked before it ended or broke.
     """
 
-    def __init__(
-        self, initial: float, maximum: float, healthy_after: float, rand: Callable[[], float] = random.random
-    ) -> None:
-        self.initial = initial
-        self.maximum = maximum
-        self.healthy_after = healthy_after
-        self.current = initial
-        self._rand = rand
+    initial: float
+    maximum: float
+    healthy_after: float
+    rand: Callable[[], float] = random.random
+    current: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.current = self.initial
 
     def ran(self, seconds: float) -> None:
         if seconds >= self.healthy_after:
@@ -146,7 +147,7 @@ class Backoff:
     def failed(self) -> float:
         delay = self.current
         self.current = min(self.current * 2, self.maximum)
-        return delay * (0.8 + 0.4 * self._rand())
+        return delay * (0.8 + 0.4 * self.rand())
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
