@@ -29,10 +29,13 @@ node (absurd usage, exit 3), which no run without xdist has shown."""
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: only called (and only known) with xdist installed
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """With ``--dist loadgroup``, the tests that share a costly setup run on one worker: every
-    control-plane test (one control plane per session, which several workers would each start), each
-    module that defines a module- or class-scoped fixture (a service, a browser, a cluster set up once
-    for the module) and the modules of ``SAME_SERIES``. Every other test goes to whichever worker is free.
+    """With ``--dist loadgroup``, the tests that share a costly setup run on one worker: each module
+    that defines a module- or class-scoped fixture (a service, a browser, a cluster set up once for the
+    module), the image tests and the modules of ``SAME_SERIES``. Every other test goes to whichever worker
+    is free, control-plane tests included: each worker that runs one starts its own control plane once
+    (free ports, its own folder), so they no longer queue on one worker. The longest work is handed out
+    first (``first_ordered``), so the last worker to finish is not the one that started a 3-minute test
+    last.
 
     Done here rather than with ``xdist_group`` marks: xdist carries a mark to the scheduler as a suffix
     of the test's id, which pytest 9.2 no longer lets it change (pytest-xdist issue 1386), so the marks
@@ -44,17 +47,40 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     root = config.rootpath
 
     class SharedSetupScheduling(LoadGroupScheduling):
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             return shared_setup(root, nodeid.split("::")[0]) or super()._split_scope(nodeid)
 
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self.ordered:  # the queue is complete by the first assignment
+                self.ordered = True
+                for scope in reversed(first_ordered(list(self.workqueue))):
+                    self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
+
     return SharedSetupScheduling(config, log)
+
+
+LONGEST_FIRST = ("tests/controlplane/test_soak.py",)
+"""Tests so long (the soak: about 3 minutes) that they start before any other."""
+SLOW_FOLDERS = ("tests/controlplane/", "tests/image")
+"""Tests that each take seconds to minutes against a real control plane: handed out before the rest."""
+
+
+def first_ordered(scopes: list[str]) -> list[str]:
+    """The work units (scopes: a group or a test id) to hand out first, in that order: ``LONGEST_FIRST``,
+    then the rest of ``SLOW_FOLDERS``, each in the order given."""
+    longest = [s for s in scopes if s.startswith(LONGEST_FIRST)]
+    slow = [s for s in scopes if s.startswith(SLOW_FOLDERS) and s not in longest]
+    return longest + slow
 
 
 @functools.cache
 def shared_setup(root: Path, path: str) -> str | None:
     """The group of the tests in ``path`` (relative to ``root``), or None if each may go anywhere."""
-    if path.startswith(("tests/controlplane/", "tests/image/")):
-        return "tests/controlplane"
+    if path.startswith("tests/image/"):
+        return "tests/image"
     if path in SAME_SERIES.values():
         return path
     if path in SAME_SERIES:

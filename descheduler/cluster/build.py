@@ -21,7 +21,7 @@ from descheduler.cluster.parse import (
 )
 from descheduler.cluster.types import ClusterSnapshot
 
-__all__ = ["KINDS", "build_snapshot"]
+__all__ = ["KINDS", "build_snapshot", "parser_of"]
 
 _PARSERS: dict[str, tuple[str, Callable[[Obj], Any]]] = {
     "Node": ("nodes", parse_node),
@@ -36,6 +36,11 @@ _PARSERS: dict[str, tuple[str, Callable[[Obj], Any]]] = {
 """Each kind the planner uses: the snapshot field it goes to and its parser."""
 KINDS = tuple(_PARSERS)
 """The kinds a cluster file may hold (``simulate --help`` names them all); others are ignored."""
+
+
+def parser_of(kind: str) -> Callable[[Obj], Any]:
+    """The parser of ``kind``: one table for the cluster file and the watch cache, so both read alike."""
+    return _PARSERS[kind][1]
 
 
 def build_snapshot(objects: Iterable[Obj], problems: list[str] | None = None) -> ClusterSnapshot:

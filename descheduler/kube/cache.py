@@ -35,23 +35,15 @@ import threading
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, TypeVar, cast
 
 import structlog
 
-from descheduler.cluster.dra import parse_device_class, parse_resource_claim, parse_resource_slice
+from descheduler.cluster.build import parser_of
 from descheduler.cluster.fastparse import FAST_KINDS, FastKind, exact_item, key_of, resource_version_of
-from descheduler.cluster.parse import (
-    ObjectError,
-    parse_namespace,
-    parse_node,
-    parse_pdb,
-    parse_pod,
-    parse_workload,
-    show,
-)
+from descheduler.cluster.parse import ObjectError, show
 from descheduler.cluster.types import (
     ClusterSnapshot,
     OwnerRef,
@@ -72,44 +64,25 @@ class ResourceSpec:
     name: str
     path: str
     kind: str
-    parse: Callable[[Obj], Any]
     namespaced: bool
+    parse: Callable[[Obj], Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parse", parser_of(self.kind))
 
 
 RESOURCES: tuple[ResourceSpec, ...] = (
-    ResourceSpec("nodes", "/api/v1/nodes", "Node", parse_node, False),
-    ResourceSpec("pods", "/api/v1/pods", "Pod", parse_pod, True),
-    ResourceSpec(
-        "poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", "PodDisruptionBudget", parse_pdb, True
-    ),
-    ResourceSpec("replicasets", "/apis/apps/v1/replicasets", "ReplicaSet", parse_workload, True),
-    ResourceSpec("deployments", "/apis/apps/v1/deployments", "Deployment", parse_workload, True),
-    ResourceSpec("statefulsets", "/apis/apps/v1/statefulsets", "StatefulSet", parse_workload, True),
-    ResourceSpec(
-        "replicationcontrollers",
-        "/api/v1/replicationcontrollers",
-        "ReplicationController",
-        parse_workload,
-        True,
-    ),
-    ResourceSpec("namespaces", "/api/v1/namespaces", "Namespace", parse_namespace, False),
-    ResourceSpec(
-        "resourceslices",
-        "/apis/resource.k8s.io/v1/resourceslices",
-        "ResourceSlice",
-        parse_resource_slice,
-        False,
-    ),
-    ResourceSpec(
-        "resourceclaims",
-        "/apis/resource.k8s.io/v1/resourceclaims",
-        "ResourceClaim",
-        parse_resource_claim,
-        True,
-    ),
-    ResourceSpec(
-        "deviceclasses", "/apis/resource.k8s.io/v1/deviceclasses", "DeviceClass", parse_device_class, False
-    ),
+    ResourceSpec("nodes", "/api/v1/nodes", "Node", False),
+    ResourceSpec("pods", "/api/v1/pods", "Pod", True),
+    ResourceSpec("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", "PodDisruptionBudget", True),
+    ResourceSpec("replicasets", "/apis/apps/v1/replicasets", "ReplicaSet", True),
+    ResourceSpec("deployments", "/apis/apps/v1/deployments", "Deployment", True),
+    ResourceSpec("statefulsets", "/apis/apps/v1/statefulsets", "StatefulSet", True),
+    ResourceSpec("replicationcontrollers", "/api/v1/replicationcontrollers", "ReplicationController", True),
+    ResourceSpec("namespaces", "/api/v1/namespaces", "Namespace", False),
+    ResourceSpec("resourceslices", "/apis/resource.k8s.io/v1/resourceslices", "ResourceSlice", False),
+    ResourceSpec("resourceclaims", "/apis/resource.k8s.io/v1/resourceclaims", "ResourceClaim", True),
+    ResourceSpec("deviceclasses", "/apis/resource.k8s.io/v1/deviceclasses", "DeviceClass", False),
 )
 """What the cache can watch; RBAC needs list+watch on each one watched."""
 DEFAULT_WATCH_TIMEOUT = 10.0
@@ -152,6 +125,7 @@ WATCH_JITTER = 0.25
 """Each watch asks for ``watch_timeout * (1 + U(0, WATCH_JITTER))`` so replicas do not reconnect in step."""
 
 
+@dataclass
 class Backoff:
     """Capped exponential backoff with jitter, reset only by a watch that stayed healthy long enough.
 
@@ -159,14 +133,14 @@ class Backoff:
     one; ``ran(seconds)`` reports how long a watch worked before it ended or broke.
     """
 
-    def __init__(
-        self, initial: float, maximum: float, healthy_after: float, rand: Callable[[], float] = random.random
-    ) -> None:
-        self.initial = initial
-        self.maximum = maximum
-        self.healthy_after = healthy_after
-        self.current = initial
-        self._rand = rand
+    initial: float
+    maximum: float
+    healthy_after: float
+    rand: Callable[[], float] = random.random
+    current: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.current = self.initial
 
     def ran(self, seconds: float) -> None:
         if seconds >= self.healthy_after:
@@ -175,7 +149,7 @@ class Backoff:
     def failed(self) -> float:
         delay = self.current
         self.current = min(self.current * 2, self.maximum)
-        return delay * (0.8 + 0.4 * self._rand())
+        return delay * (0.8 + 0.4 * self.rand())
 
 
 def failure_delay(backoff: Backoff, exc: BaseException) -> float:

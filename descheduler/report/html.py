@@ -226,12 +226,8 @@ def _e(text: object) -> str:
 
 
 def _resources(view: CycleView) -> list[str]:
-    names: list[str] = []
-    for row in view.rows:
-        for bar in row.bars:
-            if bar.resource not in names:
-                names.append(bar.resource)
-    return names
+    """Every resource a row has a bar for, in the order first seen."""
+    return list(dict.fromkeys(bar.resource for row in view.rows for bar in row.bars))
 
 
 def _bar_svg(bar: Bar, x: float, y: float, scale: float) -> str:

@@ -180,11 +180,7 @@ def render_plan_text(plan: Plan, title: str) -> list[str]:
 
 def _node_table(plan: Plan) -> list[str]:
     """One row per node: class, anomaly count, each resource against its thresholds, evictions."""
-    resources: list[str] = []
-    for report in plan.node_reports:
-        for item in report.resources:
-            if item.resource not in resources:
-                resources.append(item.resource)
+    resources = list(dict.fromkeys(res.resource for report in plan.node_reports for res in report.resources))
     has_prod = any(r.prod_class for r in plan.node_reports)
     headers = ["NODE", "POOL", "CLASS", "ANOMALY"]
     headers += [f"{r.upper()}% (LOW-HIGH)" for r in resources]

@@ -172,12 +172,32 @@ def pdb(
     }
 
 
+def _workload(kind: str, name: str, namespace: str, replicas: int, api_version: str = "apps/v1") -> Obj:
+    """The fields every workload kind shares: ``replicas``, a selector on ``app`` and a one-container
+    template; each builder below adds what its kind has more."""
+    selector: Obj = {"app": name} if kind == "ReplicationController" else {"matchLabels": {"app": name}}
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": selector,
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]},
+            },
+        },
+        "status": {"replicas": replicas, "observedGeneration": 1},
+    }
+
+
 def replicaset(
     name: str, *, namespace: str = "default", replicas: int = 3, deployment: str | None = None
 ) -> Obj:
-    meta: Obj = {"name": name, "namespace": namespace}
+    obj = _workload("ReplicaSet", name, namespace, replicas)
     if deployment:
-        meta["ownerReferences"] = [
+        obj["metadata"]["ownerReferences"] = [
             {
                 "apiVersion": "apps/v1",
                 "kind": "Deployment",
@@ -186,69 +206,21 @@ def replicaset(
                 "controller": True,
             }
         ]
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "metadata": meta,
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]},
-            },
-        },
-        "status": {"replicas": replicas, "observedGeneration": 1},
-    }
+    return obj
 
 
 def deployment(name: str, *, namespace: str = "default", replicas: int = 3) -> Obj:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]},
-            },
-        },
-        "status": {"replicas": replicas, "observedGeneration": 1},
-    }
+    return _workload("Deployment", name, namespace, replicas)
 
 
 def statefulset(name: str, *, namespace: str = "default", replicas: int = 3) -> Obj:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "replicas": replicas,
-            "serviceName": name,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]},
-            },
-        },
-        "status": {"replicas": replicas, "observedGeneration": 1, "availableReplicas": replicas},
-    }
+    obj = _workload("StatefulSet", name, namespace, replicas)
+    obj["spec"]["serviceName"] = name
+    obj["status"]["availableReplicas"] = replicas
+    return obj
 
 
 def replicationcontroller(name: str, *, namespace: str = "default", replicas: int = 2) -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "ReplicationController",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"app": name},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]},
-            },
-        },
-        "status": {"replicas": replicas},
-    }
+    obj = _workload("ReplicationController", name, namespace, replicas, api_version="v1")
+    obj["status"] = {"replicas": replicas}
+    return obj

@@ -630,53 +630,20 @@ class ApiServer:
         status = dict(pdb.get("status") or {})
         pdb_name = pdb["metadata"]["name"]
         if int(status.get("observedGeneration", 0)) < int(pdb["metadata"].get("generation", 0)):
-            raise ApiError(
-                429,
-                "TooManyRequests",
-                PDB_TOO_MANY,
-                {
-                    "causes": [
-                        {
-                            "reason": "DisruptionBudget",
-                            "message": f"The disruption budget {pdb_name} is still being processed by the "
-                            f"server.",
-                        }
-                    ],
-                    "retryAfterSeconds": 10,
-                },
-                headers={"Retry-After": "10"},
+            raise _budget_refusal(
+                f"The disruption budget {pdb_name} is still being processed by the server.", retry_after=10
             )
         allowed = int(status.get("disruptionsAllowed", 0))
         if allowed < 0:
-            raise ApiError(
-                403,
-                "Forbidden",
-                f'poddisruptionbudgets.policy "{pdb_name}" is forbidden: pdb disruptions allowed is negative',
-                {"name": pdb_name, "group": "policy", "kind": "poddisruptionbudget"},
-            )
+            raise _budget_forbidden(pdb_name, "pdb disruptions allowed is negative")
         if len(status.get("disruptedPods") or {}) > MAX_DISRUPTED_POD_SIZE:
-            raise ApiError(
-                403,
-                "Forbidden",
-                f'poddisruptionbudgets.policy "{pdb_name}" is forbidden: DisruptedPods map too big - too '
-                f"many evictions not confirmed by PDB controller",
-                {"name": pdb_name, "group": "policy", "kind": "poddisruptionbudget"},
+            raise _budget_forbidden(
+                pdb_name, "DisruptedPods map too big - too many evictions not confirmed by PDB controller"
             )
         if allowed == 0:
-            raise ApiError(
-                429,
-                "TooManyRequests",
-                PDB_TOO_MANY,
-                {
-                    "causes": [
-                        {
-                            "reason": "DisruptionBudget",
-                            "message": f"The disruption budget {pdb_name} needs "
-                            f"{int(status.get('desiredHealthy', 0))} healthy pods and has "
-                            f"{int(status.get('currentHealthy', 0))} currently",
-                        }
-                    ]
-                },
+            raise _budget_refusal(
+                f"The disruption budget {pdb_name} needs {int(status.get('desiredHealthy', 0))} healthy pods "
+                f"and has {int(status.get('currentHealthy', 0))} currently"
             )
         if dry_run:
             return
@@ -1315,3 +1282,23 @@ def _make_handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
                 server._unregister_watch(watcher)
 
     return Handler
+
+
+def _budget_refusal(message: str, retry_after: int | None = None) -> ApiError:
+    """The 429 an eviction gets while a PodDisruptionBudget holds it back, as kube-apiserver words it."""
+    details: Obj = {"causes": [{"reason": "DisruptionBudget", "message": message}]}
+    headers = None
+    if retry_after is not None:
+        details["retryAfterSeconds"] = retry_after
+        headers = {"Retry-After": str(retry_after)}
+    return ApiError(429, "TooManyRequests", PDB_TOO_MANY, details, headers=headers)
+
+
+def _budget_forbidden(pdb_name: str, why: str) -> ApiError:
+    """The 403 an eviction gets when a PodDisruptionBudget's status is unusable."""
+    return ApiError(
+        403,
+        "Forbidden",
+        f'poddisruptionbudgets.policy "{pdb_name}" is forbidden: {why}',
+        {"name": pdb_name, "group": "policy", "kind": "poddisruptionbudget"},
+    )

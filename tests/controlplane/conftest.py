@@ -38,6 +38,16 @@ STARTUP: dict[str, float] = {}
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on 127.0.0.1."""
+    yield from session_plane(tmp_path_factory)
+
+
+def session_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """This session's (under xdist: this worker's) one control plane: the one already running, which
+    the other folder's ``control_plane`` fixture (``tests/image``) started, else a new one on free ports
+    in its own folder, stopped by whoever started it."""
+    if _PLANE:
+        yield _PLANE[0]
+        return
     started = time.monotonic()
     try:
         plane = ControlPlane.start(tmp_path_factory.mktemp("controlplane"), audit_policy=AUDITED)

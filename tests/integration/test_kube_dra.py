@@ -16,7 +16,7 @@ from descheduler.config.load import load_config_document
 from descheduler.kube.api import KubeApi
 from descheduler.kube.cache import DEFAULT_RESOURCES, DRA_RESOURCES, ClusterCache
 from descheduler.kube.verify import ServerReader
-from descheduler.service.app import cache_resources
+from descheduler.service.process import cache_resources
 from tests.apiserver import ApiServer, Fault
 from tests.apiserver import objects as api_objects
 from tests.apiserver.waiting import eventually

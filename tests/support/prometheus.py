@@ -241,13 +241,18 @@ class PrometheusServer:
     log: Path
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        terminate(self.process)
+
+
+def terminate(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """SIGTERM a server we started, SIGKILL it if it is still there after ``timeout``."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=timeout)
 
 
 def _wait_ready(

@@ -34,7 +34,8 @@ import pytest
 import yaml
 
 from tests.support.ports import free_port
-from tests.support.prometheus import require_binary
+from tests.support.prometheus import require_binary, terminate
+from tests.support.sampling import sampling
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -211,24 +212,15 @@ class SimulatedNodes:
                     rss_lines.append(f"container_memory_rss{{{labels}}} {pod.rss!r}")
             return "\n".join(lines + cpu_lines + rss_lines) + "\n"
 
-    @contextlib.contextmanager
-    def following(self, server: PodStore, interval: float = 0.1) -> Iterator[None]:
+    def following(self, server: PodStore, interval: float = 0.1) -> contextlib.AbstractContextManager[None]:
         """Play the kubelet: a pod deleted from the API server (evicted) stops using its node."""
-        stop = threading.Event()
 
-        def run() -> None:
-            while not stop.wait(interval):
-                for namespace, name in self.pods():
-                    if server.get("pods", namespace, name) is None:
-                        self.remove_pod(namespace, name)
+        def check() -> None:
+            for namespace, name in self.pods():
+                if server.get("pods", namespace, name) is None:
+                    self.remove_pod(namespace, name)
 
-        thread = threading.Thread(target=run, name="kubelets", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            thread.join(timeout=5)
+        return sampling(check, "kubelets", interval)
 
     def node_names(self) -> list[str]:
         with self._lock:
@@ -273,13 +265,7 @@ class Prometheus:
         return result
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        terminate(self.process)
 
 
 class UsageBackend:

@@ -31,12 +31,12 @@ SEED_NOW = 1_800_000_000.0
 Hook = Callable[[], "str | None"]
 
 
-def hot_world() -> World:
-    """One hot node with four pods of one six-replica Deployment, two cool nodes with room for them."""
+def hot_world(cool: Sequence[str] = ("cool", "cool-2")) -> World:
+    """One hot node with four pods of one six-replica Deployment, ``cool`` nodes with room for them."""
     world = World()
     world.node("hot", cpu="10", usage=cpu("8"))
-    world.node("cool", cpu="10", usage=cpu("1"))
-    world.node("cool-2", cpu="10", usage=cpu("1"))
+    for name in cool:
+        world.node(name, cpu="10", usage=cpu("1"))
     world.deployment("web", replicas=6)
     for i in range(1, 5):
         world.pod(f"web-{i}", on="hot", owner="web", usage=cpu("2"))
@@ -78,15 +78,17 @@ class Cluster:
 
 @dataclass
 class Usage:
-    """Usage read from a ``World``, always fresh (sampled at ``NOW``)."""
+    """Usage read from a ``World``, always fresh: sampled at ``NOW``, or at the test's clock when given
+    one (cycles that run for minutes or hours)."""
 
     world: World
+    clock: list[float] | None = None
 
     def fetch_nodes(self, nodes: Any) -> Any:
-        return self.world.usage(NOW)
+        return self.world.usage(NOW if self.clock is None else self.clock[0])
 
     def fetch_pods(self, wanted: Any, nodes: Any, pods: Any) -> Any:
-        return self.world.usage(NOW).pods
+        return self.fetch_nodes(nodes).pods
 
 
 @dataclass

@@ -3,7 +3,10 @@ by the parsers' and the configuration's property tests, which all edit realistic
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
+
+from hypothesis import strategies as st
 
 
 def paths(value: Any, prefix: tuple[Any, ...] = (), max_depth: int | None = None) -> list[tuple[Any, ...]]:
@@ -26,3 +29,16 @@ def parent_of(obj: Any, path: tuple[Any, ...]) -> Any:
     for step in path[:-1]:
         obj = obj[step]
     return obj
+
+
+def edit_places(
+    draw: st.DrawFn, obj: Any, paths_of: Callable[[Any], list[tuple[Any, ...]]] = paths
+) -> Iterator[tuple[Any, Any]]:
+    """One to four random places of ``obj`` as (container, key) for the caller to edit in place; each is
+    drawn after the previous edit, so an edit may make or remove the next one's places."""
+    for _ in range(draw(st.integers(1, 4))):
+        places = paths_of(obj)
+        if not places:
+            return
+        path = draw(st.sampled_from(places))
+        yield parent_of(obj, path), path[-1]

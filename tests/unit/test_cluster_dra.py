@@ -15,7 +15,7 @@ from descheduler.cluster.build import build_snapshot
 from descheduler.cluster.dra import parse_device_class, parse_resource_claim, parse_resource_slice
 from descheduler.cluster.parse import ObjectError, parse_pod
 from descheduler.cluster.types import AllocatedDevice, DeviceRequest, PodClaimRef, Taint, Toleration
-from tests.unit.mutation import parent_of
+from tests.unit.mutation import edit_places
 from tests.unit.test_fuzz_cluster import HOSTILE, paths
 
 Obj = dict[str, Any]
@@ -416,15 +416,12 @@ def hostile_dra_objects(draw: st.DrawFn) -> tuple[str, Obj]:
     """A realistic DRA object with one to four values (or added keys) made hostile (``test_fuzz_cluster``)."""
     obj = copy.deepcopy(draw(st.sampled_from([slice_obj, claim_obj, class_obj]))())
     kind = obj["kind"]
-    for _ in range(draw(st.integers(1, 4))):
-        places = paths(obj)
-        path = draw(st.sampled_from(places))
-        parent = parent_of(obj, path)
-        if isinstance(parent[path[-1]], dict) and draw(st.booleans()):
-            key = draw(st.sampled_from(["name", "value", "int", "string", "version", "count", "x"]))
-            parent[path[-1]][key] = draw(HOSTILE)
+    for parent, key in edit_places(draw, obj, paths):
+        if isinstance(parent[key], dict) and draw(st.booleans()):
+            added = draw(st.sampled_from(["name", "value", "int", "string", "version", "count", "x"]))
+            parent[key][added] = draw(HOSTILE)
         else:
-            parent[path[-1]] = draw(HOSTILE)
+            parent[key] = draw(HOSTILE)
     return kind, obj
 
 

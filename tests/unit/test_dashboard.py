@@ -6,10 +6,7 @@ service is checked in ``tests/controlplane/test_dashboard.py``.)"""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +15,7 @@ import yaml
 
 from dashboards import generate
 from descheduler.service.observability import Metrics
+from tests.unit.test_manifests import _render, write_overlay
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -102,30 +100,15 @@ def test_the_panels_cover_what_operators_asked_for() -> None:
 
 
 def test_the_optional_component_adds_a_sidecar_configmap_holding_the_dashboard(tmp_path: Path) -> None:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.fail("kubectl is not on PATH; it renders the kustomize component")
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "namespace": "load-aware-descheduler",
-                "resources": [os.path.relpath(REPO / "manifests", overlay)],
-                "components": [os.path.relpath(generate.COMPONENT, overlay)],
-            }
-        )
+    overlay = write_overlay(
+        tmp_path / "overlay", [REPO / "manifests"], [generate.COMPONENT], namespace="load-aware-descheduler"
     )
-    proc = subprocess.run([kubectl, "kustomize", str(overlay)], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    objs = [o for o in yaml.safe_load_all(proc.stdout) if o]
+    objs, _ = _render(overlay)
     (cm,) = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == generate.CONFIGMAP_NAME]
     assert cm["metadata"]["namespace"] == "load-aware-descheduler"
     assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(cm["data"][generate.CONFIGMAP_KEY]) == _committed()
-    base = subprocess.run(
-        [kubectl, "kustomize", str(REPO / "manifests")], capture_output=True, text=True, timeout=60
+    base, _ = _render(REPO / "manifests")
+    assert generate.CONFIGMAP_NAME not in yaml.safe_dump_all(base), (
+        "the dashboard is optional: not in the base"
     )
-    assert generate.CONFIGMAP_NAME not in base.stdout, "the dashboard is optional: not in the base"

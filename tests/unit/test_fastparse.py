@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from descheduler.cluster.fastparse import FAST_KINDS, exact_item
 from descheduler.cluster.parse import RESTARTED_AT, ObjectError, parse_node, parse_pod, parse_workload
 from descheduler.kube.cache import RESOURCES, Backoff, Interner, _Reflector
-from tests.unit.mutation import parent_of, paths
+from tests.unit.mutation import edit_places
 
 Obj = dict[str, Any]
 PARSERS: dict[str, Callable[[Obj], Any]] = {
@@ -805,19 +805,14 @@ BASES = [(kind, build) for _, kind, build, _ in REALISTIC]
 def edited_objects(draw: st.DrawFn) -> tuple[str, Obj]:
     kind, build = draw(st.sampled_from(BASES))
     obj = copy.deepcopy(build())
-    for _ in range(draw(st.integers(1, 4))):
-        places = paths(obj)
-        if not places:
-            break
-        path = draw(st.sampled_from(places))
-        parent = parent_of(obj, path)
+    for parent, key in edit_places(draw, obj):
         action = draw(st.sampled_from(["replace", "replace", "delete", "add"]))
         if action == "delete":
-            del parent[path[-1]]
-        elif action == "add" and isinstance(parent[path[-1]], dict):
-            parent[path[-1]][draw(KEYS)] = draw(JSON)
+            del parent[key]
+        elif action == "add" and isinstance(parent[key], dict):
+            parent[key][draw(KEYS)] = draw(JSON)
         else:
-            parent[path[-1]] = draw(JSON)
+            parent[key] = draw(JSON)
     return kind, obj
 
 

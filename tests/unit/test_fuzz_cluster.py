@@ -33,27 +33,16 @@ from descheduler.cluster.fastparse import FAST_KINDS
 from descheduler.cluster.parse import (
     ObjectError,
     parse_namespace,
-    parse_node,
     parse_pdb,
-    parse_pod,
-    parse_workload,
 )
 from descheduler.kube.cache import Interner
 from descheduler.simulate.inputs import InputError, load_cluster, load_usage
 from tests.unit import mutation
-from tests.unit.mutation import parent_of
+from tests.unit.mutation import edit_places
+from tests.unit.test_fastparse import PARSERS as FAST_PARSERS
 from tests.unit.test_fastparse import REALISTIC, reflector, stored
 
-PARSERS = {
-    "Pod": parse_pod,
-    "Node": parse_node,
-    "ReplicaSet": parse_workload,
-    "Deployment": parse_workload,
-    "StatefulSet": parse_workload,
-    "ReplicationController": parse_workload,
-    "PodDisruptionBudget": parse_pdb,
-    "Namespace": parse_namespace,
-}
+PARSERS = {**FAST_PARSERS, "PodDisruptionBudget": parse_pdb, "Namespace": parse_namespace}
 
 
 def without_qos(build: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
@@ -137,16 +126,11 @@ def hostile_objects(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
         obj.setdefault("metadata", {}).setdefault("annotations", {})[RAW_ALLOCATABLE] = draw(
             st.sampled_from(HOSTILE_TEXT)
         )
-    for _ in range(draw(st.integers(1, 4))):
-        places = paths(obj)
-        if not places:
-            break
-        path = draw(st.sampled_from(places))
-        parent = parent_of(obj, path)
-        if isinstance(parent[path[-1]], dict) and draw(st.booleans()):
-            parent[path[-1]][draw(st.sampled_from(["cpu", "memory", "x", "name", "key"]))] = draw(HOSTILE)
+    for parent, key in edit_places(draw, obj, paths):
+        if isinstance(parent[key], dict) and draw(st.booleans()):
+            parent[key][draw(st.sampled_from(["cpu", "memory", "x", "name", "key"]))] = draw(HOSTILE)
         else:
-            parent[path[-1]] = draw(HOSTILE)
+            parent[key] = draw(HOSTILE)
     return kind, obj
 
 

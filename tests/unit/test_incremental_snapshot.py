@@ -4,8 +4,6 @@ exactly where a full rebuild would: random event sequences, checked step by step
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,27 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from descheduler.cluster.types import ClusterSnapshot, Node, OwnerRef, Pod, Workload
-from descheduler.kube.cache import RESOURCES, Backoff, Interner, _Reflector
+from descheduler.kube.cache import _Reflector
 from descheduler.planner.index import ClusterIndex, IndexCache
+from tests.unit.test_fastparse import reflector
 
 # -- the cache's ordered values -----------------------------------------------------------------------------
 
 
 def pod_reflector() -> _Reflector:
-    spec = next(s for s in RESOURCES if s.kind == "Pod")
-    return _Reflector(
-        None,  # type: ignore[arg-type]  # never asked: the tests hand it events
-        spec,
-        label_selector=None,
-        field_selector=None,
-        page_size=500,
-        watch_timeout=10,
-        read_grace=5,
-        backoff=Backoff(0.5, 30, 5),
-        stop=threading.Event(),
-        interner=Interner(),
-        wall_clock=time.time,
-    )
+    return reflector("Pod", fast=True)
 
 
 def pod_json(name: int, version: int, bad: bool = False) -> dict[str, Any]:

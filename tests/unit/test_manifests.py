@@ -138,7 +138,8 @@ def _kubernetes_validate() -> ModuleType:
     return module
 
 
-def _render(folder: Path = MANIFESTS) -> tuple[list[Obj], str]:
+def _render(folder: Path = MANIFESTS, *flags: str) -> tuple[list[Obj], str]:
+    """``kubectl kustomize [flags] folder``: the objects and what kustomize warned about."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.fail(
@@ -147,7 +148,7 @@ def _render(folder: Path = MANIFESTS) -> tuple[list[Obj], str]:
             pytrace=False,
         )
     proc = subprocess.run(
-        [kubectl, "kustomize", str(folder)], capture_output=True, text=True, timeout=60, check=False
+        [kubectl, "kustomize", *flags, str(folder)], capture_output=True, text=True, timeout=60, check=False
     )
     if proc.returncode != 0:
         pytest.fail(
@@ -544,29 +545,8 @@ def test_the_surge_restart_component_adds_its_one_rule_and_nothing_else(tmp_path
     """The shipped manifests never write to Deployments; components/surge-restart adds exactly one
     ``patch`` on them, for surge-first restarts."""
     component, rule = "surge-restart", ("apps", "deployments", "patch")
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": [os.path.relpath(MANIFESTS, overlay)],
-                "components": [os.path.relpath(MANIFESTS / "components" / component, overlay)],
-            }
-        )
-    )
-    kubectl = shutil.which("kubectl")
-    assert kubectl is not None
-    proc = subprocess.run(
-        [kubectl, "kustomize", "--load-restrictor=LoadRestrictionsNone", str(overlay)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    objs = [o for o in yaml.safe_load_all(proc.stdout) if o]
+    overlay = write_overlay(tmp_path / "overlay", [MANIFESTS], [MANIFESTS / "components" / component])
+    objs, _ = _render(overlay, "--load-restrictor=LoadRestrictionsNone")
     base, _ = _render()
     added = {(o["kind"], o["metadata"]["name"]) for o in objs} - {
         (o["kind"], o["metadata"]["name"]) for o in base
@@ -590,19 +570,20 @@ def _overlay(tmp_path: Path, *, base: str = "overlays/live", components: list[st
     """Render a throw-away overlay of ``base`` with ``components``, as an operator would write one."""
     copy_of = tmp_path / "manifests"
     shutil.copytree(MANIFESTS, copy_of, dirs_exist_ok=True)
-    overlay = copy_of / "mine"
-    overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": [f"../{base}"],
-                "components": [f"../{c}" for c in components],
-            }
-        )
-    )
+    overlay = write_overlay(copy_of / "mine", [copy_of / base], [copy_of / c for c in components])
     return _render(overlay)[0]
+
+
+def write_overlay(overlay: Path, resources: list[Path], components: list[Path], namespace: str = "") -> Path:
+    """Make ``overlay``, a kustomization of ``resources`` with ``components`` (by paths relative to it)."""
+    overlay.mkdir()
+    kustomization: Obj = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization"}
+    if namespace:
+        kustomization["namespace"] = namespace
+    kustomization["resources"] = [os.path.relpath(r, overlay) for r in resources]
+    kustomization["components"] = [os.path.relpath(c, overlay) for c in components]
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    return overlay
 
 
 def _configuration(objs: list[Obj]) -> Any:

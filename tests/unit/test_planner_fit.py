@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from descheduler.config.load import EffectiveConfig
 from descheduler.planner import reasons
 from descheduler.planner.fit import DestinationSet
 from descheduler.planner.parts import Parts
@@ -254,14 +255,19 @@ def random_world(seed: int) -> World:
     return world
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_bounds_and_caches_never_change_which_pods_move_or_where(seed: int) -> None:
-    world = random_world(seed)
-    config = settings(
+def random_world_config() -> EffectiveConfig:
+    """Thresholds at which ``random_world`` has hotspots and room, with no per-workload limit."""
+    return settings(
         low={"cpu": 20, "memory": 80},
         high={"cpu": 50, "memory": 90},
         migration={"maxUnavailablePerWorkload": 0, "maxMigratingPerWorkload": 0},
     )
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_bounds_and_caches_never_change_which_pods_move_or_where(seed: int) -> None:
+    world = random_world(seed)
+    config = random_world_config()
     fast = world.plan(config)
     reference = world.plan(config, parts=Parts(destinations=Exhaustive))
     assert [(e.pod.key, e.destination) for e in fast.evictions] == [

@@ -11,7 +11,7 @@ from descheduler.planner import Plan, PlannerState, plan, pod_usage_nodes
 from descheduler.planner.index import IndexCache
 from descheduler.planner.reference import REFERENCE
 from tests.unit.builders import NOW, World, cpu, settings
-from tests.unit.test_planner_fit import random_world
+from tests.unit.test_planner_fit import random_world, random_world_config
 
 
 @pytest.mark.parametrize(
@@ -37,11 +37,7 @@ def test_pod_usage_is_wanted_for_over_nodes_and_nodes_whose_pods_changed_recentl
 @pytest.mark.parametrize("seed", range(20))
 def test_a_plan_on_the_wanted_nodes_pod_usage_alone_is_the_plan_on_every_pods(seed: int) -> None:
     world = random_world(seed)
-    config = settings(
-        low={"cpu": 20, "memory": 80},
-        high={"cpu": 50, "memory": 90},
-        migration={"maxUnavailablePerWorkload": 0, "maxMigratingPerWorkload": 0},
-    )
+    config = random_world_config()
     snapshot, usage = world.snapshot(), world.usage()
     wanted = pod_usage_nodes(snapshot, replace(usage, pods={}), config, PlannerState(), NOW)
     assert wanted is not None

@@ -38,17 +38,18 @@ class RefusingEvictor:
         raise AssertionError("nothing is unknown here")
 
 
-def web_and_api() -> World:
-    """The hot node's best candidate is a ``web`` pod, whose budget the cache believes has room."""
+def web_and_api(hot: str = "8", web: str = "3", api: str = "1500m") -> World:
+    """The hot node's best candidate is a ``web`` pod, whose budget the cache believes has room: two
+    ``web`` pods and one ``api`` pod on it, using ``web`` and ``api`` cores each, the node ``hot``."""
     world = World()
-    world.node("hot", cpu="10", usage=cpu("8"))
+    world.node("hot", cpu="10", usage=cpu(hot))
     world.node("cool", cpu="10", usage=cpu("1"))
     world.node("cool-2", cpu="10", usage=cpu("1"))
     world.deployment("web", replicas=6).deployment("api", replicas=6)
     world.pdb("web-pdb", app="web", allowed=1)
-    world.pod("web-1", on="hot", owner="web", usage=cpu("3"))
-    world.pod("web-2", on="hot", owner="web", usage=cpu("3"))
-    world.pod("api-1", on="hot", owner="api", usage=cpu("1500m"))
+    world.pod("web-1", on="hot", owner="web", usage=cpu(web))
+    world.pod("web-2", on="hot", owner="web", usage=cpu(web))
+    world.pod("api-1", on="hot", owner="api", usage=cpu(api))
     return world
 
 
@@ -143,15 +144,7 @@ def test_a_re_plan_after_a_refusal_reports_skips_in_the_runners_form(form: SkipF
     the hotspot, cured by ``api-1`` in the re-plan (6.5 - 3 = 3.5 cores, under 50 %; a ``web`` pod covers the
     1.5-core excess best, so one is tried first), is counted in a summary or listed: never both, never
     lost."""
-    world = World()
-    world.node("hot", cpu="10", usage=cpu("6500m"))
-    world.node("cool", cpu="10", usage=cpu("1"))
-    world.node("cool-2", cpu="10", usage=cpu("1"))
-    world.deployment("web", replicas=6).deployment("api", replicas=6)
-    world.pdb("web-pdb", app="web", allowed=1)
-    world.pod("web-1", on="hot", owner="web", usage=cpu("1500m"))
-    world.pod("web-2", on="hot", owner="web", usage=cpu("1500m"))
-    world.pod("api-1", on="hot", owner="api", usage=cpu("3"))
+    world = web_and_api(hot="6500m", web="1500m", api="3")
     world.pod("agent", on="hot", owner="agent", owner_kind="DaemonSet", usage=cpu("100m"))
     clock = [NOW]
     run = runner(world, RefusingEvictor("web"), clock)
@@ -175,27 +168,13 @@ def test_a_re_plan_after_a_refusal_reports_skips_in_the_runners_form(form: SkipF
 # --- back-off per budget (issue 37, point 14) -------------------------------------------------------------
 
 
-@dataclass
-class FreshUsage:
-    """Usage read from a ``World``, sampled at the test's clock (the cycles run for half an hour)."""
-
-    world: World
-    clock: list[float]
-
-    def fetch_nodes(self, nodes: Any) -> Any:
-        return self.world.usage(self.clock[0])
-
-    def fetch_pods(self, wanted: Any, nodes: Any, pods: Any) -> Any:
-        return self.world.usage(self.clock[0]).pods
-
-
 def stale_budget(evictor: RefusingEvictor, clock: list[float]) -> CycleRunner:
     """The issue's stale budget: refusals with Retry-After 10, cycles (and the least wait) of 10 s."""
     world = web_and_api()
     return cycle_runner(
         settings(low={"cpu": 20}, high={"cpu": 50}, migration={"objectLimiters": {}}),
         Cluster(world.snapshot()),
-        FreshUsage(world, clock),
+        Usage(world, clock),
         evictor,
         wall_clock=lambda: clock[0],
         pdb_retry_seconds=10.0,

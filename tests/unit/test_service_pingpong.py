@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from prometheus_client import generate_latest
 from structlog.testing import capture_logs
 
-from descheduler.cluster.types import UsageSample, UsageSnapshot
 from descheduler.kube.events import Regarding
 from descheduler.planner import journal as records
 from descheduler.service.audit import observe_record
 from descheduler.service.cycle import CycleRunner
 from descheduler.service.observability import Metrics
 from descheduler.service.records import CycleRecord
-from tests.unit.builders import NOW, World, cycle_runner
+from tests.unit.builders import NOW, cycle_runner
 from tests.unit.fakes import Cluster, FakeEvictor, Usage
 from tests.unit.test_planner_pingpong import first_cycle, guarded, world_after
 from tests.unit.test_service_restart import FakeJournal
@@ -30,20 +28,6 @@ class FakeEvents:
     ) -> None:
         r = regarding
         self.written.append((r.kind, f"{r.namespace}/{r.name}", r.uid, type_, reason, message))
-
-
-@dataclass
-class FreshUsage:
-    """Usage read from a ``World``, sampled at the test's wall clock."""
-
-    world: World
-    clock: list[float]
-
-    def fetch_nodes(self, nodes: object) -> UsageSnapshot:
-        return self.world.usage(self.clock[0])
-
-    def fetch_pods(self, wanted: object, nodes: object, pods: object) -> Mapping[str, UsageSample]:
-        return self.world.usage(self.clock[0]).pods
 
 
 def metric(metrics: Metrics, line_start: str) -> list[str]:
@@ -114,7 +98,7 @@ def test_a_restart_keeps_the_back_off_and_does_not_announce_it_again() -> None:
         runner = cycle_runner(
             config,
             Cluster(world.snapshot()),
-            FreshUsage(world, clock),
+            Usage(world, clock),
             FakeEvictor(),
             events=events,
             journal=journal,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -31,15 +32,27 @@ class Rig:
         return record
 
 
-def rig(results: list[str], *, consecutive: int = 1, cache_age: float = 0.0, **migration: Any) -> Rig:
-    world = hot_world()
+def rig(
+    results: list[str],
+    *,
+    consecutive: int = 1,
+    cache_age: float = 0.0,
+    world: World | None = None,
+    clock: list[float] | None = None,
+    on_call: Callable[[], object] | None = None,
+    args: dict[str, Any] | None = None,
+    **migration: Any,
+) -> Rig:
+    """A hot world's cycle runner whose evictor answers ``results`` in turn; ``clock`` is its wall clock."""
+    world = world if world is not None else hot_world()
     cluster = Cluster(world.snapshot())
-    evictor = FakeEvictor(results=list(results))
-    clock = [NOW]
+    evictor = FakeEvictor(results=list(results), on_call=on_call)
+    clock = clock if clock is not None else [NOW]
     config = settings(
         low={"cpu": 20},
         high={"cpu": 50},
         consecutive=consecutive,
+        args=args,
         migration={"objectLimiters": {"workload": {"duration": "5m", "maxMigrating": 1}}, **migration},
         top={"maxNoOfPodsToEvictPerNode": 1},
     )
@@ -219,31 +232,17 @@ def test_a_replacement_created_right_after_the_request_is_matched_however_late_t
     """The replacement is created 2 s after the request was sent: the guard must see it as the
     replacement although the windows count the eviction from later (the worst case)."""
     world = hot_world()
-    cluster = Cluster(world.snapshot())
     clock = [NOW]
-    evictor = FakeEvictor(results=[answer], on_call=lambda: clock.__setitem__(0, clock[0] + delay))
-    config = settings(
-        low={"cpu": 20},
-        high={"cpu": 50},
-        args=GUARD_CONFIG,
-        migration={"objectLimiters": {"workload": {"duration": "5m", "maxMigrating": 1}}},
-        top={"maxNoOfPodsToEvictPerNode": 1},
-    )
-    runner = cycle_runner(
-        config,
-        cluster,
-        Usage(world),
-        evictor,
-        wall_clock=lambda: clock[0],
-        cache_ages=lambda: {"pods": 0.0, "nodes": 0.0},
-        unknown_settle_seconds=SETTLE,
-    )
-    run = Rig(cluster, evictor, runner, clock)
+
+    def advance() -> None:  # each answer comes ``delay`` seconds after its request
+        clock[0] += delay
+
+    run = rig([answer], world=world, clock=clock, on_call=advance, args=GUARD_CONFIG)
     sent = NOW + 1
     key = run.cycle().evictions[0].pod
     world.remove_pod(key.split("/")[1])
     world.pod("web-new", on="cool", owner="web", created=sent + 2)
-    cluster.value = world.snapshot()
+    run.cluster.value = world.snapshot()
     run.clock[0] = sent + seen_gone - 1
     run.cycle()
     (migration,) = [m for m in run.runner.state.migrations if m.pod == key]

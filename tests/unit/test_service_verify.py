@@ -13,18 +13,13 @@ from descheduler.cluster.types import ClusterSnapshot, Pod
 from descheduler.planner import reasons
 from descheduler.planner.verify import ServerView
 from descheduler.service.cycle import CycleRunner
-from tests.unit.builders import NOW, World, cpu, cycle_runner, settings
+from tests.unit import fakes
+from tests.unit.builders import NOW, World, cycle_runner, settings
 from tests.unit.fakes import Cluster, FakeEvictor, Usage, server_view
 
 
 def hot_world() -> World:
-    world = World()
-    world.node("hot", cpu="10", usage=cpu("8"))
-    world.node("cool", cpu="10", usage=cpu("1"))
-    world.deployment("web", replicas=6)
-    for i in range(1, 5):
-        world.pod(f"web-{i}", on="hot", owner="web", usage=cpu("2"))
-    return world
+    return fakes.hot_world(cool=["cool"])
 
 
 @dataclass

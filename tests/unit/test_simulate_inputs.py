@@ -61,61 +61,51 @@ def test_good_inputs_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert '"cycle": 1' in out
 
 
+BAD_CLUSTERS = [
+    ("a: [b", "cluster.yaml: not valid YAML (line 1, column"),
+    (
+        CLUSTER.replace("cpu: 100m", "cpu: lots"),
+        "Pod default/p1: spec.containers[0].resources.requests.cpu",
+    ),
+    (CLUSTER.replace("nodeName: n1", "nodeName: n9"), "Pod default/p1: spec.nodeName 'n9' is not a Node"),
+    (CLUSTER + "---\napiVersion: v1\nkind: Node\nmetadata: {name: n1}\n", "Node n1 appears twice"),
+    ("- 1\n- 2\n", "expected a Kubernetes object, got list"),
+    ("kind: Pod\nmetadata: {namespace: x}\n", "Pod x/<no name>: metadata.name is required"),
+]
+BAD_USAGES = [
+    ("nodes: [", "usage.yaml: not valid YAML"),
+    (
+        "nodes:\n  n9: {cpu: 1, memory: 1Gi}\n",
+        "nodes.n9: there is no Node named 'n9' in the cluster file",
+    ),
+    ("pods:\n  default/p9: {cpu: 1, memory: 1Gi}\n", "pods.default/p9: there is no Pod default/p9"),
+    ("pods:\n  p1: {cpu: 1, memory: 1Gi}\n", "pods.p1: pod keys are written NAMESPACE/NAME"),
+    ("nodes:\n  n1: {cpu: 1x, memory: 1Gi}\n", "nodes.n1.cpu: '1x' is not a Kubernetes quantity"),
+    ("nodes:\n  n1: {memory: 1Gi}\n", "nodes.n1: cpu is required in a sample"),
+    ("nodes:\n  n1: {cpu: 1, memory: 1Gi, age: 5}\n", "nodes.n1.age: '5' is not a duration"),
+    ("nodes:\n  n1: []\n", "nodes.n1: a list of samples must not be empty"),
+    ("nodes:\n  n1: [{cpu: 1, memory: 1Gi}, {cpu: 1}]\n", "nodes.n1[1]: memory is required in a sample"),
+    ("nodes:\n  n1: 5\n", "nodes.n1: a sample must be a mapping"),
+    ("node:\n  n1: {cpu: 1, memory: 1Gi}\n", "unknown key 'node'; the keys are nodes and pods"),
+    ("nodes: {}\n---\npods: {}\n", "expected one YAML document"),
+    ("- 1\n", "expected a mapping with the keys nodes and pods"),
+    ("nodes: [1]\n", "nodes must be a mapping of node name to sample"),
+]
+
+
 @pytest.mark.parametrize(
-    ("cluster", "message"),
-    [
-        ("a: [b", "cluster.yaml: not valid YAML (line 1, column"),
-        (
-            CLUSTER.replace("cpu: 100m", "cpu: lots"),
-            "Pod default/p1: spec.containers[0].resources.requests.cpu",
-        ),
-        (CLUSTER.replace("nodeName: n1", "nodeName: n9"), "Pod default/p1: spec.nodeName 'n9' is not a Node"),
-        (CLUSTER + "---\napiVersion: v1\nkind: Node\nmetadata: {name: n1}\n", "Node n1 appears twice"),
-        ("- 1\n- 2\n", "expected a Kubernetes object, got list"),
-        ("kind: Pod\nmetadata: {namespace: x}\n", "Pod x/<no name>: metadata.name is required"),
-    ],
+    ("which", "text", "message"),
+    [("cluster", text, message) for text, message in BAD_CLUSTERS]
+    + [("usage", text, message) for text, message in BAD_USAGES],
 )
-def test_a_bad_cluster_file_exits_2_naming_the_object_and_field(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], cluster: str, message: str
+def test_a_bad_cluster_or_usage_file_exits_2_with_one_line_naming_the_object_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], which: str, text: str, message: str
 ) -> None:
-    code, out, err = run(tmp_path, capsys, cluster=cluster)
-    assert code == 2
-    assert out == ""
+    code, out, err = run(tmp_path, capsys, **{which: text})
+    assert (code, out) == (2, "")
     assert message in err
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
-
-
-@pytest.mark.parametrize(
-    ("usage", "message"),
-    [
-        ("nodes: [", "usage.yaml: not valid YAML"),
-        (
-            "nodes:\n  n9: {cpu: 1, memory: 1Gi}\n",
-            "nodes.n9: there is no Node named 'n9' in the cluster file",
-        ),
-        ("pods:\n  default/p9: {cpu: 1, memory: 1Gi}\n", "pods.default/p9: there is no Pod default/p9"),
-        ("pods:\n  p1: {cpu: 1, memory: 1Gi}\n", "pods.p1: pod keys are written NAMESPACE/NAME"),
-        ("nodes:\n  n1: {cpu: 1x, memory: 1Gi}\n", "nodes.n1.cpu: '1x' is not a Kubernetes quantity"),
-        ("nodes:\n  n1: {memory: 1Gi}\n", "nodes.n1: cpu is required in a sample"),
-        ("nodes:\n  n1: {cpu: 1, memory: 1Gi, age: 5}\n", "nodes.n1.age: '5' is not a duration"),
-        ("nodes:\n  n1: []\n", "nodes.n1: a list of samples must not be empty"),
-        ("nodes:\n  n1: [{cpu: 1, memory: 1Gi}, {cpu: 1}]\n", "nodes.n1[1]: memory is required in a sample"),
-        ("nodes:\n  n1: 5\n", "nodes.n1: a sample must be a mapping"),
-        ("node:\n  n1: {cpu: 1, memory: 1Gi}\n", "unknown key 'node'; the keys are nodes and pods"),
-        ("nodes: {}\n---\npods: {}\n", "expected one YAML document"),
-        ("- 1\n", "expected a mapping with the keys nodes and pods"),
-        ("nodes: [1]\n", "nodes must be a mapping of node name to sample"),
-    ],
-)
-def test_a_bad_usage_file_exits_2_naming_the_entry_and_field(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], usage: str, message: str
-) -> None:
-    code, out, err = run(tmp_path, capsys, usage=usage)
-    assert code == 2
-    assert out == ""
-    assert message in err
-    assert "Traceback" not in err
 
 
 def test_a_bad_configuration_exits_2_with_the_field_path(
