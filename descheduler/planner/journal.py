@@ -598,12 +598,23 @@ def decode_detectors(text: str, source: str) -> Detectors:
             over: Any = item.get("count")
             updated: Any = item.get("updated")
             normal: Any = item.get("normal", 0)
-            if not (count(over) and number(updated) and count(normal)) or not (
+            cure: Any = item.get("cure", False)
+            settled: Any = item.get("settled", 0)
+            if not (count(over) and number(updated) and count(normal) and number(settled)) or not (
                 confirmed is None or number(confirmed)
             ):
-                raise bad(where, f"must hold count, updated, normal and confirmed as numbers, got {item!r}")
+                raise bad(
+                    where, f"must hold count, updated, normal, confirmed and settled as numbers, got {item!r}"
+                )
+            if not isinstance(cure, bool):
+                raise bad(f"{where}.cure", f"must be true or false, got {cure!r}")
             parsed[str(node)] = AnomalyCount(
-                over, float(updated), normal, None if confirmed is None else float(confirmed)
+                over,
+                float(updated),
+                normal,
+                None if confirmed is None else float(confirmed),
+                cure and confirmed is not None,
+                float(settled),
             )
         out.append(parsed)
     return Detectors(out[0], out[1])
