@@ -15,6 +15,7 @@ from descheduler.planner import reasons
 from descheduler.report.text import render_plan_text
 from descheduler.service.cycle import CycleRecord
 from descheduler.service.observability import Metrics
+from descheduler.usage.samples import SCRAPE_GAP
 
 log = structlog.get_logger("descheduler.audit")
 
@@ -113,6 +114,17 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
     if record.verify_requests:
         metrics.verify_requests.inc(record.verify_requests)
     metrics.usage_errors.set(nodes_without_sample(record))
+    gaps = sorted(node for node, why in record.usage_errors.items() if why.startswith(SCRAPE_GAP))
+    metrics.usage_unknown.labels("scrape-gap").set(len(gaps))
+    if gaps:
+        log.warning(
+            "usage_unknown",
+            cycle=record.cycle,
+            reason="scrape-gap",
+            count=len(gaps),
+            nodes=gaps[:10],
+            notice="usage windows overlap a scrape gap: these nodes are unknown this cycle, not low",
+        )
     missing = usage_unavailable(record)
     metrics.usage_unavailable.set(1 if missing else 0)
     if missing:

@@ -296,6 +296,12 @@ class Metrics:
             "Nodes with no trustworthy usage sample in the last cycle.",
             registry=r,
         )
+        self.usage_unknown = Gauge(
+            "descheduler_usage_unknown_nodes",
+            "Nodes whose usage was unknown, not low, in the last cycle, by reason (scrape-gap: see usage/).",
+            ["reason"],
+            registry=r,
+        )
         self.usage_unavailable = Gauge(
             "descheduler_usage_unavailable",
             "1 when the last cycle had no usable usage sample for any node (the metrics source is down).",
