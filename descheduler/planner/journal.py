@@ -29,9 +29,10 @@ Records of migrations that no longer matter are dropped by the planner (``plan``
 its pod exists or its window is open); the journal follows the state, so they leave with the next write.
 
 Beside the records, the leader keeps its anomaly detectors (``Detectors``: count, normal cycles, when
-confirmed, when written), so a successor neither confirms a hotspot again from scratch nor forgets a
-confirmed one. The planner trusts them only within ``detectorCacheTimeout`` of their last write and
-``anomalyCondition.timeout`` of their confirmation, so old ones count for nothing. A journal without them
+confirmed, when written, and for a cure in rounds its mark and when its round was found over), so a
+successor neither confirms a hotspot again from scratch nor forgets a confirmed one. The planner trusts
+them only within ``detectorCacheTimeout`` of their last write and ``anomalyCondition.timeout`` of their
+confirmation (a cure: see ``anomaly.trusted``), so old ones count for nothing. A journal without them
 (written by an earlier version) reads as none: counts start from zero, as they always did.
 """
 
