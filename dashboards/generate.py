@@ -456,7 +456,8 @@ def panels() -> list[GrafanaPanel]:
         TimeSeries(
             title="Usage source and unknown outcomes",
             description="Nodes without a usable usage sample (skipped), 1 while no node had one (the "
-            "metrics source is down: nothing is judged), and evictions whose outcome is still unknown.",
+            "metrics source is down: nothing is judged), evictions whose outcome is still unknown, and "
+            "nodes whose usage window overlaps a scrape gap (unknown, not low).",
             dataSource=DATASOURCE,
             targets=[
                 _target(
@@ -464,14 +465,58 @@ def panels() -> list[GrafanaPanel]:
                 ),
                 _target(f"max(descheduler_usage_unavailable{{{JOB}}})", "usage source down", "B"),
                 _target(f"sum(descheduler_unknown_evictions{{{JOB}}})", "evictions of unknown outcome", "C"),
+                _target(
+                    f'sum(descheduler_usage_unknown_nodes{{{JOB},reason="scrape-gap"}})',
+                    "nodes unknown after a scrape gap",
+                    "D",
+                ),
             ],
             lineInterpolation="stepAfter",
             gridPos=pos(6, 8, 18),
         ),
     ]
+    y += 8
+    out += _cure_panels(y)
     for number, panel in enumerate(out, start=1):
         panel.id = number
     return out
+
+
+def _cure_panels(y: int) -> list[GrafanaPanel]:
+    """Cure time and evictions per cure (``service/cures.py``), over the last hour; 0 without a cure."""
+    seconds = f"descheduler_hotspot_cure_seconds_bucket{{{JOB}}}"
+    evictions = "descheduler_hotspot_cure_evictions"
+
+    def quantile(q: float) -> str:
+        """The cure time's quantile ``q``: empty (NaN) without a cure, so 0 stands in."""
+        return f"histogram_quantile({q}, sum by (le) (increase({seconds}[1h]))) > 0 or vector(0)"
+
+    return [
+        RowPanel(title="Cures", gridPos=GridPos(h=1, w=24, x=0, y=y)),
+        TimeSeries(
+            title="Cure time",
+            description="descheduler_hotspot_cure_seconds: from a node's confirmation as a hotspot to the "
+            "first cycle it read not over, p50 and p95 of the cures ended in the last hour.",
+            dataSource=DATASOURCE,
+            targets=[_target(quantile(0.5), "p50", "A"), _target(quantile(0.95), "p95", "B")],
+            unit="s",
+            gridPos=GridPos(h=8, w=12, x=0, y=y + 1),
+        ),
+        TimeSeries(
+            title="Evictions per cure",
+            description="descheduler_hotspot_cure_evictions: evictions from a node during one cure, the "
+            "mean of the cures ended in the last hour.",
+            dataSource=DATASOURCE,
+            targets=[
+                _target(
+                    f"sum(increase({evictions}_sum{{{JOB}}}[1h]))"
+                    f" / sum(increase({evictions}_count{{{JOB}}}[1h])) > 0 or vector(0)",
+                    "mean",
+                )
+            ],
+            gridPos=GridPos(h=8, w=12, x=12, y=y + 1),
+        ),
+    ]
 
 
 def dashboard() -> Dashboard:

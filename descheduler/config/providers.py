@@ -33,6 +33,9 @@ DEFAULT_QUERIES: dict[str, str] = {
         " - sum by (${nodeLabel}) (avg_over_time(node_memory_MemAvailable_bytes[${window}]))"
     ),
     "nodeSampleTime": "max by (${nodeLabel}) (timestamp(node_memory_MemAvailable_bytes))",
+    "nodeSampleCount": (
+        'max by (${nodeLabel}) (count_over_time(node_cpu_seconds_total{mode="idle"}[${window}]))'
+    ),
     "podCpu": (
         "sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{"
         + _WORKLOAD_CONTAINERS
@@ -80,6 +83,8 @@ class PrometheusQueries(StrictModel):
     node_cpu: Query = Field(default=DEFAULT_QUERIES["nodeCpu"], alias="nodeCpu")
     node_memory: Query = Field(default=DEFAULT_QUERIES["nodeMemory"], alias="nodeMemory")
     node_sample_time: Query = Field(default=DEFAULT_QUERIES["nodeSampleTime"], alias="nodeSampleTime")
+    node_sample_count: Query = Field(default=DEFAULT_QUERIES["nodeSampleCount"], alias="nodeSampleCount")
+    """Samples of a node's cpu series in the window: fewer than lately is a scrape gap (usage unknown)."""
     pod_cpu: Query = Field(default=DEFAULT_QUERIES["podCpu"], alias="podCpu")
     pod_memory: Query = Field(default=DEFAULT_QUERIES["podMemory"], alias="podMemory")
     pod_sample_time: Query = Field(default=DEFAULT_QUERIES["podSampleTime"], alias="podSampleTime")

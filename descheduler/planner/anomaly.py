@@ -18,6 +18,11 @@ data. Per node (and apart from it, per node for the prod pass), one ``AnomalyCou
   s, the detector's own default); a cycle that finds it expired starts counting afresh, as Koordinator's
   ``currentState`` clears the counter. The boundary counts as expired (a cycle exactly ``timeout`` later
   finds it expired), so ``simulate``'s exact clock and the live service's agree.
+- A confirmation kept by a round of its cure (``AnomalyCount.cure``) does not lapse by ``timeout`` while
+  that round is in motion (``cure.in_motion``), and stands ``timeout`` plus one usage window (the readings
+  hold the evicted pods that long) from the first cycle that found the round over. It still ends on
+  more than ``consecutiveNormalities`` normal cycles or a low one; with 60 s cycles and the 60 s timeout
+  the next round would otherwise wait N fresh over cycles (5 minutes by default).
 - A count not written for ``detectorCacheTimeout`` is forgotten (Koordinator's detector cache). A cycle in
   which the node is skipped (stale or missing usage) or LowNodeLoad is paused changes nothing.
 """
@@ -37,35 +42,49 @@ class Rule:
     consecutive_normalities: int
     timeout: float
     cache_timeout: float
+    window: float = 0.0
+    """The usage window (``Settings.usage_window``): how long after its round a cure's readings may
+    still hold the evicted pods."""
 
 
-def trusted(previous: AnomalyCount | None, now: float, rule: Rule) -> AnomalyCount | None:
+def trusted(
+    previous: AnomalyCount | None, now: float, rule: Rule, moving: bool = False
+) -> AnomalyCount | None:
     """``previous`` if it still stands at ``now``: written within ``detectorCacheTimeout``, and, if
-    confirmed, confirmed less than ``timeout`` ago. None: counting starts afresh."""
+    confirmed, confirmed less than ``timeout`` ago, or a cure whose round is ``moving`` or was found over
+    less than ``timeout`` plus a usage window ago. None: counting starts afresh."""
     if previous is None or now - previous.updated > rule.cache_timeout:
         return None
-    expired = previous.confirmed is not None and now - previous.confirmed >= rule.timeout
     # With consecutiveAbnormalities 1 Koordinator skips the detector: no timeout, the count goes on.
-    if expired and rule.consecutive_abnormalities > 1:
-        return None
-    return previous
+    if previous.confirmed is None or rule.consecutive_abnormalities <= 1:
+        return previous
+    if previous.cure:
+        expired = not moving and now - (previous.settled or now) >= rule.timeout + rule.window
+    else:
+        expired = now - previous.confirmed >= rule.timeout
+    return None if expired else previous
 
 
-def next_count(previous: AnomalyCount | None, over: bool, low: bool, now: float, rule: Rule) -> AnomalyCount:
-    """The node's detector after one cycle in which it was over, low or neither (normal)."""
-    standing = trusted(previous, now, rule)
+def next_count(
+    previous: AnomalyCount | None, over: bool, low: bool, now: float, rule: Rule, moving: bool = False
+) -> AnomalyCount:
+    """The node's detector after one cycle in which it was over, low or neither (normal); ``moving``:
+    the node's cure has its latest round in motion."""
+    standing = trusted(previous, now, rule, moving)
+    cure = standing is not None and standing.cure
+    settled = 0.0 if not cure or moving or standing is None else standing.settled or now
     if over:
         count = standing.count + 1 if standing is not None else 1
         confirmed = standing.confirmed if standing is not None else None
         if confirmed is None and count >= max(1, rule.consecutive_abnormalities):
             confirmed = now
-        return AnomalyCount(count, now, 0, confirmed)
+        return AnomalyCount(count, now, 0, confirmed, cure, settled)
     if low or standing is None or standing.confirmed is None:
         return AnomalyCount(0, now)
     normal = standing.normal + 1
     if normal > rule.consecutive_normalities:
         return AnomalyCount(0, now)
-    return AnomalyCount(0, now, normal, standing.confirmed)
+    return AnomalyCount(0, now, normal, standing.confirmed, cure, settled)
 
 
 def is_hotspot(count: AnomalyCount | None, over: bool) -> bool:

@@ -29,9 +29,10 @@ Records of migrations that no longer matter are dropped by the planner (``plan``
 its pod exists or its window is open); the journal follows the state, so they leave with the next write.
 
 Beside the records, the leader keeps its anomaly detectors (``Detectors``: count, normal cycles, when
-confirmed, when written), so a successor neither confirms a hotspot again from scratch nor forgets a
-confirmed one. The planner trusts them only within ``detectorCacheTimeout`` of their last write and
-``anomalyCondition.timeout`` of their confirmation, so old ones count for nothing. A journal without them
+confirmed, when written, and for a cure in rounds its mark and when its round was found over), so a
+successor neither confirms a hotspot again from scratch nor forgets a confirmed one. The planner trusts
+them only within ``detectorCacheTimeout`` of their last write and ``anomalyCondition.timeout`` of their
+confirmation (a cure: see ``anomaly.trusted``), so old ones count for nothing. A journal without them
 (written by an earlier version) reads as none: counts start from zero, as they always did.
 """
 
@@ -598,12 +599,23 @@ def decode_detectors(text: str, source: str) -> Detectors:
             over: Any = item.get("count")
             updated: Any = item.get("updated")
             normal: Any = item.get("normal", 0)
-            if not (count(over) and number(updated) and count(normal)) or not (
+            cure: Any = item.get("cure", False)
+            settled: Any = item.get("settled", 0)
+            if not (count(over) and number(updated) and count(normal) and number(settled)) or not (
                 confirmed is None or number(confirmed)
             ):
-                raise bad(where, f"must hold count, updated, normal and confirmed as numbers, got {item!r}")
+                raise bad(
+                    where, f"must hold count, updated, normal, confirmed and settled as numbers, got {item!r}"
+                )
+            if not isinstance(cure, bool):
+                raise bad(f"{where}.cure", f"must be true or false, got {cure!r}")
             parsed[str(node)] = AnomalyCount(
-                over, float(updated), normal, None if confirmed is None else float(confirmed)
+                over,
+                float(updated),
+                normal,
+                None if confirmed is None else float(confirmed),
+                cure and confirmed is not None,
+                float(settled),
             )
         out.append(parsed)
     return Detectors(out[0], out[1])

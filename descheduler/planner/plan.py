@@ -481,7 +481,8 @@ class _Cycle:
             if count is not None:
                 counts[node] = count
             return (count.count if count is not None else 0), False
-        count = next_count(count, over, low, self.now, rule)
+        moving = count is not None and count.cure and bool(self._round_in_motion(node, count, rule))
+        count = next_count(count, over, low, self.now, rule, moving)
         counts[node] = count
         return count.count, is_hotspot(count, over)
 
@@ -495,14 +496,8 @@ class _Cycle:
                 anomalies[report.node] = previous[report.node]
             if report.node in previous_prod:
                 prod_anomalies[report.node] = previous_prod[report.node]
-        cache_timeout = self.settings.detector_timeout
         for pool in self.settings.pools:
-            rule = Rule(
-                pool.consecutive_abnormalities,
-                pool.consecutive_normalities,
-                pool.anomaly_timeout,
-                cache_timeout,
-            )
+            rule = self._rule(pool)
             for view in self.views[pool.name]:
                 view.anomaly_count, view.hotspot = self._count(
                     view.name, view.over, view.low, previous, anomalies, rule
@@ -623,16 +618,27 @@ class _Cycle:
     def _cure_waits(self, pool: PoolSettings, source: NodeView, prod: bool) -> str:
         """Why a hotspot kept confirmed by its own previous round waits for that round (``cure.py``)."""
         count = (self.prod_detectors if prod else self.detectors).get(source.name)
-        rule = Rule(
+        rule = self._rule(pool)
+        if count is None or not continuing(count, rule):
+            return ""
+        return self._round_in_motion(source.name, count, rule)
+
+    def _round_in_motion(self, node: str, count: AnomalyCount, rule: Rule) -> str:
+        """``cure.in_motion`` for a confirmed node's latest round ("" when over or unconfirmed)."""
+        if count.confirmed is None:
+            return ""
+        since = count.confirmed - rule.timeout
+        return in_motion(node, self._matched(self.state.migrations), self.index, since)
+
+    def _rule(self, pool: PoolSettings) -> Rule:
+        """The pool's anomaly detector rule (``anomaly.py``)."""
+        return Rule(
             pool.consecutive_abnormalities,
             pool.consecutive_normalities,
             pool.anomaly_timeout,
             self.settings.detector_timeout,
+            self.settings.usage_window,
         )
-        if count is None or count.confirmed is None or not continuing(count, rule):
-            return ""
-        since = count.confirmed - rule.timeout
-        return in_motion(source.name, self._matched(self.state.migrations), self.index, since)
 
     def _report_refused(self, drain: _Drain, start: int, refused: list[_Refused]) -> None:
         """The hotspot's filtered pods, in the node's order before the loop's own skips: one ``PodSkip``

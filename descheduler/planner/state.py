@@ -24,6 +24,11 @@ class AnomalyCount:
     """Consecutive normal cycles of a confirmed node (0 while unconfirmed)."""
     confirmed: float | None = None
     """When the node was confirmed a hotspot (seconds since the epoch); None: not confirmed."""
+    cure: bool = False
+    """Confirmed by a round of its own cure (``reset_anomalies``): the confirmation outlasts
+    ``anomalyCondition.timeout`` while that round is in motion (``anomaly.trusted``)."""
+    settled: float = 0.0
+    """When a cycle first found the cure's latest round over (0: still in motion, or no cure)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form: the two fields of old journals, the others only when set."""
@@ -32,6 +37,10 @@ class AnomalyCount:
             out["normal"] = self.normal
         if self.confirmed is not None:
             out["confirmed"] = self.confirmed
+        if self.cure:
+            out["cure"] = True
+        if self.settled:
+            out["settled"] = self.settled
         return out
 
 
@@ -218,8 +227,9 @@ def reset_anomalies(state: PlannerState, nodes: Iterable[str], now: float) -> Pl
 
 
 def _round_done(count: AnomalyCount | None, now: float) -> AnomalyCount:
-    confirmed = now if count is not None and count.confirmed is not None else None
-    return AnomalyCount(0, now, 0, confirmed)
+    if count is None or count.confirmed is None:
+        return AnomalyCount(0, now)
+    return AnomalyCount(0, now, 0, now, cure=True)
 
 
 def refuse(state: PlannerState, pdbs: Iterable[str], until: float) -> PlannerState:

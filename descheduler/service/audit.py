@@ -13,8 +13,10 @@ import structlog
 from descheduler.config.load import EffectiveConfig
 from descheduler.planner import reasons
 from descheduler.report.text import render_plan_text
+from descheduler.service.cures import cure_lines
 from descheduler.service.cycle import CycleRecord
 from descheduler.service.observability import Metrics
+from descheduler.usage.samples import SCRAPE_GAP
 
 log = structlog.get_logger("descheduler.audit")
 
@@ -112,7 +114,20 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
     metrics.cluster_objects.labels("left-out").set(len(record.object_problems) - fallbacks)
     if record.verify_requests:
         metrics.verify_requests.inc(record.verify_requests)
+    for event, fields in cure_lines(record.cycle, metrics.cures.observe(record)):
+        log.info(event, **fields)
     metrics.usage_errors.set(nodes_without_sample(record))
+    gaps = sorted(node for node, why in record.usage_errors.items() if why.startswith(SCRAPE_GAP))
+    metrics.usage_unknown.labels("scrape-gap").set(len(gaps))
+    if gaps:
+        log.warning(
+            "usage_unknown",
+            cycle=record.cycle,
+            reason="scrape-gap",
+            count=len(gaps),
+            nodes=gaps[:10],
+            notice="usage windows overlap a scrape gap: these nodes are unknown this cycle, not low",
+        )
     missing = usage_unavailable(record)
     metrics.usage_unavailable.set(1 if missing else 0)
     if missing:

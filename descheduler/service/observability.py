@@ -25,6 +25,7 @@ from prometheus_client import (
 from descheduler import __version__
 from descheduler.planner.controls import BudgetState, WindowState
 from descheduler.planner.model import NodeReport
+from descheduler.service.cures import CureMetrics
 
 NODE_CLASSES = ("hotspot", "over", "normal", "low", "skipped")
 
@@ -62,6 +63,7 @@ class Metrics:
         self._declare_nodes(self.registry)
         self._declare_inputs(self.registry)
         self._declare_controls(self.registry)
+        self.cures = CureMetrics(self.registry)
         ProcessCollector(registry=self.registry)  # process_cpu_seconds_total, process_resident_memory_bytes
         PlatformCollector(registry=self.registry)  # python_info
         self.build_info = Gauge(
@@ -294,6 +296,12 @@ class Metrics:
         self.usage_errors = Gauge(
             "descheduler_usage_nodes_without_sample",
             "Nodes with no trustworthy usage sample in the last cycle.",
+            registry=r,
+        )
+        self.usage_unknown = Gauge(
+            "descheduler_usage_unknown_nodes",
+            "Nodes whose usage was unknown, not low, in the last cycle, by reason (scrape-gap: see usage/).",
+            ["reason"],
             registry=r,
         )
         self.usage_unavailable = Gauge(

@@ -1,9 +1,10 @@
 """Node and pod usage from Prometheus: node-exporter for nodes, cAdvisor for pods.
 
-A cycle fetches in two steps: the three node queries (usage and newest-sample time) for every node, then
-the three pod queries only for the nodes whose pods the planner may move (``fetch_pods`` takes their
+A cycle fetches in two steps: the four node queries (usage, newest-sample time, samples in the window:
+a window with fewer than lately overlaps a scrape gap, ``samples.ScrapeGaps``) for every node, then the
+three pod queries only for the nodes whose pods the planner may move (``fetch_pods`` takes their
 names), matched on the pod series' node label, with the names split over at most ``MAX_POD_BATCHES``
-queries each. So the queries per cycle are bounded whatever the cluster size (3 + 3 x MAX_POD_BATCHES at
+queries each. So the queries per cycle are bounded whatever the cluster size (4 + 3 x MAX_POD_BATCHES at
 most), and Prometheus evaluates, and we decode, only the series that matter: on a large cluster the pod
 series are almost all of the work. All queries of a cycle are evaluated at one instant so the numbers agree.
 Every problem ends up as a per-node reason in ``UsageSnapshot.node_errors``; nothing here raises for bad
@@ -31,11 +32,19 @@ from urllib3.util.retry import Retry
 from descheduler.cluster.types import Node, Pod, UsageSample, UsageSnapshot
 from descheduler.config.providers import PrometheusSettings, Relabel
 from descheduler.units import format_duration
-from descheduler.usage.samples import build_sample, join_reasons, node_snapshot, trusted_sample
+from descheduler.usage.samples import ScrapeGaps, build_sample, join_reasons, node_snapshot, trusted_sample
 
 __all__ = ["QUERY_NAMES", "PrometheusSource", "relabel_function"]
 
-QUERY_NAMES = ("nodeCpu", "nodeMemory", "nodeSampleTime", "podCpu", "podMemory", "podSampleTime")
+QUERY_NAMES = (
+    "nodeCpu",
+    "nodeMemory",
+    "nodeSampleTime",
+    "nodeSampleCount",
+    "podCpu",
+    "podMemory",
+    "podSampleTime",
+)
 """In this order: the node queries every cycle, the pod queries once per batch of nodes needing pod usage."""
 
 MAX_POD_BATCHES = 4
@@ -198,6 +207,7 @@ class PrometheusSource:
         """The same two counts for the current cycle (reset by ``fetch_nodes``)."""
         self._now: float | None = None
         self._transport_error: str | None = None
+        self._gaps = ScrapeGaps()
         self._clock = clock
         self._node_name = relabel_function(settings.node_relabel)
         self._decoders = {True: _vector_decoder((settings.node_label,)), False: _vector_decoder(_POD_LABELS)}
@@ -244,9 +254,17 @@ class PrometheusSource:
             self._transport_error = str(error)
             return UsageSnapshot(node_errors={node.name: str(error) for node in nodes})
         results = {name: self._run_query(name, "", now) for name in _NODE_QUERIES.values()}
-        return node_snapshot(
-            nodes, lambda node: self._sample(results, _NODE_QUERIES, node.name, "node", node.allocatable, now)
-        )
+        counts = self._run_query("nodeSampleCount", "", now)
+        self._gaps.forget(node.name for node in nodes)
+
+        def judge(node: Node) -> UsageSample | str:
+            sample = self._sample(results, _NODE_QUERIES, node.name, "node", node.allocatable, now)
+            found = None if isinstance(counts, str) else counts.get(node.name)
+            count = found[0] if found is not None and len(found) == 1 else None
+            gap = self._gaps.check(node.name, count, self.settings.window)
+            return gap if gap and isinstance(sample, UsageSample) else sample
+
+        return node_snapshot(nodes, judge)
 
     def fetch_pods(
         self, wanted: Collection[str] | None, nodes: Sequence[Node], pods: Sequence[Pod]

@@ -19,6 +19,48 @@ CLOCK_SKEW_S = 60.0
 """How far in the future a sample time may lie before it is distrusted (it would never go stale)."""
 
 
+SCRAPE_GAP = "scrape gap"
+"""How a node's reason starts when its window has a scrape gap: its usage is unknown this cycle, not low
+(``prometheus.ScrapeGaps``); the service counts these apart (``descheduler_usage_unknown_nodes``)."""
+
+GAP_SHARE = 0.75
+"""A window holding fewer than this share of the samples the node's window held lately has a gap."""
+
+GAP_MEMORY = 10
+"""How many of a node's recent cycles "lately" is: a slower scrape interval is learned after as many."""
+
+
+class ScrapeGaps:
+    """Per node, the sample counts of its last ``GAP_MEMORY`` windows. After a scrape gap (a Prometheus
+    restart, a target down) a ``rate()`` over a window that overlaps it under-reports, so a node then
+    reads low although it is not; a count well below the node's recent best says so."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, list[float]] = {}
+
+    def check(self, node: str, count: float | None, window: float) -> str:
+        """Why the node's reading is unknown this cycle ("" when its window looks whole or the count is
+        unknown: no series, e.g. an overridden query that has none, leaves the reading as it is)."""
+        if count is None or not math.isfinite(count):
+            return ""
+        seen = self._seen.setdefault(node, [])
+        lately = max(seen, default=0.0)
+        seen.append(count)
+        del seen[:-GAP_MEMORY]
+        if lately <= 0 or count >= GAP_SHARE * lately:
+            return ""
+        return (
+            f"{SCRAPE_GAP}: {count:.0f} samples in the {window:.0f}s window, {lately:.0f} lately; "
+            "a rate over it under-reports, so usage is unknown this cycle"
+        )
+
+    def forget(self, keep: Iterable[str]) -> None:
+        """Drop nodes no longer in the cluster."""
+        kept = set(keep)
+        for node in [n for n in self._seen if n not in kept]:
+            del self._seen[node]
+
+
 def _show(resource: str, amount: float) -> str:
     text = str(amount) if isinstance(amount, int) else f"{amount:.0f}"  # an int may be beyond any float
     return f"{text}m" if resource == "cpu" else f"{text} bytes"

@@ -276,7 +276,7 @@ def test_pod_queries_stay_bounded_however_many_nodes_need_pod_usage(prometheus: 
         source.fetch_pods({p.node_name for p in pods}, nodes, pods)
     finally:
         source.close()
-    assert source.cycle_queries == 3 + 3 * MAX_POD_BATCHES  # 1,000 names: 5 batches of 200, capped at 4
+    assert source.cycle_queries == 4 + 3 * MAX_POD_BATCHES  # 1,000 names: 5 batches of 200, capped at 4
 
 
 def test_a_few_nodes_needing_pod_usage_take_one_query_per_pod_query(prometheus: PrometheusServer) -> None:
@@ -286,7 +286,7 @@ def test_a_few_nodes_needing_pod_usage_take_one_query_per_pod_query(prometheus: 
         source.fetch_pods({"node-a", "node-b"}, NODES, PODS)
     finally:
         source.close()
-    assert source.cycle_queries == 3 + 3
+    assert source.cycle_queries == 4 + 3
 
 
 def test_data_older_than_the_window_gives_no_sample_for_any_node(prometheus: PrometheusServer) -> None:

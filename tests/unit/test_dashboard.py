@@ -95,6 +95,8 @@ def test_the_panels_cover_what_operators_asked_for() -> None:
         "Cache age and usage-sample age",
         "Leader",
         "Mode",
+        "Cure time",
+        "Evictions per cure",
     ):
         assert wanted in titles
 

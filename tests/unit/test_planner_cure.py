@@ -168,3 +168,121 @@ def test_a_successor_unconfirms_a_node_whose_next_round_the_journal_may_not_hold
     assert journal.reset_by_records(kept, [journal.intent(result.evictions[0], NOW + 120)]) == kept
     later = journal.reset_by_records(kept, [journal.intent(result.evictions[0], NOW + 150)])
     assert later.nodes["hot"].confirmed is None
+
+
+# --- production settings: 60 s cycles, consecutiveAbnormalities 5, the 60 s default timeout ---------------
+#
+# The same node, with the product's confirmation: 5 over cycles, ``anomalyCondition.timeout`` unset (60
+# s, one cycle), ``consecutiveNormalities`` 3, the 5-minute usage window. Before the cure kept its
+# confirmation while its round was in motion, the timeout lapsed at the next cycle and the second round
+# waited 5 fresh over cycles. Readings as above, plus ``M`` (5 cpu: normal even before the estimate
+# subtracts anything) and ``W``: what Prometheus reads of a node whose load stays 9 cpu less the pods
+# evicted from it, averaged over the 5-minute window, so it holds each evicted pod for 5 minutes.
+
+WINDOW = 300.0
+
+PRODUCTION_CASES = [
+    Case(
+        "with production settings the second round goes as soon as the first round's replacements are ready",
+        "WWWWWWWWWWWW",
+        "-----uR-----",
+        "000010100000",
+    ),
+    Case(
+        "with production settings slow replacements hold the second round, not the confirmation",
+        "WWWWWWWWWWWW",
+        "-----u--R---",
+        "000010001000",
+    ),
+    Case(
+        "with production settings the second round goes in the cycle after the first one if all is ready",
+        "WWWWWWWWWWWW",
+        "-----r------",
+        "000011000000",
+    ),
+    Case(
+        "with production settings a window still holding evicted pods adds no evictions after the cure",
+        "WWWWWWWWWWWW",
+        "-----r------",
+        "000020000000",
+        per_node=0,
+    ),
+    Case(
+        "with production settings one spike does nothing and the first eviction waits five over cycles",
+        "ONOOOOOOOOOO",
+        "------------",
+        "000000100000",
+    ),
+    Case(
+        "with production settings a cure read normal for over three cycles needs five fresh over cycles",
+        "OOOOOMMMMOOOOOO",
+        "-----r---------",
+        "000010000000010",
+    ),
+]
+
+
+def reading(letter: str, evictions: list[float], now: float) -> str:
+    """The node's sample at ``now`` (cpu), given when each 2-cpu pod was evicted from it."""
+    if letter != "W":
+        return {**READING, "M": "5"}[letter]
+    held = sum(min(WINDOW, now - at) for at in evictions) / WINDOW
+    return f"{round((9 - 2 * held) * 1000)}m"
+
+
+def run_cycles(case: Case, config: object, takeover: int = -1) -> str:
+    """The evictions planned each cycle; at cycle ``takeover`` a successor takes over from the journal
+    (records and detectors through their stored form, as ``service`` keeps them)."""
+    world, state, leaving, counts, times = world_for(case), PlannerState(), [], [], []
+    for i, (letter, event) in enumerate(zip(case.readings, case.events, strict=True)):
+        now = NOW + 60 * i
+        apply(world, event, leaving, now)
+        world.node_usage["hot"] = cpu(reading(letter, times, now))
+        if i == takeover:
+            state = successor_of(state)
+        result = world.plan(config, state, now)  # type: ignore[arg-type]
+        state = commit(result.state, evicted_from(result, evicted(result)), now)
+        leaving += [key.split("/")[1] for key in evicted(result)]
+        times += [now] * len(result.evictions)
+        counts.append(str(len(result.evictions)))
+    return "".join(counts)
+
+
+def successor_of(state: PlannerState) -> PlannerState:
+    text = journal.encode(
+        journal.project(state.migrations, {}, state.departures),
+        writer="predecessor",
+        detectors=journal.detectors_of(state),
+    )
+    entries = journal.decode(text, "journal")
+    detectors = journal.reset_by_records(journal.decode_detectors(text, "journal"), entries)
+    return journal.rebuild(entries, detectors).state
+
+
+def production(case: Case) -> object:
+    return settings(
+        args={"anomalyCondition": {"consecutiveAbnormalities": 5}},
+        migration={"maxMigratingPerNode": case.per_node, "evictAllBarePods": case.bare},
+    )
+
+
+@pytest.mark.parametrize("case", PRODUCTION_CASES, ids=[c.name for c in PRODUCTION_CASES])
+def test_a_cure_in_rounds_with_production_settings(case: Case) -> None:
+    assert run_cycles(case, production(case)) == case.evictions
+
+
+@pytest.mark.parametrize("takeover", range(4, 9))
+def test_a_successor_neither_loses_nor_invents_a_cure_in_motion(takeover: int) -> None:
+    """A takeover at any cycle of the cure, first round to second, plans what one process would."""
+    case = PRODUCTION_CASES[1]
+    assert run_cycles(case, production(case), takeover) == case.evictions
+
+
+def test_an_old_journal_without_the_cure_mark_keeps_the_timeout() -> None:
+    """A detector stored before cures were marked lapses ``timeout`` after its round: never invented."""
+    text = (
+        '{"version": 1, "records": [], "detectors": {"nodes": '
+        f'{{"hot": {{"count": 0, "updated": {NOW}, "confirmed": {NOW}}}}}}}}}'
+    )
+    stored = journal.decode_detectors(text, "journal").nodes["hot"]
+    assert (stored.confirmed, stored.cure, stored.settled) == (NOW, False, 0.0)
