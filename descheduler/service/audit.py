@@ -116,6 +116,14 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
         metrics.verify_requests.inc(record.verify_requests)
     for event, fields in cure_lines(record.cycle, metrics.cures.observe(record)):
         log.info(event, **fields)
+    observe_usage(metrics, record)
+    if record.dry_run:
+        for event, fields in audit_lines(record):
+            log.info(event, **fields)
+
+
+def observe_usage(metrics: Metrics, record: CycleRecord) -> None:
+    """The cycle's usage health: nodes without a sample, nodes unknown after a scrape gap, a source down."""
     metrics.usage_errors.set(nodes_without_sample(record))
     gaps = sorted(node for node, why in record.usage_errors.items() if why.startswith(SCRAPE_GAP))
     metrics.usage_unknown.labels("scrape-gap").set(len(gaps))
@@ -140,9 +148,6 @@ def observe_record(metrics: Metrics, record: CycleRecord, effective: EffectiveCo
         )
     if record.oldest_sample is not None:
         metrics.usage_age.set(max(0.0, record.started - record.oldest_sample))
-    if record.dry_run:
-        for event, fields in audit_lines(record):
-            log.info(event, **fields)
 
 
 def audit_lines(record: CycleRecord) -> list[tuple[str, dict[str, Any]]]:
