@@ -36,8 +36,10 @@ from descheduler.cluster.parse import (
     KEPT_POD_ANNOTATIONS,
     MAX_POD_CLAIMS,
     RAW_ALLOCATABLE_ANNOTATION,
+    ObjectError,
     claim_refs,
     pause_value,
+    pod_placement,
     resource_value,
     rollout_of,
     timestamp_seconds,
@@ -48,6 +50,7 @@ from descheduler.cluster.types import (
     Node,
     NodeSelectorTerm,
     OwnerRef,
+    Placement,
     Pod,
     PodClaimRef,
     Taint,
@@ -140,6 +143,7 @@ class _Container(_S):
     name: str = ""
     resources: msgspec.Raw = _NULL
     restart_policy: Any = None
+    ports: Any = None
 
 
 class _Requirement(_S):
@@ -163,6 +167,8 @@ class _NodeAffinity(_S, rename={"required": "requiredDuringSchedulingIgnoredDuri
 
 class _Affinity(_S):
     node_affinity: _NodeAffinity | None = None
+    pod_affinity: Any = None
+    pod_anti_affinity: Any = None
 
 
 class _PodResourceClaim(_S):
@@ -190,6 +196,7 @@ class _PodSpec(_S):
     overhead: msgspec.Raw = _NULL
     resources: msgspec.Raw = _NULL
     affinity: _Affinity | None = None
+    topology_spread_constraints: Any = None
 
 
 class _ContainerStatus(_S):
@@ -460,7 +467,34 @@ def convert_pod(obj: _Pod, sharer: Sharer) -> Pod:
         has_resource_claims=bool(spec.resource_claims),
         scheduler_name=text(spec.scheduler_name or "default-scheduler"),
         resource_claims=_claims(spec, status),
+        placement=_placement(meta, spec),
     )
+
+
+def _placement(meta: _Meta, spec: _PodSpec) -> Placement | None:
+    """``parse.pod_placement`` on the few fields it reads (only when one is set)."""
+    affinity = spec.affinity
+    pod_terms = affinity is not None and (
+        affinity.pod_affinity is not None or affinity.pod_anti_affinity is not None
+    )
+    inits, apps = spec.init_containers or [], spec.containers or []
+    ports = any(c.ports is not None for c in apps) or any(c.ports is not None for c in inits)
+    if not pod_terms and not ports and spec.topology_spread_constraints is None:
+        return None
+    fields: dict[str, Any] = {
+        "containers": [{"ports": c.ports} for c in apps],
+        "initContainers": [{"ports": c.ports} for c in inits],
+        "topologySpreadConstraints": spec.topology_spread_constraints,
+    }
+    if affinity is not None:
+        fields["affinity"] = {
+            "podAffinity": affinity.pod_affinity,
+            "podAntiAffinity": affinity.pod_anti_affinity,
+        }
+    try:
+        return pod_placement({"kind": "Pod", "metadata": {"name": meta.name}, "spec": fields}, fields)
+    except ObjectError:
+        raise Unhandled("spec placement") from None
 
 
 def _claims(spec: _PodSpec, status: _PodStatus | None) -> tuple[PodClaimRef, ...]:

@@ -50,16 +50,20 @@ from descheduler.cluster.fields import (
 )
 from descheduler.cluster.requests import pod_requests
 from descheduler.cluster.types import (
+    HostPort,
     LabelSelector,
     LabelSelectorRequirement,
     Namespace,
     Node,
     NodeSelectorTerm,
     OwnerRef,
+    Placement,
     Pod,
     PodClaimRef,
     PodDisruptionBudget,
+    PodTerm,
     Rollout,
+    SpreadConstraint,
     Taint,
     Toleration,
     Workload,
@@ -381,6 +385,90 @@ def node_selector_term(obj: Obj, term: Any, base: str) -> NodeSelectorTerm:
     return NodeSelectorTerm(exprs, fields)
 
 
+def _host_ports(obj: Obj, spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
+    """Every container's host ports, init containers included (a port the scheduler might count is
+    counted: more conflicts, never fewer)."""
+    found: list[HostPort] = []
+    for key in ("initContainers", "containers"):
+        for i, item in enumerate(_list(obj, spec, key, f"spec.{key}")):
+            container = item_map(obj, item, f"spec.{key}[{i}]")
+            for j, entry in enumerate(_list(obj, container, "ports", f"spec.{key}[{i}].ports")):
+                path = f"spec.{key}[{i}].ports[{j}]"
+                port = item_map(obj, entry, path).get("hostPort")
+                if port is None or port == 0:
+                    continue
+                if type(port) is not int or not 0 < port < 65536:
+                    raise ObjectError(
+                        f"{_describe(obj)}: {path}.hostPort must be a port number, got {show(port)}"
+                    )
+                found.append(
+                    HostPort(
+                        port,
+                        field_text(obj, entry, "protocol", f"{path}.protocol", "TCP"),
+                        field_text(obj, entry, "hostIP", f"{path}.hostIP"),
+                    )
+                )
+    return tuple(found)
+
+
+def _pod_terms(obj: Obj, affinity: Mapping[str, Any], kind: str) -> tuple[PodTerm, ...]:
+    """``spec.affinity.<kind>.requiredDuringSchedulingIgnoredDuringExecution`` (preferred terms only
+    score nodes)."""
+    base = f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution"
+    terms = []
+    section = field_map(obj, affinity, kind, f"spec.affinity.{kind}")
+    for i, item in enumerate(_list(obj, section, "requiredDuringSchedulingIgnoredDuringExecution", base)):
+        path = f"{base}[{i}]"
+        term = item_map(obj, item, path)
+        key = field_text(obj, term, "topologyKey", f"{path}.topologyKey")
+        if not key:
+            raise ObjectError(f"{_describe(obj)}: {path}.topologyKey is required")
+        selector, namespaces = term.get("labelSelector"), term.get("namespaceSelector")
+        terms.append(
+            PodTerm(
+                None if selector is None else parse_selector(obj, selector, f"{path}.labelSelector"),
+                key,
+                tuple(
+                    scalar_text(obj, n, f"{path}.namespaces[{j}]")
+                    for j, n in enumerate(_list(obj, term, "namespaces", f"{path}.namespaces"))
+                ),
+                None if namespaces is None else parse_selector(obj, namespaces, f"{path}.namespaceSelector"),
+            )
+        )
+    return tuple(terms)
+
+
+def _spread(obj: Obj, spec: Mapping[str, Any]) -> tuple[SpreadConstraint, ...]:
+    found = []
+    for i, item in enumerate(_list(obj, spec, "topologySpreadConstraints", "spec.topologySpreadConstraints")):
+        path = f"spec.topologySpreadConstraints[{i}]"
+        entry = item_map(obj, item, path)
+        if field_text(obj, entry, "whenUnsatisfiable", f"{path}.whenUnsatisfiable") != "DoNotSchedule":
+            continue
+        skew, key = entry.get("maxSkew"), field_text(obj, entry, "topologyKey", f"{path}.topologyKey")
+        if type(skew) is not int or skew < 1 or not key:
+            raise ObjectError(f"{_describe(obj)}: {path} needs a topologyKey and a maxSkew of at least 1")
+        selector = entry.get("labelSelector")
+        parsed = None if selector is None else parse_selector(obj, selector, f"{path}.labelSelector")
+        found.append(SpreadConstraint(skew, key, parsed))
+    return tuple(found)
+
+
+def pod_placement(obj: Obj, spec: Mapping[str, Any]) -> Placement | None:
+    """What the scheduler checks of the pod against other pods (``Placement``), None when nothing."""
+    affinity = _map(obj, "spec.affinity")
+    placement = Placement(
+        _host_ports(obj, spec),
+        _pod_terms(obj, affinity, "podAffinity"),
+        _pod_terms(obj, affinity, "podAntiAffinity"),
+        _spread(obj, spec),
+    )
+    return placement if placement != _NO_PLACEMENT else None
+
+
+_NO_PLACEMENT = Placement()
+
+
 @_guarded
 def parse_pod(obj: Obj) -> Pod:
     name, namespace, meta = _metadata(obj)
@@ -439,6 +527,7 @@ def parse_pod(obj: Obj) -> Pod:
         has_resource_claims=bool(spec.get("resourceClaims")),
         scheduler_name=field_text(obj, spec, "schedulerName", "spec.schedulerName", "default-scheduler"),
         resource_claims=_pod_claims(obj, spec, status),
+        placement=pod_placement(obj, spec),
     )
 
 

@@ -103,6 +103,50 @@ class PodClaimRef:
 
 
 @dataclass(frozen=True, slots=True)
+class HostPort:
+    """A container's ``hostPort`` (0 is none and not kept): one per port, protocol and host address."""
+
+    port: int
+    protocol: str = "TCP"
+    ip: str = ""
+    """``hostIP``; "" (unset) and "0.0.0.0" take the port on every address of the node."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodTerm:
+    """A required pod (anti-)affinity term: pods matching ``selector`` in the term's namespaces, in the
+    node's topology domain (the nodes sharing its ``topology_key`` label value)."""
+
+    selector: LabelSelector | None
+    """None (``labelSelector`` unset) matches no pod."""
+    topology_key: str
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+    """Set: the namespaces whose labels match it too (empty: every namespace)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """A ``topologySpreadConstraints`` entry with ``whenUnsatisfiable: DoNotSchedule`` (the others only
+    score nodes)."""
+
+    max_skew: int
+    topology_key: str
+    selector: LabelSelector | None
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """What the scheduler checks of a pod against the other pods: host ports, required pod affinity and
+    anti-affinity, hard topology spread. A pod without any has ``Pod.placement`` None."""
+
+    host_ports: tuple[HostPort, ...] = ()
+    affinity: tuple[PodTerm, ...] = ()
+    anti_affinity: tuple[PodTerm, ...] = ()
+    spread: tuple[SpreadConstraint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
     namespace: str
     name: str
@@ -134,6 +178,8 @@ class Pod:
     scheduler_name: str = "default-scheduler"
     resource_claims: tuple[PodClaimRef, ...] = ()
     """``spec.resourceClaims`` joined with ``status.resourceClaimStatuses`` (DRA); empty without claims."""
+    placement: Placement | None = None
+    """Host ports, required pod (anti-)affinity and hard topology spread; None when it has none."""
 
     @property
     def key(self) -> str:

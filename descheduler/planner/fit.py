@@ -1,10 +1,11 @@
 """Destination check: a pod moves only if some low node can take it without going over.
 
 A destination must accept the pod as the scheduler would (``nodeSelector`` and required node affinity,
-NoSchedule/NoExecute taints, requests within allocatable minus the requests already there) unless
-``nodeFit`` is false, and, always, its measured usage plus what this cycle already reserved there plus
-the pod's usage must stay at or below its high threshold on every resource (and, for prod pods, at or
-below its prod high threshold). This is what keeps an eviction from creating the next hotspot.
+NoSchedule/NoExecute taints, requests within allocatable minus the requests already there, and the
+pod-to-pod checks of ``placement.py``) unless ``nodeFit`` is false, and, always, its measured usage
+plus what this cycle already reserved there plus the pod's usage must stay at or below its high
+threshold on every resource (and, for prod pods, at or below its prod high threshold). This is what
+keeps an eviction from creating the next hotspot.
 Among the nodes that fit, the coolest (weighted usage) is chosen and the pod's usage reserved there;
 reservations live on the node's ``NodeView`` so both passes of a cycle see them.
 
@@ -33,6 +34,8 @@ from descheduler.cluster.selectors import pod_node_affinity_matches, untolerated
 from descheduler.cluster.types import Pod
 from descheduler.planner.classify import Levels, NodeView, weighted_score
 from descheduler.planner.devices import DeviceIndex
+from descheduler.planner.placement import REASONS as PLACEMENT_REASONS
+from descheduler.planner.placement import Neighbours
 from descheduler.planner.reasons import format_amount
 
 AFFINITY = "fail nodeSelector/affinity"
@@ -85,10 +88,13 @@ class DestinationSet:
         node_fit: bool,
         prod: bool,
         devices: DeviceIndex | None = None,
+        neighbours: Neighbours | None = None,
     ) -> None:
         self.weights = weights
         self.devices = devices
         """The cycle's DRA devices (``evictResourceClaimPods``): a device-holding pod needs free ones."""
+        self.neighbours = neighbours or Neighbours([v.node for v in views], {v.name: v.pods for v in views})
+        """Every node's pods, for the pod-to-pod checks (``placement.py``); without it, the views'."""
         self.node_fit = node_fit
         self.prod = prod
         self.views = {v.name: v for v in views}
@@ -160,6 +166,10 @@ class DestinationSet:
                     return REQUESTS
             if "pods" in allocatable and len(view.pods) + view.reserved_pods + 1 > allocatable["pods"]:
                 return REQUESTS
+            if self.neighbours.matters(pod):
+                problem = self.neighbours.problem(pod, node)
+                if problem:
+                    return problem
         levels = view.levels
         for name, used in levels.usage.items():
             if used + usage.get(name, 0) > levels.high[name]:
@@ -365,8 +375,9 @@ class DestinationSet:
         message = self._message(failures)
         # Reservations only make destinations fuller: a pod asking at least this much fails for the rest of
         # the cycle, and what the lane's nodes have left is now known exactly. Not after a device-holding
-        # pod: it may have failed on devices alone, which a pod without claims does not need.
-        if not (self.devices is not None and pod.resource_claims):
+        # pod, nor after a refusal for the pod's neighbours: it may have failed on devices, labels or
+        # neighbours alone, which another pod need not share.
+        if not (self.devices is not None and pod.resource_claims) and PLACEMENT_REASONS.isdisjoint(failures):
             self._remember(lane, demand, message)
         self._refresh(lane, list(demand))
         return None, message
@@ -388,6 +399,7 @@ class DestinationSet:
         for name, amount in pod.requests.items():
             requested[name] = requested.get(name, 0) + amount
         view.reserved_pods += 1
+        self.neighbours.add(pod, view.name)
         if self.devices is not None and pod.resource_claims:
             self.devices.take(pod, view.node)
         if view.name in self.views:

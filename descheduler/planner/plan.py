@@ -55,6 +55,7 @@ from descheduler.planner.pingpong import (
     match_replacements,
     replacements_since,
 )
+from descheduler.planner.placement import Neighbours
 from descheduler.planner.settings import PoolSettings, Settings, compile_settings
 from descheduler.planner.state import FAILED, AnomalyCount, Departure, Migration, PlannerState
 from descheduler.planner.surge import follow_restarts, recent_restart
@@ -260,6 +261,7 @@ class _Cycle:
         self.departures = tuple(d for d in departures if d.left + remembered > now)
         self.estimator = parts.estimator(usage, self.index, self.departures, settings.usage_window)
         self.devices: DeviceIndex | None = None
+        self.neighbours: Neighbours | None = None
         """DRA devices (``devices.py``): every device-holding pod that may move is checked against them,
         also one the evict annotation lets through with ``evictResourceClaimPods`` off."""
 
@@ -316,6 +318,10 @@ class _Cycle:
                     if d.destination in self.index.nodes
                 ]
                 take_moved(self.devices, moved)
+            self.neighbours = Neighbours(self.snapshot.nodes, self.index.pods_by_node)
+            for done in already:  # their replacements land where the cycle sent them
+                if done.destination:
+                    self.neighbours.add(done.pod, done.destination)
             self._rejections: dict[str, Rejection | None] = {}
             self._rank_keys = self.index.pod_memo("rank key")
             for pool in s.pools:
@@ -545,7 +551,12 @@ class _Cycle:
                 # What ``NodeView.requested_now`` sums (the view's pods are the index's), kept across cycles.
                 view.requested = dict(self.parts.requested(self.index, view.name))
         destinations = self.parts.destinations(
-            targets, pool.weights, self.settings.node_fit, prod, devices=self.devices
+            targets,
+            pool.weights,
+            self.settings.node_fit,
+            prod,
+            devices=self.devices,
+            neighbours=self.neighbours,
         )
         headroom = destinations.headroom()
 

@@ -462,31 +462,36 @@ DEADLINE = 6
 
 def stuck_cluster(plane: ControlPlane, api: KubeApi, namespace: str) -> HotCluster:
     """``stuck`` (one replica, 2 cores) and ``filler`` (1.9 cores, does not surge) fill the hot node's
-    4 cores; the cool nodes each run a ``blocker`` pod that ``stuck``'s pods refuse to share a node with
-    (required pod anti-affinity, which the descheduler does not model: it sees room there). Its restart
-    is planned towards a cool node, and its surge pod fits nowhere: Pending until the deadline."""
+    4 cores; the cool nodes have room. Once both run, a LimitRange asking at least 3 cores of every
+    container (which the descheduler does not model: it judges the new pod by the old one) makes the API
+    server refuse ``stuck``'s surge pod: its restart is planned towards a cool node, and no new pod ever
+    runs until the deadline."""
     lease_namespace(plane)
     hot, cool = f"{namespace}-hot", [f"{namespace}-cool-{i}" for i in range(2)]
     plane.add_nodes(namespace, [hot])
     plane.add_nodes(namespace, cool, unschedulable=True)
     stuck = objects.deployment("stuck", namespace, replicas=1, cpu="2")
     stuck["spec"]["progressDeadlineSeconds"] = DEADLINE
-    avoid = {"labelSelector": {"matchLabels": {"app": "blocker"}}, "topologyKey": "kubernetes.io/hostname"}
-    stuck["spec"]["template"]["spec"]["affinity"] = {
-        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [avoid]}
-    }
     filler = objects.deployment("filler", namespace, replicas=1, cpu="1900m")
     filler["spec"]["strategy"] = NOT_SURGING["nosurge"]
-    blockers = [objects.bare_pod(f"blocker-{i}", namespace, name) for i, name in enumerate(cool)]
-    for blocker in blockers:
-        blocker["metadata"]["labels"] = {"app": "blocker"}
-    plane.apply([stuck, filler, *blockers], namespace=namespace)
+    plane.apply([stuck, filler], namespace=namespace)
     pods = plane.wait_for(
-        "stuck and filler Running on the hot node, the blockers on the cool ones",
-        lambda: p if len(p := plane.running_pods(namespace)) == 4 else None,
+        "stuck and filler Running on the hot node",
+        lambda: p if len(p := plane.running_pods(namespace)) == 2 else None,
         timeout_s=60,
     )
     wait_available(plane, namespace, "both Deployments available")
+    plane.apply(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "LimitRange",
+                "metadata": {"name": "at-least-3-cores"},
+                "spec": {"limits": [{"type": "Container", "min": {"cpu": "3"}}]},
+            }
+        ],
+        namespace=namespace,
+    )
     for name in cool:
         plane.kubectl("uncordon", name)
     usage = ClusterUsage(api, namespace, dict.fromkeys([hot, *cool], 4), {"stuck": 2.0, "filler": 1.4})
@@ -503,7 +508,7 @@ def test_a_restart_whose_surge_pod_never_schedules_is_reported_failed_and_its_po
     usage_backend: UsageBackend,
     tmp_path: Path,
 ) -> None:
-    """The hot node (92.5 %) is held by ``stuck``; its restart is sent, the surge pod stays Pending, the
+    """The hot node (92.5 %) is held by ``stuck``; its restart is sent, the surge pod is never created, the
     Deployment passes its 6 s progress deadline. The service reports the restart failed (log, Warning
     Event on the Deployment), counts the old pod as staying (the node a hotspot again, the pod never
     ``filtered-terminating`` again, no second restart) and a successor, rebuilt from the journal, neither

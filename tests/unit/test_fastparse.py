@@ -294,6 +294,29 @@ def plain_pod() -> Obj:
     }
 
 
+def placement_pod() -> Obj:
+    """A pod with host ports (one in a sidecar), pod affinity and anti-affinity, and topology spread."""
+    pod = plain_pod()
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+    pod["spec"] = {
+        "containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080, "protocol": "TCP"}]}],
+        "initContainers": [
+            {"name": "s", "restartPolicy": "Always", "ports": [{"containerPort": 9, "hostPort": 9}]}
+        ],
+        "affinity": {
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [{**term, "namespaces": ["a"]}]
+            },
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]},
+        },
+        "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {}},
+            {"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"},
+        ],
+    }
+    return pod
+
+
 def terminating_static_pod() -> Obj:
     return {
         "metadata": {
@@ -445,6 +468,7 @@ REALISTIC: list[tuple[str, str, Callable[[], Obj], bool]] = [
     ("a pod whose resize is infeasible", "Pod", infeasible_resize_pod, True),
     ("a pod with pod-level resources", "Pod", pod_level_pod, True),
     ("a pending pod with nothing but a container", "Pod", plain_pod, True),
+    ("a pod with host ports, pod (anti-)affinity and topology spread", "Pod", placement_pod, True),
     ("a terminating static mirror pod", "Pod", terminating_static_pod, True),
     ("a finished pod with host paths, ephemeral volumes and claims", "Pod", finished_pod, True),
     ("a pod with claims from a template and by name", "Pod", device_pod, True),
