@@ -2,10 +2,10 @@
 ServiceAccount's requests (``conftest.AUDITED``), on a real control plane with 40 kwok nodes.
 
 An idle cycle (nothing hot: nothing to evict, taint or record) may send at most ``IDLE_BOUND`` request
-besides the Lease's renewals and the watches' re-opens (those follow ``retryPeriod`` and ``watchTimeout``,
-not the cycles: reported apart, and the re-opens bounded by what ``watchTimeout`` implies). An evicting
-cycle sends one eviction per pod moved; its other requests (the journal, the Event, the reads the eviction
-rests on) are printed.
+besides the Lease's renewals (those follow ``retryPeriod``, not the cycles), watch re-opens included: the
+watches run ``watchTimeout`` (10 min) and are refreshed only before a cycle acts. (With 10 s watches, 8
+resources re-opened 1.6 times per 2 s cycle.) An evicting cycle sends one eviction per pod moved; its
+other requests (the journal, the Event, the reads the eviction rests on) are printed.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import pytest
 
 from benchmarks.audit import AuditEvent, parse_audit
 from descheduler.kube.api import KubeApi
-from descheduler.kube.cache import DEFAULT_WATCH_TIMEOUT
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.conftest import AUDITED
@@ -51,7 +50,7 @@ def _ours(plane: ControlPlane, since: float, until: float) -> list[AuditEvent]:
         return [e for e in parse_audit(lines) if e.user == USER and since <= e.received < until]
 
 
-def test_an_idle_cycle_sends_at_most_one_request_besides_lease_renewals_and_watch_reopens(
+def test_an_idle_cycle_sends_at_most_one_request_besides_lease_renewals(
     control_plane: ControlPlane,
     admin_api: KubeApi,
     usage_backend: service.UsageBackend,
@@ -95,14 +94,11 @@ def test_an_idle_cycle_sends_at_most_one_request_besides_lease_renewals_and_watc
     ran = last - first
     audited = _ours(plane, since, until)
     by_kind = Counter(_kind(e) for e in audited)
-    watched = {e.resource for e in audited if e.verb == "watch"}
     per_cycle = {k: round(v / ran, 2) for k, v in sorted(by_kind.items())}
     print(f"\nrequests per idle cycle at {NODES} nodes over {ran} cycles: {per_cycle}")
     assert all(not s.get("evictions") for s in summaries), "the cycles were idle"
-    rest = sum(v for k, v in by_kind.items() if k not in ("lease", "watch"))
+    rest = sum(v for k, v in by_kind.items() if k != "lease")
     assert rest / ran <= IDLE_BOUND, per_cycle
-    # Each watch is re-opened once per watchTimeout (10 s, only lengthened by jitter): more is a storm.
-    assert by_kind["watch"] <= len(watched) * ((until - since) / DEFAULT_WATCH_TIMEOUT + 1), per_cycle
 
 
 def test_an_evicting_cycle_sends_one_eviction_and_its_reads_per_pod_moved(
