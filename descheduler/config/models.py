@@ -220,8 +220,7 @@ class WatchCache(StrictModel):
     def _bounds(self) -> WatchCache:
         if not 1 <= self.watch_timeout <= MAX_WATCH_TIMEOUT:
             raise ValueError(
-                f"watchTimeout ({self.watch_timeout:g}s) must be between 1s and "
-                f"{MAX_WATCH_TIMEOUT:g}s"
+                f"watchTimeout ({self.watch_timeout:g}s) must be between 1s and {MAX_WATCH_TIMEOUT:g}s"
             )
         if self.max_staleness < 1:
             raise ValueError(
