@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,15 +102,16 @@ def test_an_idle_cycle_sends_at_most_one_request_besides_lease_renewals(
     assert rest / ran <= IDLE_BOUND, per_cycle
 
 
-def test_an_evicting_cycle_sends_one_eviction_and_its_reads_per_pod_moved(
-    control_plane: ControlPlane,
+def _evicting_run(
+    plane: ControlPlane,
     admin_api: KubeApi,
     usage_backend: service.UsageBackend,
     namespace: str,
     tmp_path: Path,
-) -> None:
-    """One hot node among 40 (6 pods of 0.6 cores on 4): the cycles that evict, request by request."""
-    plane = control_plane
+    **settings: Any,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[AuditEvent]]:
+    """One hot node among 40 (6 pods of 0.6 cores on 4) until an eviction and a few cycles more: the cycle
+    summaries, every log record, and our requests during the cycles that evicted."""
     lease_namespace(plane)
     install_manifests(plane)
     identity = plane.token_kubeconfig(NAMESPACE, "load-aware-descheduler", tmp_path / "identity")
@@ -135,6 +137,7 @@ def test_an_evicting_cycle_sends_one_eviction_and_its_reads_per_pod_moved(
     usage = ClusterUsage(admin_api, namespace, dict.fromkeys([hot, *cool], 4), {"busy": 0.6})
     ports = service.Ports.free()
     doc = loop_config(usage_backend.url, ports, namespace, dry_run=False, interval="2s")
+    doc.update(settings)
     config = service.write_config(tmp_path / "config.yaml", doc)
     with usage.following():
         usage_backend.install(usage.model, full_window=True, timeout=30)
@@ -147,17 +150,30 @@ def test_an_evicting_cycle_sends_one_eviction_and_its_reads_per_pod_moved(
             )
             time.sleep(6)
             summaries = proc.events("cycle_summary")
+            records = proc.records()
             proc.terminate()
     time.sleep(1)
-    evicting = [s for s in summaries if s.get("evictions")]
     spans = [
         (
             datetime.fromisoformat(s["timestamp"]).timestamp() - s["duration_seconds"] - 0.05,
             datetime.fromisoformat(s["timestamp"]).timestamp() + 0.05,
         )
-        for s in evicting
+        for s in summaries
+        if s.get("evictions")
     ]
-    events = [e for since, until in spans for e in _ours(plane, since, until)]
+    return summaries, records, [e for since, until in spans for e in _ours(plane, since, until)]
+
+
+def test_an_evicting_cycle_sends_one_eviction_and_its_reads_per_pod_moved(
+    control_plane: ControlPlane,
+    admin_api: KubeApi,
+    usage_backend: service.UsageBackend,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """The cycles that evict, request by request (watches fresher than ``maxStaleness``: no refresh)."""
+    summaries, _, events = _evicting_run(control_plane, admin_api, usage_backend, namespace, tmp_path)
+    evicting = [s for s in summaries if s.get("evictions")]
     by_kind = Counter(_kind(e) for e in events if _kind(e) not in ("lease", "watch"))
     moved = sum(sum(s["evictions"].values()) for s in evicting)
     per_cycle = {k: round(v / len(evicting), 2) for k, v in sorted(by_kind.items())}
@@ -165,3 +181,29 @@ def test_an_evicting_cycle_sends_one_eviction_and_its_reads_per_pod_moved(
         f"\nrequests per evicting cycle at {NODES} nodes ({len(evicting)} cycles, {moved} moved): {per_cycle}"
     )
     assert moved and by_kind["create pods/eviction"] == moved, by_kind
+
+
+def test_a_cycle_about_to_evict_on_a_quiet_cache_reopens_its_watches_first_and_only_then(
+    control_plane: ControlPlane,
+    admin_api: KubeApi,
+    usage_backend: service.UsageBackend,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """``maxStaleness`` 1 s against watches of 10 min: every resource is quiet by the time the hotspot is
+    confirmed, so the evicting cycles re-open the quiet watches (the real server answers) before they
+    evict; the cycles that only count the anomaly refresh nothing."""
+    summaries, records, events = _evicting_run(
+        control_plane, admin_api, usage_backend, namespace, tmp_path, watchCache={"maxStaleness": "1s"}
+    )
+    refreshed = {r["cycle"] for r in records if r.get("event") == "cache_refresh"}
+    evicted = {r["cycle"] for r in records if r.get("event") == "eviction"}
+    acting = evicted | {r["cycle"] for r in records if r.get("event") == "eviction_not_verified"}
+    reopened = Counter(e.resource for e in events if e.verb == "watch")
+    print(
+        f"\nwatches re-opened in the evicting cycles: {dict(reopened)}; refreshed cycles {sorted(refreshed)}"
+    )
+    assert evicted and evicted <= refreshed, (evicted, refreshed)
+    assert refreshed <= acting, "a cycle that did not act refreshed the cache"
+    assert reopened["pods"] >= 1 and len(summaries) >= 6
+    assert not [r for r in records if r.get("event") == "cycle_skipped"], "the server answered every refresh"
