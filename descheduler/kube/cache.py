@@ -881,7 +881,9 @@ class ClusterCache:
     def refresh(self, names: Iterable[str], timeout: float = REFRESH_TIMEOUT) -> list[str]:
         """Re-open the watches of ``names`` (unknown or unwatched names are ignored) and wait up to
         ``timeout`` seconds for the server to answer each; returns those it did not answer (still stale).
-        Called before a cycle acts on resources that have been quiet longer than it trusts."""
+        Called before a cycle acts on resources that have been quiet longer than it trusts. The answer
+        proves the server reachable, as a watch's own re-open always did; what it missed is replayed right
+        after, and what an eviction rests on is read from the server before it anyway (``verify.py``)."""
         asked, wanted = self._wall_clock(), set(names)
         waiting = [r for name, r in self._reflectors.items() if name in wanted]
         for reflector in waiting:
