@@ -202,23 +202,30 @@ class LeaderElection(StrictModel):
         return self
 
 
+MAX_WATCH_TIMEOUT = 3600.0
+"""The longest watch asked for (client-go asks 5-10 min); longer only delays noticing a dead connection."""
+
+
 class WatchCache(StrictModel):
     """Ours: how fresh the watch cache must be to act on it (see ``descheduler/kube/cache.py``)."""
 
     max_staleness: Duration = Field(default=30.0, alias="maxStaleness")
-    """No cycle (live or dry-run) while any watched resource last heard from the API server longer ago."""
-    watch_timeout: Duration = Field(default=10.0, alias="watchTimeout")
-    """``timeoutSeconds`` asked for each watch (+ up to 25% jitter); a silent connection is replaced after
-    this plus 5 s."""
+    """Nothing is evicted, tainted or restarted on a resource that last heard from the API server longer
+    ago: its watch is re-opened first (bounded), and if the server does not answer the cycle is skipped."""
+    watch_timeout: Duration = Field(default=600.0, alias="watchTimeout")
+    """``timeoutSeconds`` asked for each watch (+ up to 25% jitter): how often an idle cache re-opens its
+    watches. A silent connection is replaced after this plus 5 s, or at once when a cycle is about to act."""
 
     @model_validator(mode="after")
     def _bounds(self) -> WatchCache:
-        if self.watch_timeout < 1:
-            raise ValueError("watchTimeout must be at least 1s")
-        if self.max_staleness <= self.watch_timeout * 1.25:
+        if not 1 <= self.watch_timeout <= MAX_WATCH_TIMEOUT:
             raise ValueError(
-                f"maxStaleness ({self.max_staleness:g}s) must exceed watchTimeout plus its 25% jitter "
-                f"({self.watch_timeout * 1.25:g}s): a quiet but healthy watch is heard from only that often"
+                f"watchTimeout ({self.watch_timeout:g}s) must be between 1s and {MAX_WATCH_TIMEOUT:g}s"
+            )
+        if self.max_staleness < 1:
+            raise ValueError(
+                f"maxStaleness ({self.max_staleness:g}s) must be at least 1s: a fresher cache "
+                "cannot be proven before every action"
             )
         return self
 

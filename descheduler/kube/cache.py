@@ -8,11 +8,17 @@ healthy for ``healthy_after`` seconds, so an outage or a 410 loop costs a few LI
 half-second. A 429 of the server's flow control (APF) waits at least its Retry-After, jittered
 (``flowcontrol.py``).
 
-Staleness: each watch asks the server to end it after ``watch_timeout`` seconds (jittered; the server
-sends a bookmark shortly before) and reads with a timeout of that plus ``read_grace``. A connection that
-goes silent without closing (a dropped NAT or load-balancer entry) is therefore replaced within
-``watch_timeout + read_grace`` seconds, and ``ages()`` says how long ago each resource last heard from
-the server, so the caller can refuse to act on a cache older than it trusts.
+Staleness: each watch asks the server to end it after ``watch_timeout`` seconds (10 min by default,
+jittered, like client-go's informers) and reads with a timeout of that plus ``read_grace``. A quiet watch
+says nothing in between: kube-apiserver 1.35 sent the first bookmark on a quiet watch only after about
+two minutes, not shortly before the timeout. So silence alone cannot tell a quiet resource from a
+connection that went silent without closing (a dropped NAT or load-balancer entry), and ``ages()`` says
+how long ago each resource last heard from the server. Freshness is proven lazily, only when a cycle is
+about to act: ``refresh`` re-opens the named watches from their resourceVersion (no LIST; the server
+replays what changed since) and waits, bounded, for the server to answer; a resource that does not is
+named, and the caller does not act. ``broken_after`` is the age past which a watch is not quiet but
+broken (it should have ended and been re-opened by then). An idle cluster thus costs one watch re-open
+per resource per ``watch_timeout``, not per cycle.
 
 Only parsed snapshot values are kept (``descheduler.cluster.types``), so a cycle
 reads memory and sends no request. LIST pages and watch events of nodes, pods and workloads are decoded
@@ -85,11 +91,14 @@ RESOURCES: tuple[ResourceSpec, ...] = (
     ResourceSpec("deviceclasses", "/apis/resource.k8s.io/v1/deviceclasses", "DeviceClass", False),
 )
 """What the cache can watch; RBAC needs list+watch on each one watched."""
-DEFAULT_WATCH_TIMEOUT = 10.0
-"""``timeoutSeconds`` asked for each watch (before jitter). Short, so a silent connection is noticed fast;
-re-opening a watch from its resourceVersion is cheap for the server (served from its watch cache)."""
+DEFAULT_WATCH_TIMEOUT = 600.0
+"""``timeoutSeconds`` asked for each watch (before jitter): 10-12.5 min, the top of client-go's 5-10 min,
+so 8 resources re-open 0.7 watches per idle 60 s cycle. A silent connection is not waited for:
+``refresh`` proves freshness before a cycle acts."""
 DEFAULT_READ_GRACE = 5.0
 """How much longer than the watch's own timeout the client waits for a byte before giving up on it."""
+REFRESH_TIMEOUT = 5.0
+"""How long ``refresh`` waits for the re-opened watches' answers (a healthy server answers in ms)."""
 DRA_RESOURCES = frozenset({"resourceslices", "resourceclaims", "deviceclasses"})
 """Dynamic Resource Allocation (resource.k8s.io/v1): watched only with ``evictResourceClaimPods``, the one
 setting under which a device-holding pod may move (its destination needs a free matching device). A
@@ -123,6 +132,22 @@ class _Expired(Exception):
 
 WATCH_JITTER = 0.25
 """Each watch asks for ``watch_timeout * (1 + U(0, WATCH_JITTER))`` so replicas do not reconnect in step."""
+
+
+def quiet_limit(watch_timeout: float) -> float:
+    """The longest a healthy watch goes without a word: until the server ends it (jittered timeout,
+    rounded down) and it is re-opened."""
+    return watch_timeout * (1 + WATCH_JITTER)
+
+
+def broken_after(max_staleness: float, watch_timeout: float, read_grace: float = DEFAULT_READ_GRACE) -> float:
+    """The age past which a resource is not quiet but cut off (nothing is decided, /readyz says it).
+
+    With watches shorter than ``max_staleness`` a healthy one is always heard from within it, so older is
+    broken, as before; with longer watches a quiet resource may be older than ``max_staleness`` (it is
+    refreshed before acting), and only one not re-opened within its timeout plus the read grace is broken."""
+    quiet = quiet_limit(watch_timeout)
+    return max_staleness if max_staleness > quiet else quiet + read_grace
 
 
 @dataclass
@@ -318,6 +343,8 @@ class _Reflector:
         self._stream: WatchStream | None = None
         self.resync_requested = threading.Event()
         """Set by ``resync``: the next turn of the loop LISTs again."""
+        self.reopen_requested = threading.Event()
+        """Set by ``reopen``: the watch ends and is opened again at once from its resourceVersion."""
         self._watch_opened: float | None = None
         """Monotonic time the current watch was opened (None while none is open)."""
         self.thread = threading.Thread(target=self._run, name=f"reflector-{spec.name}", daemon=True)
@@ -334,10 +361,17 @@ class _Reflector:
         self.resync_requested.set()
         self.close_stream()
 
+    def reopen(self) -> None:
+        """Prove the server still answers: end the current watch (silently stalled or merely quiet) and
+        open it again from the resourceVersion held; its answer sets ``last_heard``."""
+        self.reopen_requested.set()
+        self.close_stream()
+
     def _run(self) -> None:
         need_list = True
         while not self.stop.is_set():
             try:
+                self.reopen_requested.clear()
                 if self.resync_requested.is_set():
                     self.resync_requested.clear()
                     self.stats["relists"] += 1
@@ -349,7 +383,7 @@ class _Reflector:
                 if self.stop.is_set():
                     return
                 ran = self._ran()
-                if received == 0 and ran < 1.0:
+                if received == 0 and ran < 1.0 and not self.reopen_requested.is_set():
                     # A watch that ends at once without a single event is a failure in disguise.
                     self.stop.wait(self.backoff.failed())
             except _Expired:
@@ -523,15 +557,15 @@ class _Reflector:
 
     # -- watch ------------------------------------------------------------------------------------------
     def _watch(self) -> int:
-        timeout = max(1, round(self.watch_timeout * (1 + WATCH_JITTER * random.random())))
+        timeout = max(1, int(self.watch_timeout * (1 + WATCH_JITTER * random.random())))
         query = {
             **self._selectors(),
             "resourceVersion": self.resource_version,
             "allowWatchBookmarks": True,
             "timeoutSeconds": timeout,
         }
-        # The server ends the watch after ``timeout`` (with a bookmark just before): silence for longer
-        # than that plus a little grace is a dead connection, not a quiet resource.
+        # The server ends the watch after ``timeout`` (a quiet one may hear nothing before): silence for
+        # longer than that plus a little grace is a dead connection, not a quiet resource.
         stream = self.api.watch(self.spec.path, query, read_timeout=timeout + self.read_grace)
         self._stream = stream
         if self.stop.is_set():  # stop() ran before it could see this stream: close it ourselves
@@ -544,7 +578,7 @@ class _Reflector:
         received = 0
         try:
             for line in stream.lines():
-                if self.stop.is_set() or self.resync_requested.is_set():
+                if self.stop.is_set() or self.resync_requested.is_set() or self.reopen_requested.is_set():
                     break
                 if not self._apply_fast(line):
                     self._apply(self._decode(stream, line))
@@ -552,8 +586,8 @@ class _Reflector:
         finally:
             self._stream = None
             stream.close()
-        if not self.stop.is_set() and not self.resync_requested.is_set():
-            self.last_heard = self.wall_clock()
+        if not (self.stop.is_set() or self.resync_requested.is_set() or self.reopen_requested.is_set()):
+            self.last_heard = self.wall_clock()  # the server ended it: heard from
         return received
 
     def _decode(self, stream: WatchStream, line: bytes) -> Any:
@@ -817,6 +851,24 @@ class ClusterCache:
                 reflector.resync()
                 done.append(name)
         return done
+
+    def refresh(self, names: Iterable[str], timeout: float = REFRESH_TIMEOUT) -> list[str]:
+        """Re-open the watches of ``names`` (unknown or unwatched names are ignored) and wait up to
+        ``timeout`` seconds for the server to answer each; returns those it did not answer (still stale).
+        Called before a cycle acts on resources that have been quiet longer than it trusts. The answer
+        proves the server reachable, as a watch's own re-open always did; what it missed is replayed right
+        after, and what an eviction rests on is read from the server before it anyway (``verify.py``)."""
+        asked, wanted = self._wall_clock(), set(names)
+        waiting = [r for name, r in self._reflectors.items() if name in wanted]
+        for reflector in waiting:
+            reflector.reopen()
+        deadline = time.monotonic() + timeout
+        while waiting and not self._stop.is_set():
+            waiting = [r for r in waiting if r.last_heard < asked]
+            if not waiting or time.monotonic() >= deadline:
+                break
+            self._stop.wait(0.02)
+        return [r.spec.name for r in waiting]
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()

@@ -6,9 +6,13 @@ This is the thin shell around the pure planner; each concern with state of its o
 ``verify.py`` (reading from the server what an eviction rests on), ``evictions.py`` (the eviction pass
 and its safety rules), ``unknown.py`` (evictions of unknown outcome), ``announce.py`` (what a cycle says
 about outcomes other than its own evictions). What the runner talks to is in
-``edges.py``; what a cycle did is a ``records.CycleRecord``. No cycle runs on a stale cache: while any
+``edges.py``; what a cycle did is a ``records.CycleRecord``. No cycle runs on a broken cache: while any
 watched resource last heard from the API server longer ago than ``Timing.max_cache_age``, the cycle is
-skipped (state untouched) and the record says why.
+skipped (state untouched) and the record says why. Nothing is acted on (evicted, restarted, tainted) on a
+stale one: a plan that would act first has the resources quiet for longer than ``Timing.act_cache_age``
+refreshed (their watches re-opened, the server's answer awaited, bounded), then is made again on the
+refreshed cache; if the server does not answer, the cycle is skipped as stale. An idle cycle refreshes
+nothing, so it sends nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from descheduler.planner.state import RESTARTING
 from descheduler.service import announce
 from descheduler.service.edges import Clocks, Edges, Signals, Timing
 from descheduler.service.evictions import EvictionPass, Gate, Pass, PdbBackoff, refused_budgets
+from descheduler.service.freshness import acts, prove_fresh, stale_cache
 from descheduler.service.ledger import Held, Ledger, lost_quiet
 from descheduler.service.records import CycleRecord, EvictionRecord, Restore
 from descheduler.service.restarts import Followed, follow
@@ -162,9 +167,15 @@ class CycleRunner:
             resolved = self._settle_unknown(snapshot, now)
             followed = self._follow_restarts(snapshot, now)
             usage = self._usage(snapshot, now)
-            decided = plan(
-                snapshot, usage, self.config, self.state, now, cache=self.indexes, skip_form=self.skip_form
-            )
+            decided = self._plan(snapshot, usage, now)
+            if acts(snapshot, decided, steering=self.steering.tainter is not None):
+                refreshed, stale = prove_fresh(self.signals, self.timing.act_cache_age)
+                if stale:
+                    return self._skip(now, started, "stale-cache", stale)
+                if refreshed:  # decide again on what the re-opened watches brought
+                    snapshot = self.edges.cluster.snapshot()
+                    usage = self._usage(snapshot, now)
+                    decided = self._plan(snapshot, usage, now)
             announce.backoffs(decided, self.edges.events, self.config.dry_run)
             acting = self.signals.is_leader() and not self.stopping.is_set()
             steering = self.steering.decide(snapshot, decided, acting)
@@ -205,6 +216,11 @@ class CycleRunner:
             return record
         finally:
             structlog.contextvars.unbind_contextvars("cycle")
+
+    def _plan(self, snapshot: ClusterSnapshot, usage: UsageSnapshot, now: float) -> Plan:
+        """The planner on this snapshot and usage, from the state as it stands (pure: may run twice)."""
+        config, state, form = self.config, self.state, self.skip_form
+        return plan(snapshot, usage, config, state, now, cache=self.indexes, skip_form=form)
 
     def _budget(self, now: float) -> BudgetState | None:
         """What is left of the churn budget after this cycle's evictions (None without one)."""
@@ -364,20 +380,3 @@ def distrust(usage: UsageSnapshot, untrusted: Mapping[str, str]) -> UsageSnapsho
         errors[node] = f"{errors[node]}; {why}" if node in errors else why
     nodes = {name: sample for name, sample in usage.nodes.items() if name not in untrusted}
     return UsageSnapshot(nodes=nodes, pods=usage.pods, node_errors=errors)
-
-
-def stale_cache(ages: Mapping[str, float], bound: float | None) -> str:
-    """Why the cache is too old to act on, or ``""``: every resource must have heard within ``bound``."""
-    if bound is None:
-        return ""
-    stale = {name: age for name, age in ages.items() if age > bound}
-    if not stale:
-        return ""
-    shown = ", ".join(
-        f"{name} {'never' if age == float('inf') else f'{age:.0f}s ago'}"
-        for name, age in sorted(stale.items())
-    )
-    return (
-        f"watch cache stale: last heard from the API server: {shown} "
-        f"(bound {bound:g}s); nothing is decided on data that old"
-    )

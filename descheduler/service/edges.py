@@ -171,6 +171,9 @@ class Signals:
     is_leader: Callable[[], bool] = lambda: True
     cache_ages: Callable[[], Mapping[str, float]] = dict
     """Per watched resource, seconds since it last heard from the API server."""
+    refresh: Callable[[Collection[str]], object] = lambda names: None
+    """Re-open these resources' watches and wait (bounded) for the server to answer: before acting on
+    resources quiet for longer than ``Timing.act_cache_age`` (``cache_ages`` then says how it went)."""
     untrusted_nodes: Callable[[], Mapping[str, str]] = dict
     """Nodes the cache cannot fully describe (an unparsable pod), and why: skipped like unmeasured nodes."""
     object_problems: Callable[[], Mapping[str, str]] = dict
@@ -186,7 +189,11 @@ class Timing:
     budget_seconds: float | None = None
     """A cycle sends no eviction after this long."""
     max_cache_age: float | None = None
-    """No cycle at all while any watched resource last heard from the server longer ago than this."""
+    """No cycle at all while any watched resource last heard from the server longer ago than this (its
+    watch is broken, not quiet: ``kube.cache.broken_after``)."""
+    act_cache_age: float | None = None
+    """Nothing is acted on while a resource last heard from the server longer ago than this (quiet watches
+    are refreshed first); None: ``max_cache_age``."""
     pdb_retry_seconds: float | None = None
     """The least time a refused budget is left alone (the server's Retry-After when longer)."""
     unknown_settle_seconds: float = DEFAULT_SETTLE_SECONDS

@@ -17,7 +17,7 @@ import structlog
 from descheduler.config.load import EffectiveConfig
 from descheduler.config.models import LabelSelectorConfig
 from descheduler.kube.api import DEFAULT_USER_AGENT, KubeApi
-from descheduler.kube.cache import DEFAULT_RESOURCES, DRA_RESOURCES, ClusterCache
+from descheduler.kube.cache import DEFAULT_RESOURCES, DRA_RESOURCES, ClusterCache, broken_after
 from descheduler.kube.connection import connect
 from descheduler.kube.events import EventRecorder
 from descheduler.kube.evict import Evictor
@@ -202,11 +202,16 @@ class Service:
             signals=Signals(
                 is_leader=self._leading.is_set,
                 cache_ages=lambda: self.cache.ages(time.time()),
+                refresh=self.cache.refresh,
                 untrusted_nodes=self._untrusted_nodes,
                 on_record=self._observe,
                 object_problems=self._object_problems,
             ),
-            timing=Timing(max_cache_age=watch_cache.max_staleness, fallback_quiet_seconds=self.quiet_seconds),
+            timing=Timing(
+                max_cache_age=broken_after(watch_cache.max_staleness, watch_cache.watch_timeout),
+                act_cache_age=watch_cache.max_staleness,
+                fallback_quiet_seconds=self.quiet_seconds,
+            ),
         )
 
     # -- leadership -------------------------------------------------------------------------

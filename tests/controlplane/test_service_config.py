@@ -88,9 +88,9 @@ CASES = [
         "metricsProviders: only one metrics provider can be used, got 2",
     ),
     (
-        "a cache staleness bound below the watch timeout",
-        _set(watchCache={"watchTimeout": "20s", "maxStaleness": "10s"}),
-        "maxStaleness (10s) must exceed watchTimeout",
+        "a watch timeout over an hour",
+        _set(watchCache={"watchTimeout": "2h", "maxStaleness": "10s"}),
+        "watchTimeout (7200s) must be between 1s and 3600s",
     ),
 ]
 

@@ -245,6 +245,39 @@ def test_a_silently_stalled_watch_is_replaced_within_its_timeout_and_the_age_sho
     assert c.ages(time.time())["pods"] < 2, (c.ages(time.time()), c.stats()["pods"])
 
 
+def test_a_refresh_reopens_a_stalled_watch_at_once_without_a_list_and_brings_what_it_missed(
+    apiserver: ApiServer, cache: CacheFactory
+) -> None:
+    """A long watch (300 s) stalls: the refresh before acting re-opens it from its resourceVersion, the
+    server answers, and the pod created meanwhile arrives; no LIST is sent again."""
+    seed(apiserver, pods=2)
+    c = cache(watch_timeout=300)
+    c.start()
+    assert c.wait_synced(10)
+    eventually(lambda: apiserver.open_watches("pods") == 1, what="the pods watch to be open")
+    assert apiserver.stall_watches("pods") == 1
+    apiserver.create(objects.pod("while-stalled", node="node-0"))
+    time.sleep(0.5)
+    assert "default/while-stalled" not in pod_names(c), "the stalled watch cannot have delivered it"
+    refreshed_at = time.time()
+    assert c.refresh(["pods", "not-watched"], timeout=5) == []
+    assert c.ages(time.time())["pods"] <= time.time() - refreshed_at
+    eventually(lambda: "default/while-stalled" in pod_names(c), timeout=2, what="the replayed event")
+    assert c.stats()["pods"]["lists"] == 1 and c.stats()["pods"]["relists"] == 0
+
+
+def test_a_refresh_the_server_does_not_answer_names_the_resource(
+    apiserver: ApiServer, cache: CacheFactory
+) -> None:
+    seed(apiserver, pods=2)
+    c = cache(watch_timeout=300)
+    c.start()
+    assert c.wait_synced(10)
+    eventually(lambda: apiserver.open_watches("pods") == 1, what="the pods watch to be open")
+    apiserver.inject(Fault(verb="watch", resource="pods", status=503))
+    assert c.refresh(["pods"], timeout=1) == ["pods"]
+
+
 def _count_while(requests: Callable[[], int], seconds: float) -> int:
     before = requests()
     time.sleep(seconds)

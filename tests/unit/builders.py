@@ -567,10 +567,11 @@ def report(result: Plan, node: str) -> Any:
 
 _EDGE_OPTIONS = ("tainter", "journal", "verifier", "events")
 _CLOCK_OPTIONS = {"wall_clock": "wall", "monotonic": "monotonic"}
-_SIGNAL_OPTIONS = ("is_leader", "cache_ages", "untrusted_nodes", "on_record")
+_SIGNAL_OPTIONS = ("is_leader", "cache_ages", "refresh", "untrusted_nodes", "on_record")
 _TIMING_OPTIONS = (
     "budget_seconds",
     "max_cache_age",
+    "act_cache_age",
     "pdb_retry_seconds",
     "unknown_settle_seconds",
     "restart_deadline_seconds",

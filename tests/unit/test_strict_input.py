@@ -217,6 +217,16 @@ REFUSED_CONFIGS = [
         "watchCache.maxStaleness: must be at most 8784h (a year)",
     ),
     (
+        "a watch timeout over an hour",
+        _config(watchCache="{watchTimeout: 2h}"),
+        "watchCache: watchTimeout (7200s) must be between 1s and 3600s",
+    ),
+    (
+        "a staleness bound under a second",
+        _config(watchCache="{maxStaleness: 500ms}"),
+        "watchCache: maxStaleness (0.5s) must be at least 1s",
+    ),
+    (
         "a negative leader election duration",
         _config(leaderElection="{retryPeriod: -2s}"),
         "leaderElection.retryPeriod: must be a positive duration or 0",
