@@ -1,6 +1,6 @@
 """A tiny Prometheus stand-in on 127.0.0.1 that answers the usage source's instant queries from a ``World``.
 
-Only ``/api/v1/query`` is served. The query text says which of the six queries it is (by the metric it
+Only ``/api/v1/query`` is served. The query text says which of the seven queries it is (by the metric it
 reads), and the answer is a vector built from the world's current usage: node series carry
 ``instance="<node>:9100"`` (the default relabel strips the port), pod series ``namespace`` and ``pod``.
 Every request is counted, so a benchmark can check the queries per cycle against the source's own
@@ -19,6 +19,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 Usage = dict[str, dict[str, int]]
+SAMPLES_PER_WINDOW = 30
+"""What ``nodeSampleCount`` answers for every node: always the same, so no scrape gap ever shows."""
 
 
 def classify(query: str) -> str:
@@ -26,6 +28,8 @@ def classify(query: str) -> str:
     if "node_" in query:
         if "timestamp(" in query:
             return "nodeSampleTime"
+        if "count_over_time(" in query:
+            return "nodeSampleCount"
         return "nodeCpu" if "node_cpu_seconds_total" in query else "nodeMemory"
     if "timestamp(" in query:
         return "podSampleTime"
@@ -83,6 +87,8 @@ class FakePrometheus:
                 value = (
                     at
                     if name == "nodeSampleTime"
+                    else SAMPLES_PER_WINDOW
+                    if name == "nodeSampleCount"
                     else (usage["cpu"] / 1000 if name == "nodeCpu" else usage["memory"])
                 )
                 result.append({"metric": {"instance": f"{node}:9100"}, "value": [at, repr(float(value))]})
