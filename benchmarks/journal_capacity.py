@@ -70,7 +70,9 @@ def record(i: int, stage: str) -> Entry:
     if stage == "evicted":
         return grown
     matched = replace(
-        grown, replacement=f"payments-settlement-prod/{name}-7d9f8b6c5d-q7w2e", landed=node(i + 7),
+        grown,
+        replacement=f"payments-settlement-prod/{name}-7d9f8b6c5d-q7w2e",
+        landed=node(i + 7),
         landed_at=NOW + i + 45,
     )
     return matched if stage == "matched" else replace(matched, bounced=NOW + i + 120)

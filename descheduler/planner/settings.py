@@ -148,6 +148,7 @@ class Settings:
         limiter's window and the churn budget's period (``plan`` keeps migrations that long)."""
         window = self.object_limit.duration if self.object_limit is not None else 0.0
         return max(window, self.budget.period if self.budget is not None else 0.0)
+
     ping_pong: PingPong | None = None
     """The ping-pong guard (``pingpong.py``); None: off."""
     surge_single_replica: bool = False

@@ -111,9 +111,7 @@ def test_the_prod_pass_moves_prod_pods_off_a_node_whose_prod_usage_is_over() -> 
     assert report(result, "prod-heavy").node_class == "normal"
     assert report(result, "prod-heavy").prod_class == "hotspot"
     assert [(e.pod.name, e.destination, e.prod) for e in result.evictions] == [("api-2", "idle", True)]
-    assert result.evictions[0].reason == (
-        "node is overutilized, prod cpu usage(50.00%)>threshold(40.00%)"
-    )
+    assert result.evictions[0].reason == ("node is overutilized, prod cpu usage(50.00%)>threshold(40.00%)")
     assert "default/batch-1" not in skip_codes(result)
 
 
