@@ -86,7 +86,6 @@ def pod(
     owner: tuple[str, str] | None = ("ReplicaSet", "web-rs"),
     phase: str = "Running",
     ready: bool = True,
-    priority: int | None = None,
     annotations: dict[str, str] | None = None,
 ) -> Obj:
     meta: Obj = {
@@ -123,8 +122,6 @@ def pod(
     }
     if node:
         spec["nodeName"] = node
-    if priority is not None:
-        spec["priority"] = priority
     status: Obj = {"phase": phase, "qosClass": "Burstable"}
     if phase == "Running":
         status["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]

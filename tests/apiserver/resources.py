@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-READ_VERBS = ("get", "list", "watch")
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
@@ -46,10 +45,6 @@ class ResourceType:
     def qualified(self) -> str:
         """``pods`` or ``leases.coordination.k8s.io``: how the API server names it in messages."""
         return f"{self.plural}.{self.group}" if self.group else self.plural
-
-    @property
-    def base_path(self) -> str:
-        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
 
 
 RESOURCES: tuple[ResourceType, ...] = (

@@ -22,7 +22,6 @@ import json
 import random
 import select
 import socket
-import ssl
 import string
 import threading
 import time
@@ -45,7 +44,6 @@ from tests.apiserver.selectors import (
     parse_label_selector,
     selector_object_matches,
 )
-from tests.apiserver.tables import TABLE_RESOURCES, to_table, wants_table
 
 Obj = dict[str, Any]
 SERVER_VERSION = {
@@ -156,13 +154,11 @@ class ApiServer:
         self,
         *,
         token: str | None = "test-token",
-        tls: tuple[str, str] | None = None,
         bookmark_interval: float = 60.0,
         history_limit: int = 10_000,
         default_watch_timeout: float = 1800.0,
     ) -> None:
         self.token = token
-        self.tls = tls
         self.bookmark_interval = bookmark_interval
         """Seconds between periodic BOOKMARKs on a quiet watch. kube-apiserver's watch cache sends them
         about once a minute (measured on the real control plane: 55-62 s), so that is the default; a
@@ -191,10 +187,6 @@ class ApiServer:
         handler = _make_handler(self)
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         httpd.daemon_threads = True
-        if self.tls is not None:
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(*self.tls)
-            httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
         self._httpd = httpd
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -230,14 +222,11 @@ class ApiServer:
 
     @property
     def url(self) -> str:
-        scheme = "https" if self.tls else "http"
-        return f"{scheme}://127.0.0.1:{self.port}"
+        return f"http://127.0.0.1:{self.port}"
 
-    def write_kubeconfig(self, path: Path, *, ca_file: str | None = None, token: str | None = None) -> Path:
+    def write_kubeconfig(self, path: Path, *, token: str | None = None) -> Path:
         """A kubeconfig (JSON is valid YAML) with one context pointing at this server."""
         cluster: Obj = {"server": self.url}
-        if ca_file:
-            cluster["certificate-authority"] = ca_file
         user: Obj = {}
         if token or self.token:
             user["token"] = token or self.token
@@ -323,10 +312,6 @@ class ApiServer:
         res = by_kind(obj.get("apiVersion", "v1"), obj["kind"])
         ns = (obj.get("metadata") or {}).get("namespace", "default") if res.namespaced else ""
         return store.deep_copy(self._create(res, ns, store.deep_copy(obj), dry_run=False))
-
-    def create_all(self, objs: list[Obj]) -> None:
-        for obj in objs:
-            self.create(obj)
 
     def get(self, resource: str, namespace: str, name: str, *, group: str | None = None) -> Obj | None:
         res = by_plural(resource, group)
@@ -1210,13 +1195,6 @@ def _make_handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
             if self._swallow:  # applied; the fault answers instead
                 return
             self._record.status = code
-            res_name = self._record.resource
-            if (
-                wants_table(self.headers.get("Accept", ""))
-                and res_name in TABLE_RESOURCES
-                and (self._record.group in ("", "events.k8s.io"))
-            ):
-                obj = to_table(res_name, obj)
             self._send_json(code, obj)
 
         def _patch(

@@ -1,4 +1,4 @@
-"""Integration fixtures: the stand-in API server (plain and TLS) and our client pointed at it."""
+"""Integration fixtures: the stand-in API server and our client pointed at it."""
 
 from __future__ import annotations
 
@@ -33,25 +33,3 @@ def kube_api(apiserver: ApiServer) -> Iterator[KubeApi]:
         yield api
     finally:
         api.close()
-
-
-TLS_DIR = Path(__file__).resolve().parents[1] / "apiserver" / "tls"
-
-
-@pytest.fixture(scope="session")
-def tls_files() -> tuple[str, str, str]:
-    """A test-only CA and a server certificate for 127.0.0.1 (tests/apiserver/tls/README.md)."""
-    return str(TLS_DIR / "ca.crt"), str(TLS_DIR / "server.crt"), str(TLS_DIR / "server.key")
-
-
-@pytest.fixture
-def tls_apiserver(tmp_path: Path, tls_files: tuple[str, str, str]) -> Iterator[ApiServer]:
-    """Like ``apiserver`` but over HTTPS, CA in its kubeconfig (kubectl sends tokens only over TLS)."""
-    ca, crt, key = tls_files
-    server = ApiServer(tls=(crt, key)).start()
-    server.write_kubeconfig(tmp_path / "kubeconfig", ca_file=ca)
-    try:
-        yield server
-    finally:
-        server.stop()
-    assert not server.errors, f"the test API server hit unexpected errors: {server.errors}"

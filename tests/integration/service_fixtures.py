@@ -134,7 +134,7 @@ def _covers(allowed: frozenset[str], value: str) -> bool:
     return "*" in allowed or value in allowed
 
 
-def load_rbac_rules(*paths: Path) -> list[Rule]:
+def _load_rbac_rules(*paths: Path) -> list[Rule]:
     """The rules of the ClusterRoles and Roles in the given manifest files."""
     rules: list[Rule] = []
     for path in paths:
@@ -165,4 +165,4 @@ def rbac_allows(rules: Sequence[Rule], request: RecordedRequest) -> bool:
 
 
 def shipped_rbac_rules() -> list[Rule]:
-    return load_rbac_rules(MANIFESTS / "base" / "clusterrole.yaml", MANIFESTS / "base" / "role.yaml")
+    return _load_rbac_rules(MANIFESTS / "base" / "clusterrole.yaml", MANIFESTS / "base" / "role.yaml")

@@ -33,8 +33,6 @@ ARROWS = """[...document.querySelectorAll('section.cycle[data-cycle="%d"] g.arro
   g => [g.dataset.pod, g.dataset.from, g.dataset.to])"""
 NODES = """[...document.querySelectorAll('section.cycle[data-cycle="%d"] g.node')].map(
   g => [g.dataset.node, g.dataset.class])"""
-SUMMARY_CODES = """[...document.querySelectorAll(
-  'section.cycle[data-cycle="%d"] table.summaries tbody tr')].map(r => r.cells[2].textContent)"""
 SKIP_GROUPS = """Object.fromEntries(
   [...document.querySelectorAll('section.cycle[data-cycle="%d"] details.skip')].map(d => [
     d.dataset.code, [...d.querySelectorAll('tbody tr')].map(r => r.cells[2].textContent)]))"""

@@ -146,10 +146,6 @@ class SimulatedNodes:
         with self._lock:
             return list(self._pods)
 
-    def node_busy(self, name: str) -> float:
-        with self._lock:
-            return self._busy(name)
-
     def cpu_percent(self, name: str) -> float:
         """The node's CPU use now, in percent of its cores."""
         with self._lock:
