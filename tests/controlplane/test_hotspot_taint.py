@@ -84,28 +84,29 @@ def taint_lines(proc: Descheduler, action: str) -> list[dict[str, Any]]:
 
 def config(
     backend: UsageBackend,
-    ports: Ports,
     namespace: str,
-    path: Path,
+    folder: Path,
     *,
-    lease: str,
+    lease: str | None = None,
     dry_run: bool = False,
     consecutive: int = 2,
     evictable: dict[str, Any] | None = None,
-) -> Path:
+) -> tuple[Ports, Path]:
+    """Free ports and a hotspot-taint config in ``folder``; the lease is the namespace's unless named."""
+    ports = Ports.free()
     doc = loop_config(
         backend.url,
         ports,
         namespace,
         dry_run=dry_run,
-        lease_name=lease,
+        lease_name=lease or f"lease-{namespace}",
         consecutive_abnormalities=consecutive,
     )
     args = doc["profiles"][0]["pluginConfig"][0]["args"]
     args["hotspotTaint"] = {"enabled": True, "removeAfterCycles": 3}
     if evictable is not None:
         args["evictableNamespaces"] = evictable
-    return write_config(path, doc)
+    return ports, write_config(folder / "c.yaml", doc)
 
 
 @pytest.fixture(scope="module")
@@ -147,8 +148,7 @@ def steered(
     control_plane.kubectl("taint", "nodes", cluster.hot, "team=a:PreferNoSchedule")
     with cluster.usage.following():
         usage_backend.install(cluster.usage.model, full_window=True, timeout=30)
-        ports = Ports.free()
-        path = config(usage_backend, ports, ns, workdir / "config.yaml", lease=LEASE)
+        ports, path = config(usage_backend, ns, workdir, lease=LEASE)
         with run_descheduler(path, tainting_identity, ports, workdir) as proc:
             proc.wait_ready(timeout=30)
             proc.wait_for(lambda: tainted(control_plane, cluster.hot), timeout=60, what="the hotspot taint")
@@ -245,8 +245,7 @@ def test_a_node_with_less_room_than_a_pod_in_motion_is_tainted_while_pods_move_a
             "the warm pod Running", lambda: control_plane.running_pods(namespace, "app=warm")
         )
         time.sleep(7)  # a whole 5 s usage window of it
-        ports = Ports.free()
-        path = config(usage_backend, ports, namespace, tmp_path / "c.yaml", lease=f"lease-{namespace}")
+        ports, path = config(usage_backend, namespace, tmp_path)
         with run_descheduler(path, control_plane.kubeconfig, ports, tmp_path) as proc:
             proc.wait_ready(timeout=30)
             proc.wait_for(
@@ -296,15 +295,7 @@ def test_the_taint_stays_while_the_node_is_hot_and_comes_off_on_sigterm(
     tmp_path: Path,
 ) -> None:
     with hot_cluster_serving_usage(control_plane, admin_api, namespace, usage_backend) as cluster:
-        ports = Ports.free()
-        path = config(
-            usage_backend,
-            ports,
-            namespace,
-            tmp_path / "c.yaml",
-            lease=f"lease-{namespace}",
-            evictable=NOTHING_MOVES,
-        )
+        ports, path = config(usage_backend, namespace, tmp_path, evictable=NOTHING_MOVES)
         with run_descheduler(path, control_plane.kubeconfig, ports, tmp_path) as proc:
             proc.wait_ready(timeout=30)
             proc.wait_for(lambda: tainted(control_plane, cluster.hot), timeout=60, what="the hotspot taint")
@@ -328,15 +319,7 @@ def test_a_new_leader_removes_the_taint_a_killed_leader_left_on_a_node_that_has_
     tmp_path: Path,
 ) -> None:
     with hot_cluster_serving_usage(control_plane, admin_api, namespace, usage_backend) as cluster:
-        ports = Ports.free()
-        path = config(
-            usage_backend,
-            ports,
-            namespace,
-            tmp_path / "c.yaml",
-            lease=f"lease-{namespace}",
-            evictable=NOTHING_MOVES,
-        )
+        ports, path = config(usage_backend, namespace, tmp_path, evictable=NOTHING_MOVES)
         with run_descheduler(path, control_plane.kubeconfig, ports, tmp_path, name="first") as first:
             first.wait_ready(timeout=30)
             first.wait_for(lambda: tainted(control_plane, cluster.hot), timeout=60, what="the hotspot taint")
@@ -367,10 +350,7 @@ def test_dry_run_taints_nothing_and_says_what_it_would_taint(
     tmp_path: Path,
 ) -> None:
     with hot_cluster_serving_usage(control_plane, admin_api, namespace, usage_backend) as cluster:
-        ports = Ports.free()
-        path = config(
-            usage_backend, ports, namespace, tmp_path / "c.yaml", lease=f"lease-{namespace}", dry_run=True
-        )
+        ports, path = config(usage_backend, namespace, tmp_path, dry_run=True)
         with run_descheduler(path, control_plane.kubeconfig, ports, tmp_path) as proc:
             proc.wait_ready(timeout=30)
 
@@ -549,8 +529,7 @@ def test_a_service_account_without_node_patch_works_on_unsteered_and_says_so_onc
     identity = control_plane.token_kubeconfig(account["namespace"], account["name"], tmp_path / "identity")
     try:
         with hot_cluster_serving_usage(control_plane, admin_api, namespace, usage_backend) as cluster:
-            ports = Ports.free()
-            path = config(usage_backend, ports, namespace, tmp_path / "c.yaml", lease=LEASE)  # the Role's
+            ports, path = config(usage_backend, namespace, tmp_path, lease=LEASE)  # the Role's
             with run_descheduler(path, identity, ports, tmp_path) as proc:
                 proc.wait_ready(timeout=30)
                 proc.wait_for(lambda: proc.events("steering_refused"), timeout=60, what="the refusal")
