@@ -215,3 +215,38 @@ def with_claims(template: Obj, *, template_name: str = "", claim_name: str = "")
     for container in spec["containers"]:
         container["resources"]["claims"] = [{"name": "gpu"}]
     return template
+
+
+FLOWCONTROL = "flowcontrol.apiserver.k8s.io/v1"
+
+
+def rejecting_flow(name: str, rule: Obj) -> list[Obj]:
+    """A priority level with no concurrency that rejects (429 with Retry-After, API Priority and
+    Fairness' own answer) and a flow schema, both named ``name``, sending the requests ``rule`` matches
+    there before any other schema but the exempt and probe ones."""
+    level = {
+        "apiVersion": FLOWCONTROL,
+        "kind": "PriorityLevelConfiguration",
+        "metadata": {"name": name},
+        "spec": {
+            "type": "Limited",
+            "limited": {
+                "nominalConcurrencyShares": 0,
+                "lendablePercent": 0,
+                "borrowingLimitPercent": 0,
+                "limitResponse": {"type": "Reject"},
+            },
+        },
+    }
+    schema = {
+        "apiVersion": FLOWCONTROL,
+        "kind": "FlowSchema",
+        "metadata": {"name": name},
+        "spec": {
+            "priorityLevelConfiguration": {"name": name},
+            "matchingPrecedence": 90,
+            "distinguisherMethod": {"type": "ByUser"},
+            "rules": [rule],
+        },
+    }
+    return [level, schema]

@@ -23,6 +23,7 @@ import yaml
 
 from descheduler.kube.api import KubeApi
 from descheduler.kube.connection import connect
+from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.loop import NOT_INSTALLED, hot_cluster_serving_usage, install_manifests, loop_config
 from tests.controlplane.test_operator_marks import seat_held
@@ -32,7 +33,6 @@ from tests.support.service import MANIFESTS, NAMESPACE, REPO
 
 pytestmark = pytest.mark.controlplane
 
-GROUP = "flowcontrol.apiserver.k8s.io/v1"
 ACCOUNT = "load-aware-descheduler"
 REJECTING = "lad-test-reject-everything"
 INTERVAL = 5.0
@@ -147,22 +147,7 @@ def stored_conditions(plane: ControlPlane, schema: str) -> list[dict[str, Any]]:
 
 
 def rejecting_everything() -> list[dict[str, Any]]:
-    """A level with no concurrency that rejects, and a FlowSchema sending every request of the shipped
-    ServiceAccount there (before any other schema but the exempt and probe ones)."""
-    level = {
-        "apiVersion": GROUP,
-        "kind": "PriorityLevelConfiguration",
-        "metadata": {"name": REJECTING},
-        "spec": {
-            "type": "Limited",
-            "limited": {
-                "nominalConcurrencyShares": 0,
-                "lendablePercent": 0,
-                "borrowingLimitPercent": 0,
-                "limitResponse": {"type": "Reject"},
-            },
-        },
-    }
+    """Every request of the shipped ServiceAccount goes to a level that rejects."""
     every = {
         "verbs": ["*"],
         "apiGroups": ["*"],
@@ -170,29 +155,13 @@ def rejecting_everything() -> list[dict[str, Any]]:
         "clusterScope": True,
         "namespaces": ["*"],
     }
-    schema = {
-        "apiVersion": GROUP,
-        "kind": "FlowSchema",
-        "metadata": {"name": REJECTING},
-        "spec": {
-            "priorityLevelConfiguration": {"name": REJECTING},
-            "matchingPrecedence": 90,
-            "distinguisherMethod": {"type": "ByUser"},
-            "rules": [
-                {
-                    "subjects": [
-                        {
-                            "kind": "ServiceAccount",
-                            "serviceAccount": {"name": ACCOUNT, "namespace": NAMESPACE},
-                        }
-                    ],
-                    "resourceRules": [every],
-                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-                }
-            ],
-        },
+    account = {"kind": "ServiceAccount", "serviceAccount": {"name": ACCOUNT, "namespace": NAMESPACE}}
+    rule = {
+        "subjects": [account],
+        "resourceRules": [every],
+        "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
     }
-    return [level, schema]
+    return objects.rejecting_flow(REJECTING, rule)
 
 
 WIDENED = {

@@ -26,6 +26,7 @@ from descheduler.config.migration import PAUSE_ANNOTATION
 from descheduler.kube.api import KubeApi
 from descheduler.kube.connection import connect
 from descheduler.planner import reasons
+from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.loop import HotCluster, hot_cluster_serving_usage, install_manifests, loop_config
 from tests.support import service
@@ -146,37 +147,10 @@ test's namespace with 429 and ``Retry-After`` (its flow control's own answer, no
 
 
 def rejecting_evictions(namespace: str) -> list[dict[str, Any]]:
-    """A priority level with no concurrency that rejects, and a flow schema sending the descheduler's
-    ``pods/eviction`` creations in ``namespace`` to it."""
-    group = "flowcontrol.apiserver.k8s.io/v1"
-    level = {
-        "apiVersion": group,
-        "kind": "PriorityLevelConfiguration",
-        "metadata": {"name": REJECTING},
-        "spec": {
-            "type": "Limited",
-            "limited": {
-                "nominalConcurrencyShares": 0,
-                "lendablePercent": 0,
-                "borrowingLimitPercent": 0,
-                "limitResponse": {"type": "Reject"},
-            },
-        },
-    }
+    """The descheduler's ``pods/eviction`` creations in ``namespace`` go to a level that rejects."""
     subject = {"kind": "Group", "group": {"name": f"system:serviceaccounts:{NAMESPACE}"}}
     rule = {"verbs": ["create"], "apiGroups": [""], "resources": ["pods/eviction"], "namespaces": [namespace]}
-    schema = {
-        "apiVersion": group,
-        "kind": "FlowSchema",
-        "metadata": {"name": REJECTING},
-        "spec": {
-            "priorityLevelConfiguration": {"name": REJECTING},
-            "matchingPrecedence": 90,
-            "distinguisherMethod": {"type": "ByUser"},
-            "rules": [{"subjects": [subject], "resourceRules": [rule]}],
-        },
-    }
-    return [level, schema]
+    return objects.rejecting_flow(REJECTING, {"subjects": [subject], "resourceRules": [rule]})
 
 
 @contextmanager
