@@ -20,6 +20,7 @@ from descheduler.kube.api import KubeApi
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.usage import ClusterUsage
+from tests.support import service
 from tests.support.sampling import sampling
 from tests.support.service import (
     LEASE,
@@ -194,6 +195,23 @@ def shipped_identity(plane: ControlPlane, path: Path) -> Path:
     docs = install_manifests(plane)
     (account,) = [d["metadata"] for d in docs if d["kind"] == "ServiceAccount"]
     return plane.token_kubeconfig(account["namespace"], account["name"], path)
+
+
+@contextlib.contextmanager
+def claims_descheduler(
+    plane: ControlPlane, usage: ClusterUsage, backend: UsageBackend, namespace: str, hot: str, folder: Path
+) -> Iterator[service.Descheduler]:
+    """The claims loop (``claims_loop_config``) running, ready, as the shipped identity while ``backend``
+    serves ``usage``, whose ``hot`` node must be over 90% first: the DRA tests' common start."""
+    identity = shipped_identity(plane, folder / "kubeconfig")
+    with usage.following():
+        backend.install(usage.model, full_window=True, timeout=30)
+        assert usage.node_percent(hot) > 90
+        ports = Ports.free()
+        config = claims_loop_config(backend.url, ports, namespace, folder / "config.yaml")
+        with service.run_descheduler(config, identity, ports, folder) as proc:
+            proc.wait_ready(timeout=30)
+            yield proc
 
 
 @contextlib.contextmanager

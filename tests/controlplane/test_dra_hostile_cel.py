@@ -16,7 +16,7 @@ import pytest
 from descheduler.kube.api import KubeApi
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
-from tests.controlplane.loop import claims_loop_config, lease_namespace, shipped_identity
+from tests.controlplane.loop import claims_descheduler, lease_namespace
 from tests.controlplane.test_dra_moves import add_device_nodes, running_where, template_deployment
 from tests.controlplane.usage import ClusterUsage
 from tests.support import service
@@ -63,18 +63,11 @@ def test_a_hostile_selector_keeps_its_pods_and_the_loop_its_pace(
         plane.kubectl("uncordon", node)
 
     usage = ClusterUsage(admin_api, ns, dict.fromkeys([hot, *cool], 4), {"busy": 1.8})
-    identity = shipped_identity(plane, tmp_path / "kubeconfig")
-    with usage.following():
-        usage_backend.install(usage.model, full_window=True, timeout=30)
-        assert usage.node_percent(hot) > 90
-        ports = service.Ports.free()
-        config = claims_loop_config(usage_backend.url, ports, ns, tmp_path / "config.yaml")
-        with service.run_descheduler(config, identity, ports, tmp_path) as proc:
-            proc.wait_ready(timeout=30)
-            proc.wait_for(lambda: len(proc.events("cycle_summary")) >= 4, timeout=120, what="4 cycles")
-            status, _ = proc.get("/healthz")
-            skipped = service.metric_samples(proc.get("/metrics")[1], "descheduler_pods_skipped_total")
-            proc.terminate()
+    with claims_descheduler(plane, usage, usage_backend, ns, hot, tmp_path) as proc:
+        proc.wait_for(lambda: len(proc.events("cycle_summary")) >= 4, timeout=120, what="4 cycles")
+        status, _ = proc.get("/healthz")
+        skipped = service.metric_samples(proc.get("/metrics")[1], "descheduler_pods_skipped_total")
+        proc.terminate()
     durations = [e["duration_seconds"] for e in proc.events("cycle_summary")]
     print(f"\nhostile CEL: cycle durations {durations}")
     assert status == 200

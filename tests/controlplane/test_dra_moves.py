@@ -23,7 +23,7 @@ import pytest
 from descheduler.kube.api import KubeApi
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
-from tests.controlplane.loop import HIGH_CPU, claims_loop_config, lease_namespace, shipped_identity
+from tests.controlplane.loop import HIGH_CPU, claims_descheduler, lease_namespace
 from tests.controlplane.usage import ClusterUsage
 from tests.support import service
 
@@ -169,26 +169,19 @@ def test_a_device_pod_moves_only_to_the_node_with_a_free_matching_device(
     running_where(plane, ns, "sidecar", 1, free)
 
     usage = ClusterUsage(admin_api, ns, dict.fromkeys([hot, full, free, other], 4), CORES)
-    identity = shipped_identity(plane, tmp_path / "kubeconfig")
-    with usage.following():
-        usage_backend.install(usage.model, full_window=True, timeout=30)
-        assert usage.node_percent(hot) > 90
-        ports = service.Ports.free()
-        config = claims_loop_config(usage_backend.url, ports, ns, tmp_path / "config.yaml")
-        with service.run_descheduler(config, identity, ports, tmp_path) as proc:
-            proc.wait_ready(timeout=30)
-            proc.wait_for(lambda: proc.events("eviction"), timeout=30, what="an eviction")
-            replacement = plane.wait_for(
-                "the replacement Running",
-                lambda: [p for p in plane.running_pods(ns, "app=busy") if p["metadata"]["name"] not in busy],
-                timeout_s=30,
-            )
-            cured_at = len(proc.events("cycle_summary"))
-            proc.wait_for(
-                lambda: len(proc.events("cycle_summary")) >= cured_at + 3, timeout=15, what="3 more cycles"
-            )
-            skipped = service.metric_samples(proc.get("/metrics")[1], "descheduler_pods_skipped_total")
-            proc.terminate()
+    with claims_descheduler(plane, usage, usage_backend, ns, hot, tmp_path) as proc:
+        proc.wait_for(lambda: proc.events("eviction"), timeout=30, what="an eviction")
+        replacement = plane.wait_for(
+            "the replacement Running",
+            lambda: [p for p in plane.running_pods(ns, "app=busy") if p["metadata"]["name"] not in busy],
+            timeout_s=30,
+        )
+        cured_at = len(proc.events("cycle_summary"))
+        proc.wait_for(
+            lambda: len(proc.events("cycle_summary")) >= cured_at + 3, timeout=15, what="3 more cycles"
+        )
+        skipped = service.metric_samples(proc.get("/metrics")[1], "descheduler_pods_skipped_total")
+        proc.terminate()
     evictions = proc.events("eviction")
     print(f"\ndra moves: evictions {[(e['pod'], e['destination'], e['result']) for e in evictions]}")
     # One busy pod moved, toward the node with the free device; never toward the full or other-driver node.
