@@ -160,15 +160,7 @@ def test_the_valid_base_configuration_of_these_cases_is_accepted_and_reaches_the
     """The cases above fail because of their one change, not because the base is broken; and a command
     that does go to the cluster is counted by the relay, so the zero counts above mean something."""
     config = write_config(tmp_path / "config.yaml", _valid())
-    result = subprocess.run(
-        descheduler_command("validate", str(config)),
-        cwd=REPO,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    result = _run(config, tmp_path / "kubeconfig", "validate")
     assert result.returncode == 0, result.stderr
     doc = _valid()
     doc["nodeSelector"] = {"matchLabels": {objects.GROUP_LABEL: namespace}}  # the test's (no) nodes
