@@ -86,6 +86,15 @@ def leaders(*replicas: Replica) -> list[str]:
     return [r.identity for r in replicas if r.elector.is_leader()]
 
 
+def a_leading_b_standing_by(replica: ReplicaFactory) -> tuple[Replica, Replica]:
+    """Replica a elected first, then b started as its standby: how every takeover below begins."""
+    a, b = replica("a"), replica("b")
+    a.elector.start()
+    eventually(lambda: a.elector.is_leader() and a.started, what="a leading")
+    b.elector.start()
+    return a, b
+
+
 def test_two_candidates_elect_exactly_one_leader(apiserver: ApiServer, replica: ReplicaFactory) -> None:
     a, b = replica("a"), replica("b")
     a.elector.start()
@@ -106,10 +115,7 @@ def test_two_candidates_elect_exactly_one_leader(apiserver: ApiServer, replica: 
 def test_stopping_the_leader_releases_the_lease_so_the_other_takes_over_at_once(
     apiserver: ApiServer, replica: ReplicaFactory
 ) -> None:
-    a, b = replica("a"), replica("b")
-    a.elector.start()
-    eventually(lambda: a.elector.is_leader() and a.started, what="a leading")
-    b.elector.start()
+    a, b = a_leading_b_standing_by(replica)
     time.sleep(0.3)
     assert leaders(a, b) == ["a"]
     stopped_at = time.monotonic()
@@ -129,10 +135,7 @@ def test_stopping_the_leader_releases_the_lease_so_the_other_takes_over_at_once(
 def test_a_crashed_leader_is_replaced_only_after_its_lease_expires(
     apiserver: ApiServer, replica: ReplicaFactory
 ) -> None:
-    a, b = replica("a"), replica("b")
-    a.elector.start()
-    eventually(lambda: a.elector.is_leader() and a.started, what="a leading")
-    b.elector.start()
+    a, b = a_leading_b_standing_by(replica)
     time.sleep(0.3)
     crashed_at = time.monotonic()
     a.elector.stop(release=False)  # no release: as if the process died
@@ -156,10 +159,7 @@ def test_a_crashed_leader_is_replaced_only_after_its_lease_expires(
 def test_a_leader_that_cannot_renew_stops_leading_before_anyone_else_starts(
     outage: Fault, apiserver: ApiServer, replica: ReplicaFactory
 ) -> None:
-    a, b = replica("a"), replica("b")
-    a.elector.start()
-    eventually(lambda: a.elector.is_leader() and a.started, what="a leading")
-    b.elector.start()
+    a, b = a_leading_b_standing_by(replica)
     both: list[float] = []
     done = threading.Event()
 
@@ -186,10 +186,7 @@ def test_no_pod_is_evicted_twice_or_by_a_non_leader_across_a_leadership_change(
     apiserver: ApiServer, replica: ReplicaFactory
 ) -> None:
     pods = [parse_pod(apiserver.create(objects.pod(f"web-{i:02d}", node="node-1"))) for i in range(16)]
-    a, b = replica("a"), replica("b")
-    a.elector.start()
-    eventually(lambda: a.elector.is_leader() and a.started, what="a leading")
-    b.elector.start()
+    a, b = a_leading_b_standing_by(replica)
     stop = threading.Event()
 
     def run(r: Replica) -> None:
