@@ -506,6 +506,10 @@ def put(path: tuple[Any, ...], value: Any) -> Callable[[Obj], None]:
     return edit
 
 
+FIRST_NODE_EXPRESSION = ("spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+FIRST_NODE_EXPRESSION += ("nodeSelectorTerms", 0, "matchExpressions", 0)
+"""The path of the real pod's first required node-affinity expression."""
+
 ODD: list[tuple[str, str, Callable[[], Obj], Callable[[Obj], None]]] = [
     ("a label value that is a number", "Pod", real_pod, put(("metadata", "labels", "n"), 5)),
     ("a null uid", "Pod", real_pod, put(("metadata", "uid"), None)),
@@ -556,44 +560,8 @@ ODD: list[tuple[str, str, Callable[[], Obj], Callable[[Obj], None]]] = [
     ("a priority that is a boolean", "Pod", real_pod, put(("spec", "priority"), True)),
     ("a toleration with a null key", "Pod", real_pod, put(("spec", "tolerations", 1, "key"), None)),
     ("a toleration that is a string", "Pod", real_pod, put(("spec", "tolerations", 1), "x")),
-    (
-        "an unknown affinity operator",
-        "Pod",
-        real_pod,
-        put(
-            (
-                "spec",
-                "affinity",
-                "nodeAffinity",
-                "requiredDuringSchedulingIgnoredDuringExecution",
-                "nodeSelectorTerms",
-                0,
-                "matchExpressions",
-                0,
-                "operator",
-            ),
-            "Near",
-        ),
-    ),
-    (
-        "affinity values that are numbers",
-        "Pod",
-        real_pod,
-        put(
-            (
-                "spec",
-                "affinity",
-                "nodeAffinity",
-                "requiredDuringSchedulingIgnoredDuringExecution",
-                "nodeSelectorTerms",
-                0,
-                "matchExpressions",
-                0,
-                "values",
-            ),
-            [1, 2],
-        ),
-    ),
+    ("an unknown affinity operator", "Pod", real_pod, put((*FIRST_NODE_EXPRESSION, "operator"), "Near")),
+    ("affinity values that are numbers", "Pod", real_pod, put((*FIRST_NODE_EXPRESSION, "values"), [1, 2])),
     ("a volume that is a string", "Pod", real_pod, put(("spec", "volumes", 0), "scratch")),
     (
         "a null hostPath still counts as local storage",
