@@ -154,13 +154,7 @@ def test_a_silently_stalled_watch_is_replaced_and_no_cycle_acts_on_the_stale_cac
             proc.wait_for(lambda: len(proc.events("cycle_summary")) >= 2, timeout=10, what="two cycles")
             assert server.stall_watches() >= 5
             stalled = time.monotonic()
-            server.patch("deployments", "default", "web", {"spec": {"replicas": 1}}, group="apps")
-            rs = server.list("replicasets", "default", group="apps")[0]["metadata"]["name"]
-            server.patch("replicasets", "default", rs, {"spec": {"replicas": 1}}, group="apps")
-            for i in range(2, 7):
-                server.delete("pods", "default", f"web-{i}")
-                cluster.usage.remove_pod("default", f"web-{i}")
-            cluster.usage.set_pod_cores("default", "web-1", 3.2)
+            _scale_web_to_one_behind_the_cache(cluster)
             not_ready_at = proc.wait_for(
                 lambda: time.monotonic() if proc.get("/readyz")[0] == 503 else None,
                 timeout=10,
