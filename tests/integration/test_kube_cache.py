@@ -56,6 +56,17 @@ def pod_names(c: ClusterCache) -> set[str]:
     return {p.key for p in c.snapshot().pods}
 
 
+def synced_and_watching_pods(apiserver: ApiServer, cache: CacheFactory, *, pods: int) -> ClusterCache:
+    """A started cache over a seeded server, synced and with its pods watch open: where the watch-fault
+    tests begin."""
+    seed(apiserver, pods=pods)
+    c = cache()
+    c.start()
+    assert c.wait_synced(10)
+    eventually(lambda: apiserver.open_watches("pods") == 1, what="the pods watch to be open")
+    return c
+
+
 def test_initial_sync_lists_every_resource_in_pages_and_parses_the_snapshot(
     apiserver: ApiServer, cache: CacheFactory
 ) -> None:
@@ -173,11 +184,7 @@ def test_steady_state_sends_only_watches_no_list_or_get(apiserver: ApiServer, ca
 def test_a_dropped_watch_resumes_from_the_last_resource_version_without_relisting(
     apiserver: ApiServer, cache: CacheFactory
 ) -> None:
-    seed(apiserver, pods=3)
-    c = cache()
-    c.start()
-    assert c.wait_synced(10)
-    eventually(lambda: apiserver.open_watches("pods") == 1, what="the pods watch to be open")
+    c = synced_and_watching_pods(apiserver, cache, pods=3)
     assert apiserver.drop_watches("pods") == 1
     apiserver.create(objects.pod("during-outage", node="node-1"))
     eventually(lambda: "default/during-outage" in pod_names(c), what="pod created while the watch was down")
@@ -192,11 +199,7 @@ def test_a_dropped_watch_resumes_from_the_last_resource_version_without_relistin
 def test_gone_resource_version_after_compaction_triggers_a_relist(
     apiserver: ApiServer, cache: CacheFactory
 ) -> None:
-    seed(apiserver, pods=3)
-    c = cache()
-    c.start()
-    assert c.wait_synced(10)
-    eventually(lambda: apiserver.open_watches("pods") == 1, what="the pods watch to be open")
+    c = synced_and_watching_pods(apiserver, cache, pods=3)
     apiserver.send_bookmarks()
     # While the pods watch is down (reconnect waits a backoff), history moves on and is compacted away.
     assert apiserver.drop_watches("pods") == 1
@@ -212,11 +215,7 @@ def test_gone_resource_version_after_compaction_triggers_a_relist(
 
 
 def test_watch_failures_back_off_and_recover(apiserver: ApiServer, cache: CacheFactory) -> None:
-    seed(apiserver, pods=2)
-    c = cache()
-    c.start()
-    assert c.wait_synced(10)
-    eventually(lambda: apiserver.open_watches("pods") == 1, what="the pods watch to be open")
+    c = synced_and_watching_pods(apiserver, cache, pods=2)
     fault = apiserver.inject(Fault(verb="watch", resource="pods", status=503, times=3))
     assert apiserver.drop_watches("pods") == 1
     apiserver.create(objects.pod("after-errors", node="node-0"))
