@@ -691,6 +691,17 @@ ISSUE_42: list[tuple[str, Scenario, str]] = [
         "-> a",
     ),
     (
+        "All selecting a partition: kube-scheduler 1.35 crashes on it",
+        lambda w: moved_pod(mig()(w), requests=[exactly("gpu", mode="All")]),
+        f"{reasons.RESOURCE_CLAIM_UNSUPPORTED}: request p-gpu/gpu asks for All devices and device "
+        f"{GPU_DRIVER}/a/half-0 consumes shared counters",
+    ),
+    (
+        "All whose selector leaves the partitions out",
+        lambda w: moved_pod(mig()(w), requests=[exactly("gpu", f"!has({A}.profile)", mode="All")]),
+        "-> b",
+    ),
+    (
         "a constraint on an All request",
         numa([0, 0], [0, 0], MATCH, requests=[exactly("gpu", mode="All")]),
         f"{UNSUPPORTED}: matchAttribute {GPU_DRIVER}/numa applies to request gpu, which asks for All",
