@@ -68,9 +68,10 @@ def _device(rng: random.Random, name: str, index: int, consumes: str = "") -> Ob
     return device
 
 
-def node_slices(rng: random.Random, namespace: str, node: str) -> list[Obj]:
-    """The node's pool: plain devices, or (partitionable) a counter set of 2 slices and 3 partitions."""
-    if rng.random() < 0.3:
+def node_slices(rng: random.Random, namespace: str, node: str, partitions: bool) -> list[Obj]:
+    """The node's pool: plain devices, or (``partitions`` allowing) a counter set and 3 partitions in a
+    pool of 2 slices."""
+    if rng.random() < 0.3 and partitions:
         parts = [
             _device(rng, "whole", 0, "2"),
             _device(rng, "half-0", 1, "1"),
@@ -144,16 +145,18 @@ def add_dra(rng: random.Random, namespace: str, nodes: list[Obj], pod: Obj, feat
         big = f'device.driver == "{DRIVER}" && {C}.memory.compareTo(quantity("10Gi")) >= 0'
         made.append(objects.device_class(classes[1], big))
     _fewer_node_limits(rng, pod, features)
+    spec = claim_spec(rng, classes, features)
     for node in nodes:  # room, and no node taints: the devices decide (fillers must land too)
         room = {"cpu": "16", "memory": "32Gi", "pods": "110"}
         node["status"]["capacity"] = dict(room)
         node["status"]["allocatable"] = dict(room)
         node["spec"].pop("taints", None)
-        made += node_slices(rng, namespace, node["metadata"]["name"])
+        # An All request selecting a partition panics kube-scheduler 1.35 (the planner keeps such a pod,
+        # tests/unit/test_planner_devices.py): never probed, it would take the judge down.
+        made += node_slices(rng, namespace, node["metadata"]["name"], "dra-all" not in features)
     exactly = {"deviceClassName": classes[0], "allocationMode": "ExactCount", "count": 1}
     hold = {"requests": [{"name": "r", "exactly": {**exactly, "tolerations": [{"operator": "Exists"}]}}]}
     made.append(_template("hold", hold))
-    spec = claim_spec(rng, classes, features)
     if rng.random() < 0.15:
         made.append({"apiVersion": objects.DRA_API, "kind": "ResourceClaim", "metadata": {"name": "shared"},
                      "spec": {"devices": spec}})  # fmt: skip
