@@ -340,15 +340,16 @@ def setup(plane: ControlPlane, shapes: Sequence[Shape]) -> None:
             }
         ),
     )
-    plane.apply([o for s in shapes for o in s.dra if o["kind"] in CLUSTER_KINDS])
-    plane.apply(
-        [
-            {**o, "metadata": {**o["metadata"], "namespace": s.namespace}}
-            for s in shapes
-            for o in s.dra
-            if o["kind"] not in CLUSTER_KINDS
-        ]
-    )
+    if any(s.dra for s in shapes):
+        plane.apply([o for s in shapes for o in s.dra if o["kind"] in CLUSTER_KINDS])
+        plane.apply(
+            [
+                {**o, "metadata": {**o["metadata"], "namespace": s.namespace}}
+                for s in shapes
+                for o in s.dra
+                if o["kind"] not in CLUSTER_KINDS
+            ]
+        )
     pods: list[Obj] = []
     for shape in shapes:
         gated = json.loads(json.dumps(shape.pod))
