@@ -5,10 +5,14 @@ them, a pod with requests, init/sidecar containers, overhead, nodeSelector, node
 pod anti-affinity, topology spread and host ports: ``tests/controlplane/judge.py``), asks per node both our
 check and the scheduler (a probe pod pinned to the node) whether the pod could land there, and prints the
 table: "we say fits, scheduler refuses" must be 0; "we say no, scheduler places" is classified by our
-reason. ``--json`` writes the table (benchmarks/data/scheduler-agreement-<date>.json).
+reason. ``--json`` writes the table (benchmarks/data/scheduler-agreement-<date>.json). ``--dra`` gives
+every shape devices and the pod device claims instead (``tests/controlplane/judge_dra.py``; the planner's
+path for a device-holding pod), a run of its own (benchmarks/data/scheduler-agreement-dra-<date>.json).
 
     python -m benchmarks.scheduler_agreement --shapes 300 \
         --json benchmarks/data/scheduler-agreement-$(date +%F).json
+    python -m benchmarks.scheduler_agreement --dra --shapes 120 \
+        --json benchmarks/data/scheduler-agreement-dra-$(date +%F).json
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import json
 import sys
 import tempfile
 import time
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -31,15 +36,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--batch", type=int, default=50, help="shapes probed together")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--dra", action="store_true", help="shapes with devices and device claims")
     args = parser.parse_args(argv)
     started = time.monotonic()
     verdicts: list[judge.Verdict] = []
+    shapes_seen: list[judge.Shape] = []
     with tempfile.TemporaryDirectory(prefix="scheduler-agreement-") as root:
         plane = ControlPlane.start(Path(root))
         try:
             seeds = list(range(args.first_seed, args.first_seed + args.shapes))
             for start in range(0, len(seeds), args.batch):
-                shapes = [judge.random_shape(seed, "b") for seed in seeds[start : start + args.batch]]
+                shapes = [
+                    judge.random_shape(seed, "d" if args.dra else "b", args.dra)
+                    for seed in seeds[start : start + args.batch]
+                ]
+                shapes_seen += shapes
                 verdicts += judge.judge(plane, shapes)
                 judge.cleanup(plane, shapes)
                 print(f"{len(verdicts)} probes after {time.monotonic() - started:.0f}s", flush=True)
@@ -48,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     result = judge.table(verdicts)
     result["date"] = datetime.now(UTC).date().isoformat()
     result["seeds"] = [args.first_seed, args.first_seed + args.shapes - 1]
+    result["dra"] = args.dra
+    result["features"] = dict(Counter(f for s in shapes_seen for f in s.features).most_common())
     result["seconds"] = round(time.monotonic() - started)
     width = max(len(k) for k in result)
     for key in (

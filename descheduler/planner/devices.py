@@ -25,7 +25,8 @@ selectors and the request's. ``ExactCount`` needs ``count`` of them; ``All`` nee
 the node reaches to be free (and at least one); ``firstAvailable`` takes the first subrequest that fits.
 An ``All`` request on a node that sees a pool being updated or invalid is an allocator error, which
 aborts the pod's whole scheduling attempt: such a pod stays (``resource-claim-unsupported``) while any
-node it may be scheduled on sees one. Partitionable
+node it may be scheduled on sees one; so does one whose ``All`` request selects a partitionable device
+there (kube-scheduler 1.35 panics on it). Partitionable
 devices (shared counters), device taints and tolerations, and ``matchAttribute``/``distinctAttribute``
 constraints are searched as the allocator does (``allocate.py``). Devices the parser marked unsupported
 (shareable, binding conditions, per-device node selection) never count as free.
@@ -66,6 +67,7 @@ from descheduler.planner.allocate import (
     Need,
     Search,
     Solution,
+    blocking_taint,
 )
 
 if TYPE_CHECKING:
@@ -193,10 +195,22 @@ class DeviceIndex:
     def _all_problem(self, pod: Pod, needs: list[Need]) -> ClaimProblem | None:
         """An ``All`` request fails the scheduler's whole attempt (an error, not a refusal of one node)
         on any node it tries that sees a pool being updated or invalid: the replacement would stay
-        Pending however many other nodes fit."""
-        label = next((c.label for n in needs for c in n.choices if c.count == 0), "")
-        if not label:
+        Pending however many other nodes fit. One that selects a partitionable device (consuming shared
+        counters) on a node the pod may go to panics kube-scheduler 1.35's allocator (its ``All`` list
+        leaves the device's pool unset), which takes the whole scheduler down: found by the judge
+        (``tests/controlplane/judge_dra.py``)."""
+        alls = [c for n in needs for c in n.choices if c.count == 0]
+        if not alls:
             return None
+        for choice in alls:
+            partition = next((d for d in sorted(choice.matching) if self.devices[d][1].consumes), None)
+            if partition is not None:
+                return ClaimProblem(
+                    reasons.RESOURCE_CLAIM_UNSUPPORTED,
+                    f"request {choice.label} asks for All devices and device {'/'.join(partition)} consumes "
+                    "shared counters: kube-scheduler 1.35 crashes on it (nil pointer in its allocator)",
+                )
+        label = alls[0].label
         for node in self.nodes:
             if pod_node_affinity_matches(pod, node) and untolerated_taint(pod, node) is None:
                 trouble = self._troubled_pool(node)
@@ -366,6 +380,8 @@ class DeviceIndex:
         needs = self._needs.get(pod.uid)
         if needs is None:
             return Solution()
+        if self._leaks_counters(pod, needs, node):
+            return None
         search = Search(
             needs,
             self._constraints.get(pod.uid, ()),
@@ -376,6 +392,24 @@ class DeviceIndex:
             bool(self._troubled_pool(node)),
         )
         return search.run()
+
+    def _leaks_counters(self, pod: Pod, needs: Sequence[Need], node: Node) -> bool:
+        """Whether kube-scheduler 1.35 may spend shared counters on a device it then refuses: its
+        allocator books a free partition's counters before checking the device's taints and the claim's
+        constraints, and does not give them back when those refuse it (found by the DRA judge,
+        ``tests/controlplane/judge_dra.py``). Which devices it tries first is its business, so a node
+        where a request may try such a device is refused: conservative, never a Pending replacement."""
+        reach = self.reach(node)
+        constrained = bool(self._constraints.get(pod.uid))
+        for need in needs:
+            for choice in need.choices:
+                for device_id in choice.matching & reach:
+                    device = self.devices[device_id][1]
+                    if not device.consumes or device_id in self.unavailable or device_id in self.taken:
+                        continue
+                    if constrained or blocking_taint(device, choice.tolerations) is not None:
+                        return True
+        return False
 
     def fits(self, pod: Pod, node: Node) -> bool:
         """Whether ``node`` has free devices for every request of the pod (``check`` passed)."""

@@ -37,7 +37,7 @@ from descheduler.planner.devices import DeviceIndex
 from descheduler.planner.fit import DestinationSet
 from descheduler.planner.placement import Neighbours
 from descheduler.planner.settings import PoolSettings
-from tests.controlplane import objects
+from tests.controlplane import judge_dra, objects
 from tests.controlplane.cluster import ControlPlane
 
 Obj = dict[str, Any]
@@ -48,6 +48,7 @@ ZONE = "judge.test/zone"
 DISK = "judge.test/disk"
 GEN = "judge.test/gen"
 APPS = ("web", "db", "cache")
+CLUSTER_KINDS = ("DeviceClass", "ResourceSlice")
 TAINTS = (
     {"key": "dedicated", "value": "batch", "effect": "NoSchedule"},
     {"key": "maintenance", "value": "soon", "effect": "NoExecute"},
@@ -81,6 +82,8 @@ class Shape:
     existing: list[Obj]
     pod: Obj
     features: list[str]
+    dra: list[Obj] = field(default_factory=list)
+    """DeviceClasses, ResourceSlices, claim templates and claims (``judge_dra.py``), in creation order."""
 
     @property
     def node_names(self) -> list[str]:
@@ -138,8 +141,9 @@ def _ports(rng: random.Random) -> list[Obj]:
     return [port]
 
 
-def random_shape(seed: int, run: str) -> Shape:
-    """A small cluster and a pod, seeded; ``run`` keeps namespaces of separate runs apart."""
+def random_shape(seed: int, run: str, dra: bool = False) -> Shape:
+    """A small cluster and a pod, seeded; ``run`` keeps namespaces of separate runs apart. With ``dra``
+    the pod holds device claims and the nodes have devices (``judge_dra.py``)."""
     rng = random.Random(seed)
     namespace = f"judge-{run}-{seed}"
     host_key, zone_key = _keys(namespace)
@@ -243,7 +247,13 @@ def random_shape(seed: int, run: str) -> Shape:
         "metadata": {"name": "subject", "labels": {"app": app}},
         "spec": spec,
     }
-    return Shape(seed, namespace, nodes, existing, pod, features)
+    shape = Shape(seed, namespace, nodes, existing, pod, features)
+    if dra:
+        made = judge_dra.add_dra(rng, namespace, nodes, pod, features)
+        existing += [o for o in made if o["kind"] == "Pod"]
+        shape.dra = [o for o in made if o["kind"] != "Pod"]
+        shape.features = sorted(set(features), key=features.index)
+    return shape
 
 
 # --- the two judges -----------------------------------------------------------------------------------------
@@ -268,6 +278,9 @@ def our_answers(snapshot: ClusterSnapshot, pod: Pod) -> dict[str, str]:
         if other.node_name and not other.is_terminal and other.uid != pod.uid:
             by_node.setdefault(other.node_name, []).append(other)
     devices = DeviceIndex(snapshot) if pod.resource_claims else None
+    problem = devices.check(pod) if devices is not None else None
+    if problem is not None:  # the planner keeps such a pod where it is (plan.py)
+        return {node.name: f"{problem.code}: {problem.message}" for node in snapshot.nodes}
     neighbours = Neighbours(snapshot.nodes, by_node)  # as the planner: every node's pods, not only the view's
     answers: dict[str, str] = {}
     for node in snapshot.nodes:
@@ -327,6 +340,16 @@ def setup(plane: ControlPlane, shapes: Sequence[Shape]) -> None:
             }
         ),
     )
+    if any(s.dra for s in shapes):
+        plane.apply([o for s in shapes for o in s.dra if o["kind"] in CLUSTER_KINDS])
+        plane.apply(
+            [
+                {**o, "metadata": {**o["metadata"], "namespace": s.namespace}}
+                for s in shapes
+                for o in s.dra
+                if o["kind"] not in CLUSTER_KINDS
+            ]
+        )
     pods: list[Obj] = []
     for shape in shapes:
         gated = json.loads(json.dumps(shape.pod))
@@ -362,9 +385,32 @@ def read_back(plane: ControlPlane, shape: Shape) -> tuple[ClusterSnapshot, Pod]:
         ),
         *({**p, "kind": "Pod"} for p in _list(plane, "pods", "-n", shape.namespace)),
     ]
+    if shape.dra:
+        items += _dra_back(plane, shape, items)
     snapshot = build_snapshot(items)
     (subject,) = [p for p in snapshot.pods if p.name == "subject"]
     return snapshot, subject
+
+
+def _dra_back(plane: ControlPlane, shape: Shape, items: list[Obj]) -> list[Obj]:
+    """The shape's DRA objects as stored, the probes' leftover claims left out; the subject rewritten
+    to hold an allocated claim of its template, as a device pod the planner could move."""
+    kind = {"apiVersion": objects.DRA_API}
+    classes = [o["metadata"]["name"] for o in shape.dra if o["kind"] == "DeviceClass"]
+    group = f"{objects.GROUP_LABEL}={shape.namespace}"
+    found = [{**o, **kind, "kind": "ResourceSlice"} for o in _list(plane, "resourceslices", "-l", group)]
+    found += [
+        {**o, **kind, "kind": "DeviceClass"}
+        for o in _list(plane, "deviceclasses")
+        if o["metadata"]["name"] in classes
+    ]
+    found += [
+        {**o, **kind, "kind": "ResourceClaim"}
+        for o in _list(plane, "resourceclaims", "-n", shape.namespace)
+        if not any(r["name"].startswith("probe-") for r in o["metadata"].get("ownerReferences", []))
+    ]
+    (subject,) = [p for p in items if p["kind"] == "Pod" and p["metadata"]["name"] == "subject"]
+    return found + judge_dra.holding(subject, _list(plane, "resourceclaimtemplates", "-n", shape.namespace))
 
 
 def _outcome(pod: Obj) -> tuple[bool, str] | None:
@@ -428,6 +474,14 @@ def cleanup(plane: ControlPlane, shapes: Iterable[Shape]) -> None:
     shapes = list(shapes)
     plane.kubectl("delete", "namespace", *[s.namespace for s in shapes], "--wait=false", check=False)
     plane.kubectl("delete", "nodes", *[n for s in shapes for n in s.node_names], "--wait=false", check=False)
+    dra = [
+        f"{o['kind'].lower()}/{o['metadata']['name']}"
+        for s in shapes
+        for o in s.dra
+        if o["kind"] in CLUSTER_KINDS
+    ]
+    if dra:
+        plane.kubectl("delete", *dra, "--wait=false", check=False)
 
 
 # --- the table --------------------------------------------------------------------------------------------
@@ -435,6 +489,8 @@ def cleanup(plane: ControlPlane, shapes: Iterable[Shape]) -> None:
 
 def our_class(reason: str) -> str:
     """A "we say no" reason, without its counts: the class it is tallied under."""
+    if reason.startswith("resource-claim-"):  # the planner keeps the pod: the code, without names
+        return reason.split(":", 1)[0]
     if "checked):" in reason:
         reason = reason.split("checked):", 1)[1]
     return " ".join(w for w in reason.split() if not w.isdigit()).strip(" ,") or reason

@@ -548,7 +548,7 @@ def part(name: str, profile: str, slices: str, counter_set: str = "gpu0") -> dic
     )
 
 
-def mig(*held: str, counter_set: str = "gpu0", published: int = 2) -> Scenario:
+def mig(*held: str, counter_set: str = "gpu0", published: int = 2, taint: str = "") -> Scenario:
     """``a``'s GPU is published as partitions of 2 counter slices: ``whole`` (2) or ``half-0``, ``half-1``
     (1 each), in a pool of two slices (counters, devices; ``published=1``: the counters not yet); the
     partitions in ``held`` are allocated to another pod. ``b`` has one plain a100."""
@@ -559,6 +559,11 @@ def mig(*held: str, counter_set: str = "gpu0", published: int = 2) -> Scenario:
                 "a-counters", [], node="a", count=2, shared_counters={"gpu0": {"slices": "2"}}
             )
         parts = [part("whole", "2g", "2", counter_set), part("half-0", "1g", "1"), part("half-1", "1g", "1")]
+        for device in parts:
+            if device["name"] == taint:
+                device["taints"] = [
+                    {"key": "example.com/maintenance", "value": "yes", "effect": "NoSchedule"}
+                ]
         world.resource_slice("a-parts", parts, node="a", pool="a", count=2)
         if held:
             world.device_pod("other", on="a", requests=[ANY], allocated=list(held), usage=cpu("0.1"))
@@ -623,6 +628,8 @@ H100 = {
     "exactly": {"deviceClassName": "gpu", "selectors": [{"cel": {"expression": f"{A}.model == 'h100'"}}]},
 }
 UNSUPPORTED = f"{reasons.RESOURCE_CLAIM_UNSUPPORTED}: ResourceClaim default/p-gpu"
+TOLERANT = {"name": "gpu", "exactly": {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1,
+            "tolerations": [{"key": "example.com/maintenance", "operator": "Exists"}]}}  # fmt: skip
 NONE_FREE = f"{reasons.NO_DESTINATION}: no low node fits (2 checked): 2 lack free devices"
 
 ISSUE_42: list[tuple[str, Scenario, str]] = [
@@ -689,6 +696,38 @@ ISSUE_42: list[tuple[str, Scenario, str]] = [
         "matchAttribute found by backtracking",
         numa([0, 1, 1], [0, 0], MATCH, requests=[{**exactly("gpu"), "name": "g1"}, H100]),
         "-> a",
+    ),
+    (
+        "a tainted whole GPU the scheduler tries first spends the counters the halves need",
+        lambda w: moved_pod(mig(taint="whole")(w), requests=[exactly("gpu", count=2)]),
+        NONE_FREE,
+    ),
+    (
+        "a tolerated taint on the whole GPU spends nothing",
+        lambda w: moved_pod(
+            mig(taint="whole")(w), requests=[{**TOLERANT, "exactly": {**TOLERANT["exactly"], "count": 2}}]
+        ),
+        "-> a",
+    ),
+    (
+        "a constraint over partitions: a partition it refuses may keep its counters (conservative)",
+        lambda w: moved_pod(
+            mig()(w),
+            requests=[{**profile("1g"), "name": "g1"}, {**profile("1g"), "name": "g2"}],
+            constraints=[{"matchAttribute": f"{GPU_DRIVER}/model"}],
+        ),
+        NONE_FREE,
+    ),
+    (
+        "All selecting a partition: kube-scheduler 1.35 crashes on it",
+        lambda w: moved_pod(mig()(w), requests=[exactly("gpu", mode="All")]),
+        f"{reasons.RESOURCE_CLAIM_UNSUPPORTED}: request p-gpu/gpu asks for All devices and device "
+        f"{GPU_DRIVER}/a/half-0 consumes shared counters",
+    ),
+    (
+        "All whose selector leaves the partitions out",
+        lambda w: moved_pod(mig()(w), requests=[exactly("gpu", f"!has({A}.profile)", mode="All")]),
+        "-> b",
     ),
     (
         "a constraint on an All request",
