@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,7 @@ from descheduler.cluster.types import Node
 from descheduler.config.providers import PrometheusSettings
 from descheduler.planner import PlannerState, commit, evicted_from
 from descheduler.usage.prometheus import PrometheusSource
-from tests.support.service import GI, SimulatedNodes, _scraping_prometheus
+from tests.support.service import GI, SimulatedNodes, _scraping_prometheus, serve_exposition
 from tests.unit.builders import World, cpu, evicted, report, settings
 
 pytestmark = pytest.mark.integration
@@ -35,48 +35,21 @@ BUSY = 3.0
 """Cores busy on the node's 4: 75%, over the 50% high threshold every cycle it is read."""
 
 
+@dataclass
 class Exporter:
-    """The simulated node's ``/metrics``; ``down`` makes every scrape fail (503), as a target down."""
+    """The simulated node's ``/metrics`` at ``target``; ``down`` makes every scrape fail (503)."""
 
-    def __init__(self, model: SimulatedNodes) -> None:
-        self.model = model
-        self.down = threading.Event()
-        exporter = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if exporter.down.is_set():
-                    self.send_error(503)
-                    return
-                body = exporter.model.exposition().encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05})
-        self.thread.start()
-        self.target = f"127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
+    target: str
+    down: threading.Event
 
 
 @pytest.fixture
 def exporter() -> Iterator[Exporter]:
     model = SimulatedNodes()
     model.add_node(NODE, base_cores=BUSY, cpus=4, mem_total=16 * GI)
-    served = Exporter(model)
-    yield served
-    served.close()
+    down = threading.Event()
+    with serve_exposition(lambda: model, down) as target:
+        yield Exporter(target, down)
 
 
 class Cycles:

@@ -319,33 +319,43 @@ class UsageBackend:
             return -1
         return int(float(result[0]["value"][1])) if result else 0
 
-    @contextlib.contextmanager
-    def _serving(self) -> Iterator[str]:
+    def _serving(self) -> contextlib.AbstractContextManager[str]:
         """Serve the current model's ``/metrics`` on 127.0.0.1:<free port>; yields ``host:port``."""
-        backend = self
+        return serve_exposition(lambda: self.model)
 
-        class Exporter(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = backend.model.exposition().encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
 
-            def log_message(self, format: str, *args: object) -> None:
-                pass
+@contextlib.contextmanager
+def serve_exposition(
+    model: Callable[[], SimulatedNodes], down: threading.Event | None = None
+) -> Iterator[str]:
+    """Serve ``model()``'s ``/metrics`` on 127.0.0.1:<free port>, answering 503 while ``down`` is set (a
+    target down, as Prometheus sees it); yields ``host:port``."""
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Exporter)
-        server.daemon_threads = True
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        thread.start()
-        try:
-            yield f"127.0.0.1:{server.server_address[1]}"
-        finally:
-            server.shutdown()
-            server.server_close()
-            thread.join(timeout=5)
+    class Exporter(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if down is not None and down.is_set():
+                self.send_error(503)
+                return
+            body = model().exposition().encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Exporter)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
 
 
 @contextlib.contextmanager
