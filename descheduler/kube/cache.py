@@ -43,7 +43,7 @@ import sys
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, TypeVar, cast
@@ -103,6 +103,8 @@ WATCH_LIST_MODES = ("auto", "on", "off")
 WATCH_LIST_REFUSALS = frozenset({400, 422})
 """What a server without WatchList answers a watch with ``sendInitialEvents`` (1.35, gate off: 422)."""
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+WATCH_LIST_UNFINISHED_LIMIT = 3
+"""Initial streams in a row without the bookmark after which ``auto`` LISTs (a server before 1.27)."""
 DEFAULT_READ_GRACE = 5.0
 """How much longer than the watch's own timeout the client waits for a byte before giving up on it."""
 REFRESH_TIMEOUT = 5.0
@@ -132,6 +134,10 @@ _SNAPSHOT_PARTS = (
     "resourceclaims",
     "deviceclasses",
 )
+
+
+class _Unfinished(KubeError):
+    """A WatchList stream that ended or stalled before its ``initial-events-end`` bookmark."""
 
 
 class _Expired(Exception):
@@ -313,6 +319,7 @@ class _Reflector:
         self.watch_list = watch_list
         """auto|on|off: sync by a watch with ``sendInitialEvents`` (WatchList) instead of LIST."""
         self.watch_list_refused = False
+        self._unfinished = 0
         """The server refused WatchList for this resource (auto): LIST from now on, without asking again."""
         self.spec = spec
         self.label_selector = label_selector
@@ -469,12 +476,23 @@ class _Reflector:
             return
         try:
             self._watch_list()
+            self._unfinished = 0
         except ApiStatusError as exc:
             if exc.status not in WATCH_LIST_REFUSALS or self.watch_list != "auto":
                 raise
-            self.watch_list_refused = True
-            log.warning("watch_list_refused", resource=self.spec.name, status=exc.status, fallback="list")
-            self._list()
+            self._refuse(f"HTTP {exc.status}: {exc}")
+        except _Unfinished:
+            # An old server ignores sendInitialEvents: it never sends the bookmark. Do not wait forever.
+            self._unfinished += 1
+            if self.watch_list != "auto" or self._unfinished < WATCH_LIST_UNFINISHED_LIMIT:
+                raise
+            self._refuse(f"{self._unfinished} streams in a row without the initial-events-end bookmark")
+
+    def _refuse(self, why: str) -> None:
+        """Remember that this resource syncs by LIST from now on, say so once, and LIST."""
+        self.watch_list_refused = True
+        log.warning("watch_list_refused", resource=self.spec.name, reason=why, fallback="list")
+        self._list()
 
     def _watch_list(self) -> None:
         """Sync by a streaming list: the initial events go into a fresh store, which replaces the old one
@@ -498,7 +516,7 @@ class _Reflector:
         bad_nodes: dict[str, str] = {}
         end: str | None = None
         try:
-            for received, line in enumerate(stream.lines(), 1):
+            for received, line in self._numbered(stream):
                 if self.stop.is_set() or self.resync_requested.is_set():
                     break
                 end = self._initial_event(stream, line, items, errors, bad_nodes)
@@ -514,7 +532,7 @@ class _Reflector:
         if end is None:
             if self.stop.is_set() or self.resync_requested.is_set():
                 return
-            raise KubeError(f"watch list {self.spec.path}: stream ended before initial-events-end")
+            raise _Unfinished(f"watch list {self.spec.path}: stream ended before initial-events-end")
         gc.freeze()
         with self.lock:
             self.items, self.errors, self.bad_pod_nodes = items, errors, bad_nodes
@@ -524,6 +542,15 @@ class _Reflector:
         self.stats["watch_lists"] += 1
         self.synced.set()
         log.info("listed", resource=self.spec.name, objects=len(items), via="watchlist", errors=len(errors))
+
+    def _numbered(self, stream: WatchStream) -> Iterator[tuple[int, bytes]]:
+        """The stream's lines, numbered; a read that fails (a stall past ``read_grace``) is unfinished."""
+        try:
+            yield from enumerate(stream.lines(), 1)
+        except ApiStatusError:
+            raise
+        except KubeError as exc:
+            raise _Unfinished(f"watch list {self.spec.path}: {exc}") from exc
 
     def _initial_event(
         self,

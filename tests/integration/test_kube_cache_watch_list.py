@@ -55,12 +55,6 @@ def test_a_refused_watch_list_falls_back_to_list_and_says_so_once(
         r for r in apiserver.requests_for(verb="watch", resource="pods") if "sendInitialEvents" in r.query
     ]
     assert len(refused) == 1 and refused[0].status == status
-    assert [e for e in logs if e["event"] == "watch_list_refused"] == [
-        {
-            "event": "watch_list_refused",
-            "log_level": "warning",
-            "resource": "pods",
-            "status": status,
-            "fallback": "list",
-        }
-    ]
+    (said,) = [e for e in logs if e["event"] == "watch_list_refused"]
+    assert (said["resource"], said["fallback"]) == ("pods", "list")
+    assert said["reason"].startswith(f"HTTP {status}: ") and "WatchList feature gate" in said["reason"]

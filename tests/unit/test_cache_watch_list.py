@@ -193,3 +193,26 @@ def test_watch_list_off_lists_without_asking() -> None:
 def test_an_unknown_watch_list_mode_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="watch_list must be one of auto, on, off"):
         ClusterCache(_Api([]), watch_list="sometimes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("mode", "lists"), [("auto", 1), ("on", 0)])
+def test_a_server_that_never_sends_the_end_bookmark_gets_lists_after_three_tries_under_auto(
+    mode: str, lists: int
+) -> None:
+    """A server before 1.27 ignores sendInitialEvents: a plain watch, the end bookmark never comes."""
+    streams: list[_Stream | ApiStatusError] = [
+        _Stream([_event("ADDED", _pod("a"))], stall_after=True) for _ in range(3)
+    ]
+    api = _Api(streams, listed=[_pod("a")])
+    reflector = _reflector(api, mode)
+    for _ in range(2):
+        with pytest.raises(KubeError):
+            reflector._sync()
+    with structlog.testing.capture_logs() as logs:
+        if mode == "auto":
+            reflector._sync()
+        else:
+            with pytest.raises(KubeError):
+                reflector._sync()
+    assert api.lists == lists and reflector.synced.is_set() == (mode == "auto")
+    assert [e["event"] for e in logs].count("watch_list_refused") == lists
