@@ -319,8 +319,9 @@ class _Reflector:
         self.watch_list = watch_list
         """auto|on|off: sync by a watch with ``sendInitialEvents`` (WatchList) instead of LIST."""
         self.watch_list_refused = False
-        self._unfinished = 0
         """The server refused WatchList for this resource (auto): LIST from now on, without asking again."""
+        self._unfinished = 0
+        """Initial streams in a row that ended or stalled before the ``initial-events-end`` bookmark."""
         self.spec = spec
         self.label_selector = label_selector
         self.field_selector = field_selector
