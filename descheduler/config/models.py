@@ -212,6 +212,10 @@ class WatchCache(StrictModel):
     max_staleness: Duration = Field(default=30.0, alias="maxStaleness")
     """Nothing is evicted, tainted or restarted on a resource that last heard from the API server longer
     ago: its watch is re-opened first (bounded), and if the server does not answer the cycle is skipped."""
+    watch_list: Literal["auto", "on", "off"] = Field(default="auto", alias="watchList")
+    """Sync (and re-sync after 410 Gone) by a streaming list, a watch with ``sendInitialEvents``: auto uses
+    it where the server offers it and falls back to paginated LIST (remembered per resource); on never
+    falls back; off always LISTs."""
     watch_timeout: Duration = Field(default=600.0, alias="watchTimeout")
     """``timeoutSeconds`` asked for each watch (+ up to 25% jitter): how often an idle cache re-opens its
     watches. A silent connection is replaced after this plus 5 s, or at once when a cycle is about to act."""

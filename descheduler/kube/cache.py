@@ -6,7 +6,10 @@ history) relists, any other failure reconnects and resumes from the last resourc
 through one capped exponential backoff with jitter per resource, reset only once a watch has stayed
 healthy for ``healthy_after`` seconds, so an outage or a 410 loop costs a few LISTs, not one per
 half-second. A 429 of the server's flow control (APF) waits at least its Retry-After, jittered
-(``flowcontrol.py``).
+(``flowcontrol.py``). With ``watch_list`` (auto/on) the LIST is replaced by a streaming list (WatchList: a
+watch with ``sendInitialEvents``) where the server offers it: its initial events fill a fresh store that
+replaces the old one at the ``initial-events-end`` bookmark; a refusal (400/422) falls back to LIST for
+good under auto.
 
 Staleness: each watch asks the server to end it after ``watch_timeout`` seconds (10 min by default,
 jittered, like client-go's informers) and reads with a timeout of that plus ``read_grace``. A quiet watch
@@ -40,7 +43,7 @@ import sys
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, TypeVar, cast
@@ -95,6 +98,13 @@ DEFAULT_WATCH_TIMEOUT = 600.0
 """``timeoutSeconds`` asked for each watch (before jitter): 10-12.5 min, the top of client-go's 5-10 min,
 so 8 resources re-open 0.7 watches per idle 60 s cycle. A silent connection is not waited for:
 ``refresh`` proves freshness before a cycle acts."""
+WATCH_LIST_MODES = ("auto", "on", "off")
+"""``watchCache.watchList``: sync by WatchList when the server offers it (auto), always (on), or never."""
+WATCH_LIST_REFUSALS = frozenset({400, 422})
+"""What a server without WatchList answers a watch with ``sendInitialEvents`` (1.35, gate off: 422)."""
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+WATCH_LIST_UNFINISHED_LIMIT = 3
+"""Initial streams in a row without the bookmark after which ``auto`` LISTs (a server before 1.27)."""
 DEFAULT_READ_GRACE = 5.0
 """How much longer than the watch's own timeout the client waits for a byte before giving up on it."""
 REFRESH_TIMEOUT = 5.0
@@ -124,6 +134,10 @@ _SNAPSHOT_PARTS = (
     "resourceclaims",
     "deviceclasses",
 )
+
+
+class _Unfinished(KubeError):
+    """A WatchList stream that ended or stalled before its ``initial-events-end`` bookmark."""
 
 
 class _Expired(Exception):
@@ -299,8 +313,15 @@ class _Reflector:
         interner: Interner,
         wall_clock: Callable[[], float],
         fast: bool = True,
+        watch_list: str = "off",
     ) -> None:
         self.api = api
+        self.watch_list = watch_list
+        """auto|on|off: sync by a watch with ``sendInitialEvents`` (WatchList) instead of LIST."""
+        self.watch_list_refused = False
+        """The server refused WatchList for this resource (auto): LIST from now on, without asking again."""
+        self._unfinished = 0
+        """Initial streams in a row that ended or stalled before the ``initial-events-end`` bookmark."""
         self.spec = spec
         self.label_selector = label_selector
         self.field_selector = field_selector
@@ -337,6 +358,7 @@ class _Reflector:
             "bookmarks": 0,
             "errors": 0,
             "fallbacks": 0,
+            "watch_lists": 0,
         }
         self.fast: FastKind | None = FAST_KINDS.get(spec.kind) if fast else None
         """Decodes this kind's pages and events into slim structs (``fastparse``); None: ``parse.py`` only."""
@@ -377,7 +399,7 @@ class _Reflector:
                     self.stats["relists"] += 1
                     need_list = True
                 if need_list:
-                    self._list()
+                    self._sync()
                     need_list = False
                 received = self._watch()
                 if self.stop.is_set():
@@ -445,6 +467,135 @@ class _Reflector:
         delay = failure_delay(self.backoff, exc)
         log.warning("watch_failed", resource=self.spec.name, error=str(exc), retry_in=round(delay, 2))
         self.stop.wait(delay)
+
+    # -- sync: WatchList or LIST ----------------------------------------------------------------------
+    def _sync(self) -> None:
+        """Fill the store from scratch: by WatchList where asked and not refused, else by paginated LIST.
+        A refusal (400/422: the feature gate off) under ``auto`` is remembered and logged once."""
+        if self.watch_list == "off" or self.watch_list_refused:
+            self._list()
+            return
+        try:
+            self._watch_list()
+            self._unfinished = 0
+        except ApiStatusError as exc:
+            if exc.status not in WATCH_LIST_REFUSALS or self.watch_list != "auto":
+                raise
+            self._refuse(f"HTTP {exc.status}: {exc}")
+        except _Unfinished:
+            # An old server ignores sendInitialEvents: it never sends the bookmark. Do not wait forever.
+            self._unfinished += 1
+            if self.watch_list != "auto" or self._unfinished < WATCH_LIST_UNFINISHED_LIMIT:
+                raise
+            self._refuse(f"{self._unfinished} streams in a row without the initial-events-end bookmark")
+
+    def _refuse(self, why: str) -> None:
+        """Remember that this resource syncs by LIST from now on, say so once, and LIST."""
+        self.watch_list_refused = True
+        log.warning("watch_list_refused", resource=self.spec.name, reason=why, fallback="list")
+        self._list()
+
+    def _watch_list(self) -> None:
+        """Sync by a streaming list: the initial events go into a fresh store, which replaces the old one
+        whole at the ``initial-events-end`` bookmark (so objects deleted meanwhile disappear, as after a
+        LIST). The stream is read with ``read_grace`` as its timeout: one that stalls before the bookmark
+        fails here and the resource stays unsynced. The stream is closed at the bookmark; the ordinary
+        watch goes on from its resourceVersion."""
+        timeout = max(1, int(self.watch_timeout))
+        query = {
+            **self._selectors(),
+            "sendInitialEvents": True,
+            "resourceVersionMatch": "NotOlderThan",
+            "resourceVersion": "",
+            "allowWatchBookmarks": True,
+            "timeoutSeconds": timeout,
+        }
+        stream = self.api.watch(self.spec.path, query, read_timeout=self.read_grace)
+        self._stream = stream
+        items: dict[str, Any] = {}
+        errors: dict[str, str] = {}
+        bad_nodes: dict[str, str] = {}
+        end: str | None = None
+        try:
+            for received, line in self._numbered(stream):
+                if self.stop.is_set() or self.resync_requested.is_set():
+                    break
+                end = self._initial_event(stream, line, items, errors, bad_nodes)
+                self.last_heard = self.wall_clock()
+                self.progress = time.monotonic()
+                if received % 500 == 0:
+                    gc.freeze()  # as after each LIST page: cached objects leave the collector's generations
+                if end is not None:
+                    break
+        finally:
+            self._stream = None
+            stream.close()
+        if end is None:
+            if self.stop.is_set() or self.resync_requested.is_set():
+                return
+            raise _Unfinished(f"watch list {self.spec.path}: stream ended before initial-events-end")
+        gc.freeze()
+        with self.lock:
+            self.items, self.errors, self.bad_pod_nodes = items, errors, bad_nodes
+            self._sorted = None
+            self._keys = None
+            self.resource_version = end
+        self.stats["watch_lists"] += 1
+        self.synced.set()
+        log.info("listed", resource=self.spec.name, objects=len(items), via="watchlist", errors=len(errors))
+
+    def _numbered(self, stream: WatchStream) -> Iterator[tuple[int, bytes]]:
+        """The stream's lines, numbered; a read that fails (a stall past ``read_grace``) is unfinished."""
+        try:
+            yield from enumerate(stream.lines(), 1)
+        except ApiStatusError:
+            raise
+        except KubeError as exc:
+            raise _Unfinished(f"watch list {self.spec.path}: {exc}") from exc
+
+    def _initial_event(
+        self,
+        stream: WatchStream,
+        line: bytes,
+        items: dict[str, Any],
+        errors: dict[str, str],
+        bad: dict[str, str],
+    ) -> str | None:
+        """Apply one event of the initial stream to the new store; the resourceVersion of the
+        ``initial-events-end`` bookmark when this is it, else None."""
+        decoded = self.fast.decode_event(line) if self.fast is not None else None
+        if decoded is not None and decoded[0] in ("ADDED", "MODIFIED"):
+            converted = self._convert(decoded[1])
+            if converted is not None:
+                items[converted[0]] = converted[1]
+                errors.pop(converted[0], None)
+                bad.pop(converted[0], None)
+                return None
+        event = self._decode(stream, line)
+        obj = event.get("object") if isinstance(event, Mapping) else None
+        kind = event.get("type") if isinstance(event, Mapping) else None
+        if kind == "ERROR" or not isinstance(obj, dict):
+            self._apply(event)  # raises: a watch error (410 relists) or an event without an object
+            return None
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        if kind == "BOOKMARK":
+            self.stats["bookmarks"] += 1
+            annotations = meta.get("annotations")
+            if isinstance(annotations, Mapping) and annotations.get(INITIAL_EVENTS_END) == "true":
+                return str(meta.get("resourceVersion") or "")
+            return None
+        self.stats["events"] += 1
+        if kind == "DELETED":
+            key = self._key(obj)
+            if key is not None:
+                items.pop(key, None)
+                errors.pop(key, None)
+                bad.pop(key, None)
+        elif kind in ("ADDED", "MODIFIED"):
+            obj.setdefault("kind", self.spec.kind)
+            self._store(obj, items, errors, bad)
+        return None
 
     # -- list ---------------------------------------------------------------------------------------
     def _selectors(self) -> dict[str, str | None]:
@@ -790,6 +941,7 @@ class ClusterCache:
         healthy_after: float | None = None,
         wall_clock: Callable[[], float] = time.time,
         fast_decode: bool = True,
+        watch_list: str = "off",
     ) -> None:
         """``fast_decode=False`` decodes with ``json.loads`` and ``parse.py`` alone (benchmarks compare)."""
         if page_size < 1:
@@ -798,6 +950,8 @@ class ClusterCache:
             raise ValueError(
                 f"watch_timeout must be >= 1 and read_grace > 0 (got {watch_timeout}, {read_grace})"
             )
+        if watch_list not in WATCH_LIST_MODES:
+            raise ValueError(f"watch_list must be one of {', '.join(WATCH_LIST_MODES)}, got {watch_list!r}")
         healthy = healthy_after if healthy_after is not None else min(30.0, watch_timeout / 2)
         names = {spec.name for spec in RESOURCES}
         wanted = set(resources) if resources is not None else set(DEFAULT_RESOURCES)
@@ -830,6 +984,7 @@ class ClusterCache:
                 interner=interner,
                 wall_clock=wall_clock,
                 fast=fast_decode,
+                watch_list=watch_list,
             )
 
     def start(self) -> None:

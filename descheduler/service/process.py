@@ -94,6 +94,7 @@ class Service:
             self.api,
             node_selector=selector_string(config.node_selector),
             watch_timeout=config.watch_cache.watch_timeout,
+            watch_list=config.watch_cache.watch_list,
             resources=cache_resources(effective),
         )
         self.usage = build_source(config.metrics_providers, metrics_api=MetricsServerApi(self.api))

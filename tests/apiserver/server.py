@@ -164,6 +164,9 @@ class ApiServer:
         about once a minute (measured on the real control plane: 55-62 s), so that is the default; a
         client must not rely on hearing from a healthy watch more often (``send_bookmarks`` forces one)."""
         self.default_watch_timeout = default_watch_timeout
+        self.watch_list_status = 422
+        """What a watch with ``sendInitialEvents`` gets: kube-apiserver 1.35 with the WatchList feature gate
+        off answers 422 Invalid; a test may set 400. The stand-in does not stream initial events."""
         self.store = store.Store(history_limit=history_limit)
         self._requests: list[RecordedRequest] = []
         self._faults: list[Fault] = []
@@ -1234,6 +1237,13 @@ def _make_handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
             compile_field_selector(res.storage_key, query.get("fieldSelector"))
             if query.get("resourceVersion") not in (None, "", "0"):
                 _parse_rv(query["resourceVersion"])
+            if query.get("sendInitialEvents") in ("true", "1"):
+                raise errors.ApiError(
+                    server.watch_list_status,
+                    "Invalid" if server.watch_list_status == 422 else "BadRequest",
+                    'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: '
+                    "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+                )
             watcher = server._register_watch(res.storage_key)
             events = server._watch_events(
                 res, req.namespace or None, req.name, query, watcher, self._client_gone

@@ -222,6 +222,11 @@ REFUSED_CONFIGS = [
         "watchCache: watchTimeout (7200s) must be between 1s and 3600s",
     ),
     (
+        "an unknown watchList mode",
+        _config(watchCache="{watchList: sometimes}"),
+        "watchCache.watchList: Input should be 'auto', 'on' or 'off' (got 'sometimes')",
+    ),
+    (
         "a staleness bound under a second",
         _config(watchCache="{maxStaleness: 500ms}"),
         "watchCache: maxStaleness (0.5s) must be at least 1s",
