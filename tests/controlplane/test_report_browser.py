@@ -17,10 +17,14 @@ from tests.browser import chromium
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.loop import loop_config
 from tests.controlplane.placed import placed_serving_usage
-from tests.integration.test_report_browser import ARROWS, NODES, SKIP_GROUPS, SUMMARY_CODES
+from tests.integration.test_report_browser import ARROWS, NODES, SKIP_GROUPS
 from tests.support.service import REPO, Ports, UsageBackend, descheduler_command, subprocess_env, write_config
 
 pytestmark = pytest.mark.controlplane
+
+SUMMARY_CODES = """[...document.querySelectorAll(
+  'section.cycle[data-cycle="%d"] table.summaries tbody tr')].map(r => r.cells[2].textContent)"""
+"""The skip codes of a cycle's summary rows (the pods an audit stands for by one line)."""
 
 
 def test_once_dry_run_writes_an_html_audit_that_shows_the_would_be_eviction(
