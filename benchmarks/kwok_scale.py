@@ -46,11 +46,11 @@ import urllib.parse
 import urllib.request
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -791,20 +791,6 @@ def _all_ready(client: Client, expected: int) -> bool:
             return ready >= expected
 
 
-@contextlib.contextmanager
-def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-
 def exporter_handler(exporter: LeanExporter, scrapes: list[float]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -1057,7 +1043,7 @@ class Figures:
 def run(args: argparse.Namespace, workdir: Path) -> Figures:
     from tests.controlplane import build
     from tests.controlplane.cluster import ControlPlane, free_port
-    from tests.support.service import REPO, descheduler_command, subprocess_env
+    from tests.support.service import REPO, descheduler_command, serve_http, subprocess_env
 
     out = Figures()
     plan = plan_cluster(args.nodes, args.pods, hot_fraction=args.hot_fraction, seed=args.seed)
@@ -1107,10 +1093,10 @@ def run(args: argparse.Namespace, workdir: Path) -> Figures:
         # Usage first, so Prometheus has a full window when the pods are up.
         scrapes: list[float] = []
         exporter = LeanExporter(plan, time.time() - 3600)
-        target = stack.enter_context(serving(exporter_handler(exporter, scrapes)))
+        target = stack.enter_context(serve_http(exporter_handler(exporter, scrapes)))
         prom_url, prom = start_prometheus(workdir / "prometheus", target, args.scrape, stack)
         query_stats: list[QueryStat] = []
-        proxy = "http://" + stack.enter_context(serving(proxy_handler(prom_url, query_stats)))
+        proxy = "http://" + stack.enter_context(serve_http(proxy_handler(prom_url, query_stats)))
 
         loaded = load_cluster(client, plane, plan, args.workers, args.load_timeout)
         rate = plan.pods / loaded.objects_seconds

@@ -325,6 +325,21 @@ class UsageBackend:
 
 
 @contextlib.contextmanager
+def serve_http(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve ``handler`` on 127.0.0.1:<free port> in a daemon thread; yields ``host:port``."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+@contextlib.contextmanager
 def serve_exposition(
     model: Callable[[], SimulatedNodes], down: threading.Event | None = None
 ) -> Iterator[str]:
@@ -346,16 +361,8 @@ def serve_exposition(
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Exporter)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serve_http(Exporter) as target:
+        yield target
 
 
 @contextlib.contextmanager
