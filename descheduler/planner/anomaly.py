@@ -29,7 +29,7 @@ data. Per node (and apart from it, per node for the prod pass), one ``AnomalyCou
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from descheduler.planner.state import AnomalyCount
 
@@ -73,18 +73,21 @@ def next_count(
     standing = trusted(previous, now, rule, moving)
     cure = standing is not None and standing.cure
     settled = 0.0 if not cure or moving or standing is None else standing.settled or now
-    if over:
-        count = standing.count + 1 if standing is not None else 1
-        confirmed = standing.confirmed if standing is not None else None
-        if confirmed is None and count >= max(1, rule.consecutive_abnormalities):
-            confirmed = now
-        return AnomalyCount(count, now, 0, confirmed, cure, settled)
-    if low or standing is None or standing.confirmed is None:
+    if standing is not None and standing.confirmed is not None:  # the cure's own fields go on with it
+        if over:
+            return replace(
+                standing, count=standing.count + 1, updated=now, normal=0, settled=settled, cooled=0.0
+            )
+        normal = standing.normal + 1
+        if low or normal > rule.consecutive_normalities:
+            return AnomalyCount(0, now)
+        cooled = standing.cooled or now
+        return replace(standing, count=0, updated=now, normal=normal, settled=settled, cooled=cooled)
+    if not over:
         return AnomalyCount(0, now)
-    normal = standing.normal + 1
-    if normal > rule.consecutive_normalities:
-        return AnomalyCount(0, now)
-    return AnomalyCount(0, now, normal, standing.confirmed, cure, settled)
+    count = standing.count + 1 if standing is not None else 1
+    confirmed = now if count >= max(1, rule.consecutive_abnormalities) else None
+    return AnomalyCount(count, now, 0, confirmed)
 
 
 def is_hotspot(count: AnomalyCount | None, over: bool) -> bool:

@@ -29,11 +29,12 @@ Records of migrations that no longer matter are dropped by the planner (``plan``
 its pod exists or its window is open); the journal follows the state, so they leave with the next write.
 
 Beside the records, the leader keeps its anomaly detectors (``Detectors``: count, normal cycles, when
-confirmed, when written, and for a cure in rounds its mark and when its round was found over), so a
-successor neither confirms a hotspot again from scratch nor forgets a confirmed one. The planner trusts
-them only within ``detectorCacheTimeout`` of their last write and ``anomalyCondition.timeout`` of their
-confirmation (a cure: see ``anomaly.trusted``), so old ones count for nothing. A journal without them
-(written by an earlier version) reads as none: counts start from zero, as they always did.
+confirmed, when written, and for a cure in rounds its mark, when it began and when its round was found
+over), so a successor neither confirms a hotspot again from scratch nor forgets a confirmed one. The
+planner trusts them only within ``detectorCacheTimeout`` of their last write and
+``anomalyCondition.timeout`` of their confirmation (a cure: see ``anomaly.trusted``), so old ones count
+for nothing. A journal without them (written by an earlier version) reads as none: counts start from
+zero, as they always did.
 """
 
 from __future__ import annotations
@@ -601,12 +602,15 @@ def decode_detectors(text: str, source: str) -> Detectors:
             normal: Any = item.get("normal", 0)
             cure: Any = item.get("cure", False)
             settled: Any = item.get("settled", 0)
-            if not (count(over) and number(updated) and count(normal) and number(settled)) or not (
+            began: Any = item.get("began", 0)
+            spent: Any = item.get("spent", 0)
+            cooled: Any = item.get("cooled", 0)
+            numbers = all(number(v) for v in (updated, settled, began, cooled))
+            if not (numbers and all(count(v) for v in (over, normal, spent))) or not (
                 confirmed is None or number(confirmed)
             ):
-                raise bad(
-                    where, f"must hold count, updated, normal, confirmed and settled as numbers, got {item!r}"
-                )
+                fields = "count, updated, normal, confirmed, settled, began, spent and cooled"
+                raise bad(where, f"must hold {fields} as numbers, got {item!r}")
             if not isinstance(cure, bool):
                 raise bad(f"{where}.cure", f"must be true or false, got {cure!r}")
             parsed[str(node)] = AnomalyCount(
@@ -616,6 +620,7 @@ def decode_detectors(text: str, source: str) -> Detectors:
                 None if confirmed is None else float(confirmed),
                 cure and confirmed is not None,
                 float(settled),
+                *((float(began), spent, float(cooled)) if confirmed is not None else ()),
             )
         out.append(parsed)
     return Detectors(out[0], out[1])

@@ -7,6 +7,7 @@ out of here lets ``model.Plan`` carry a ``PlannerState`` without a circle betwee
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -29,6 +30,18 @@ class AnomalyCount:
     ``anomalyCondition.timeout`` while that round is in motion (``anomaly.trusted``)."""
     settled: float = 0.0
     """When a cycle first found the cure's latest round over (0: still in motion, or no cure)."""
+    began: float = 0.0
+    """When the cure began: the node's first confirmation, kept across the rounds that confirm it again
+    (0: ``confirmed``). A successor measures a cure it takes over from here (``service/cures.py``)."""
+    spent: int = 0
+    """Evictions from the node since its cure began (recorded by ``reset_anomalies``)."""
+    cooled: float = 0.0
+    """First cycle of the confirmed node's current streak of normal cycles (0: over in its last one)."""
+
+    @property
+    def cure_began(self) -> float | None:
+        """When this confirmed node's cure began; None while unconfirmed."""
+        return None if self.confirmed is None else self.began or self.confirmed
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form: the two fields of old journals, the others only when set."""
@@ -41,6 +54,12 @@ class AnomalyCount:
             out["cure"] = True
         if self.settled:
             out["settled"] = self.settled
+        if self.began and self.began != self.confirmed:
+            out["began"] = self.began
+        if self.spent:
+            out["spent"] = self.spent
+        if self.cooled:
+            out["cooled"] = self.cooled
         return out
 
 
@@ -211,25 +230,27 @@ def settle_migrations(
 
 
 def reset_anomalies(state: PlannerState, nodes: Iterable[str], now: float) -> PlannerState:
-    """Nodes pods were (possibly) evicted from start counting again (overall and prod). A confirmed node
-    stays confirmed, from ``now``, so the next round of its cure does not wait for N fresh over cycles
-    (``cure.py`` says when it may go on); an unconfirmed one starts from nothing."""
-    names = set(nodes)
-    if not names:
+    """Nodes pods were (possibly) evicted from (a node once per pod) start counting again (overall and
+    prod). A confirmed node stays confirmed, from ``now``, so the next round of its cure does not wait for
+    N fresh over cycles (``cure.py`` says when it may go on), and adds the round to what its cure spent;
+    an unconfirmed one starts from nothing."""
+    rounds = Counter(nodes)
+    if not rounds:
         return state
     anomalies = dict(state.anomalies)
     prod_anomalies = dict(state.prod_anomalies)
-    for node in names:
-        anomalies[node] = _round_done(anomalies.get(node), now)
+    for node, pods in rounds.items():
+        anomalies[node] = _round_done(anomalies.get(node), now, pods)
         if node in prod_anomalies:
-            prod_anomalies[node] = _round_done(prod_anomalies[node], now)
+            prod_anomalies[node] = _round_done(prod_anomalies[node], now, pods)
     return replace(state, anomalies=anomalies, prod_anomalies=prod_anomalies)
 
 
-def _round_done(count: AnomalyCount | None, now: float) -> AnomalyCount:
+def _round_done(count: AnomalyCount | None, now: float, pods: int) -> AnomalyCount:
     if count is None or count.confirmed is None:
         return AnomalyCount(0, now)
-    return AnomalyCount(0, now, 0, now, cure=True)
+    began = count.began or count.confirmed
+    return AnomalyCount(0, now, 0, now, cure=True, began=began, spent=count.spent + pods)
 
 
 def refuse(state: PlannerState, pdbs: Iterable[str], until: float) -> PlannerState:

@@ -5,8 +5,10 @@ first found the node confirmed a hotspot to the first cycle of the streak in whi
 over, observed once its confirmation has ended (``consecutiveNormalities`` normal cycles, or a low one):
 a node that goes back over inside that streak is still the same cure. A node confirmed again while over
 (its confirmation lapsed but it never read normal) also stays the same cure. A skipped cycle changes
-nothing; a node gone from the cluster ends its cure unobserved. Kept in memory: a restart starts afresh
-(a cure open at the restart is not observed).
+nothing; a node gone from the cluster ends its cure unobserved. The open cures are kept in memory, but
+a successor (a restart, a new leader) takes over a cure from the journal it restored: a node the state
+holds confirmed opens its cure at the confirmation that began it, with the evictions it spent and the
+start of its normal streak as the detectors kept them (``AnomalyCount``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Histogram
 
 from descheduler.planner.model import HOTSPOT, OVER, SKIPPED, NodeReport
+from descheduler.planner.state import PlannerState
 from descheduler.service.records import CycleRecord
 
 MOVED = ("evicted", "would-evict", "restarted", "would-restart")
@@ -78,7 +81,7 @@ class CureTracker:
             if cure is None:
                 if not _confirmed(report):
                     continue
-                cure = self.open[report.node] = _Open(confirmed=now)
+                cure = self.open[report.node] = _opened(record.plan.state, report.node, now)
             cure.evictions += moved.get(report.node, 0)
             if _over(report):
                 cure.cool_since = None
@@ -90,6 +93,21 @@ class CureTracker:
         for gone in [node for node in self.open if node not in seen]:
             del self.open[gone]
         return sorted(ended, key=lambda c: (c.confirmed, c.node))
+
+
+def _opened(state: PlannerState, node: str, now: float) -> _Open:
+    """A cure found confirmed: begun now, or earlier when the state (a journal a successor restored) says
+    so, with what it spent before this cycle and, in a streak of normal cycles, when that began."""
+    held = [c for c in (state.anomalies.get(node), state.prod_anomalies.get(node)) if c is not None]
+    began = [c.cure_began for c in held if c.cure_began is not None]
+    if not began:
+        return _Open(confirmed=now)
+    cooled = [c.cooled for c in held if c.confirmed is not None]
+    return _Open(
+        confirmed=min([now, *began]),
+        evictions=max(c.spent for c in held),
+        cool_since=max(cooled) if all(cooled) else None,
+    )
 
 
 def _confirmed(report: NodeReport) -> bool:

@@ -49,7 +49,8 @@ def test_a_committed_eviction_resets_the_count_but_keeps_the_node_confirmed() ->
     second = world.plan(config, first.state, NOW + 60)
     assert evicted(second) == ["default/web-1"]
     after = commit(second.state, evicted_from(second, evicted(second)), NOW + 60)
-    assert after.anomalies["hot"] == AnomalyCount(0, NOW + 60, 0, NOW + 60, cure=True)
+    cured = AnomalyCount(0, NOW + 60, 0, NOW + 60, cure=True, began=NOW + 60, spent=1)
+    assert after.anomalies["hot"] == cured
     # The pod is still listed (leaving): the next round waits for it, nothing is evicted meanwhile.
     third = world.plan(config, after, NOW + 120)
     hot = report(third, "hot")

@@ -16,11 +16,14 @@ round it predates it), ``N`` 4 cpu. ``events``, one a cycle, before its plan:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
 
-from descheduler.planner import PlannerState, commit, evicted_from, journal
+from descheduler.planner import Plan, PlannerState, commit, evicted_from, journal
+from descheduler.service.cures import Cure, CureTracker
+from descheduler.service.records import CycleRecord, EvictionRecord
 from tests.unit.builders import NOW, World, cpu, evicted, report, settings
 
 READING = {"O": "9", "N": "4"}
@@ -230,9 +233,12 @@ def reading(letter: str, evictions: list[float], now: float) -> str:
     return f"{round((9 - 2 * held) * 1000)}m"
 
 
-def run_cycles(case: Case, config: object, takeover: int = -1) -> str:
+def run_cycles(
+    case: Case, config: object, takeover: int = -1, seen: Callable[[Plan, bool], None] | None = None
+) -> str:
     """The evictions planned each cycle; at cycle ``takeover`` a successor takes over from the journal
-    (records and detectors through their stored form, as ``service`` keeps them)."""
+    (records and detectors through their stored form, as ``service`` keeps them). ``seen`` is shown each
+    cycle's plan, and whether a successor made it."""
     world, state, leaving, counts, times = world_for(case), PlannerState(), [], [], []
     for i, (letter, event) in enumerate(zip(case.readings, case.events, strict=True)):
         now = NOW + 60 * i
@@ -241,6 +247,8 @@ def run_cycles(case: Case, config: object, takeover: int = -1) -> str:
         if i == takeover:
             state = successor_of(state)
         result = world.plan(config, state, now)  # type: ignore[arg-type]
+        if seen is not None:
+            seen(result, i == takeover)
         state = commit(result.state, evicted_from(result, evicted(result)), now)
         leaving += [key.split("/")[1] for key in evicted(result)]
         times += [now] * len(result.evictions)
@@ -286,3 +294,33 @@ def test_an_old_journal_without_the_cure_mark_keeps_the_timeout() -> None:
     )
     stored = journal.decode_detectors(text, "journal").nodes["hot"]
     assert (stored.confirmed, stored.cure, stored.settled) == (NOW, False, 0.0)
+
+
+def measured_cures(case: Case, takeover: int = -1) -> list[Cure]:
+    """The cures ``service/cures.py`` observes over ``case``; at ``takeover`` a new process, with a tracker
+    of its own, goes on from the journal."""
+    tracker, ended = CureTracker(), []
+
+    def seen(plan: Plan, successor: bool) -> None:
+        nonlocal tracker
+        tracker = CureTracker() if successor else tracker
+        moved = tuple(EvictionRecord.of(e, "evicted", "") for e in plan.evictions)
+        record = CycleRecord(
+            cycle=0, started=plan.now, duration=1.0, dry_run=False, plan=plan, evictions=moved
+        )
+        ended.extend(tracker.advance(record))
+
+    assert run_cycles(case, production(case), takeover, seen) == case.evictions
+    return ended
+
+
+LONG_CURE = Case("two rounds, then normal", "W" * 20, "-----uR" + "-" * 13, "00001010000000000000")
+
+
+@pytest.mark.parametrize("takeover", range(5, 13))
+def test_a_successor_measures_a_cure_it_took_over_from_its_first_confirmation(takeover: int) -> None:
+    """A restart between confirmation and cure neither shortens the cure nor drops its evictions: the
+    successor reads when the cure began and what it evicted from the journal."""
+    alone = measured_cures(LONG_CURE)  # confirmed in cycle 4, first read 5 cpu (not over) in cycle 11
+    assert [(c.seconds, c.evictions) for c in alone] == [(420.0, 2)]
+    assert measured_cures(LONG_CURE, takeover) == alone

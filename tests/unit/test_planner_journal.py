@@ -248,7 +248,11 @@ def test_a_successor_still_subtracts_the_load_of_pods_that_left_within_the_metri
 # --- the anomaly detectors ---------------------------------------------------------------------------------
 
 DETECTORS = records.Detectors(
-    nodes={"hot": AnomalyCount(2, NOW), "dipped": AnomalyCount(0, NOW, 1, NOW - 60)},
+    nodes={
+        "hot": AnomalyCount(2, NOW),
+        "dipped": AnomalyCount(0, NOW, 1, NOW - 60),
+        "curing": AnomalyCount(0, NOW, 2, NOW - 60, cure=True, began=NOW - 600, spent=3, cooled=NOW - 60),
+    },
     prod={"prod-hot": AnomalyCount(4, NOW, 0, NOW - 120)},
 )
 
@@ -280,6 +284,8 @@ BAD_DETECTORS = [
      "detectors.nodes.a: must hold"),
     ("confirmed as text", '{"version":1,"records":[],"detectors":{"prod":{"a":{"count":1,"updated":1,'
      '"confirmed":"now"}}}}', "detectors.prod.a: must hold"),
+    ("evictions spent below zero", '{"version":1,"records":[],"detectors":{"nodes":{"a":{"count":0,'
+     '"updated":1,"confirmed":1,"spent":-1}}}}', "detectors.nodes.a: must hold"),
 ]  # fmt: skip
 
 

@@ -104,4 +104,5 @@ def test_a_hot_nodes_confirmation_is_not_restarted_by_a_scrape_gap() -> None:
         state = commit(result.state, evicted_from(result, evicted(result)), NOW + 60 * i)
         counts.append((report(result, "hot").node_class, len(result.evictions)))
     assert counts == [("over", 0), ("over", 0), ("skipped", 0), ("hotspot", 1)]
-    assert state.anomalies["hot"] == AnomalyCount(0, NOW + 180, 0, NOW + 180, cure=True)
+    cured = AnomalyCount(0, NOW + 180, 0, NOW + 180, cure=True, began=NOW + 180, spent=1)
+    assert state.anomalies["hot"] == cured
