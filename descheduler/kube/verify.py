@@ -9,12 +9,17 @@ workload's pods with ordinary GET and LIST requests, which kube-apiserver serves
 
 Requests per eviction: a bare pod 3 (pod, its node, its namespace); a StatefulSet's or
 ReplicationController's pod 4 (the controller, the workload's pods with the pod among them, node,
-namespace); a Deployment's pod 6 (ReplicaSet, Deployment, its ReplicaSets, its pods, node, namespace);
-plus one LIST per ResourceClaim of a pod holding DRA devices (``read_claims``). The node and namespace
-are read for their pause marks and the node's autoscaler taints (a namespace by a LIST of its name: the
-shipped RBAC grants list, not get). Never per candidate: only for pods the plan chose, once per attempt
-(after a Retry-After wait, read again). Any failure (an error status other than 404, a timeout, a broken
-connection, an object that cannot be parsed) makes the view ``problem``: nothing is evicted on it.
+namespace); a Deployment's pod 5 (Deployment, its ReplicaSets, its pods, node, namespace): the cache's
+chain is a hint naming the Deployment, and the pod's ReplicaSet is taken from the LIST of the
+Deployment's ReplicaSets, the very object a GET of it would return. Without a hint, or when the server
+does not bear it out (no such Deployment; the ReplicaSet not in that LIST, or not controlled by that
+Deployment), the chain is read as without one, the ReplicaSet then its owner: 6 requests, plus the
+hint's one or two, which decide nothing. Plus one LIST per ResourceClaim of a pod holding DRA devices
+(``read_claims``). The node and namespace are read for their pause marks and the node's autoscaler
+taints (a namespace by a LIST of its name: the shipped RBAC grants list, not get). Never per
+candidate: only for pods the plan chose, once per attempt (after a Retry-After wait, read again). Any
+failure (an error status other than 404, a timeout, a broken connection, an object that cannot be
+parsed) makes the view ``problem``: nothing is evicted on it.
 """
 
 from __future__ import annotations
@@ -33,9 +38,18 @@ from descheduler.cluster.parse import (
     parse_selector,
     parse_workload,
 )
-from descheduler.cluster.types import LabelSelector, Namespace, Node, Pod, ResourceClaim, Workload
+from descheduler.cluster.types import (
+    LabelSelector,
+    Namespace,
+    Node,
+    OwnerRef,
+    Pod,
+    ResourceClaim,
+    Workload,
+)
 from descheduler.kube.api import KubeApi, path_segment
 from descheduler.kube.errors import ApiStatusError, KubeError
+from descheduler.planner.index import WorkloadRef
 from descheduler.planner.verify import ServerView
 
 _PATHS = {
@@ -97,11 +111,12 @@ class ServerReader:
         self.requests = 0
         """Requests made so far (all views): the cost of verifying, exported as a metric."""
 
-    def read(self, pod: Pod, deadline: float) -> ServerView:
-        """What the server holds for ``pod`` now; never raises for anything the server says."""
+    def read(self, pod: Pod, deadline: float, hint: WorkloadRef | None = None) -> ServerView:
+        """What the server holds for ``pod`` now; never raises for anything the server says. ``hint``: the
+        pod's workload as the cache resolved it, which only chooses the reads (see the module's note)."""
         reads = _Reads(self, deadline)
         try:
-            return reads.view(pod)
+            return reads.view(pod, hint)
         except _Unreadable as exc:
             return ServerView(pod=None, problem=str(exc), requests=reads.count)
         finally:
@@ -142,7 +157,7 @@ class _Reads:
         self.deadline = deadline
         self.count = 0
 
-    def view(self, pod: Pod) -> ServerView:
+    def view(self, pod: Pod, hint: WorkloadRef | None = None) -> ServerView:
         """A workload's pod comes from the LIST of the workload's pods (one read for both, and one
         request fewer), its chain read from the owner the cache named (the server's pod must name the
         same one, ``planner/verify.py``); a bare pod, or one that LIST does not hold, from a GET."""
@@ -150,18 +165,16 @@ class _Reads:
         owner = pod.owner
         if owner is None or owner.kind not in _PATHS:
             return self._alone(pod, ())
-        chain, top_raw = self._chain(pod.namespace, owner.kind, owner.name)
+        hinted = self._hinted(pod, hint)
+        chain, top_raw, sets = hinted if hinted is not None else (*self._chain(pod.namespace, owner), None)
         top = chain[-1] if chain else None
         if top is None or top_raw is None:
             return self._alone(pod, tuple(chain))
         selector = self._selector(top_raw, top)
         workloads = list(chain)
         if top.kind == "Deployment":
-            sets = self._list(_PATHS["ReplicaSet"].format(ns=ns), selector)
             known = {w.uid for w in workloads}
-            for item in sets:
-                workload = self._parse(parse_workload, {"kind": "ReplicaSet", **item})
-                assert isinstance(workload, Workload)
+            for workload in sets if sets is not None else self._sets(ns, selector):
                 if workload.uid not in known:
                     workloads.append(workload)
         pods: list[Pod] = []
@@ -205,9 +218,47 @@ class _Reads:
             namespace = read
         return ServerView(pod=pod, node=node, namespace=namespace, pod_version=version)
 
-    def _chain(self, namespace: str, kind: str, name: str) -> tuple[list[Workload], Mapping[str, Any] | None]:
+    def _hinted(
+        self, pod: Pod, hint: WorkloadRef | None
+    ) -> tuple[list[Workload], Mapping[str, Any], list[Workload]] | None:
+        """The chain (ReplicaSet, Deployment), the Deployment as read and its ReplicaSets, from the
+        Deployment the cache named: the pod's ReplicaSet (the cache's, uid checked) is taken from the
+        LIST, a consistent read like its GET. None (read the chain as without a hint) when there is no
+        hint, or the server does not bear it out: no such Deployment, the ReplicaSet not in the LIST or
+        not controlled by that Deployment (uid). Only which reads are made depends on the cache."""
+        owner = pod.owner
+        if hint is None or hint.kind != "Deployment" or owner is None or owner.kind != "ReplicaSet":
+            return None
+        if not owner.uid:  # nothing to check the listed ReplicaSet against
+            return None
+        path = _PATHS["Deployment"].format(ns=path_segment(pod.namespace)) + "/" + path_segment(hint.name)
+        raw = self._get(path)
+        if raw is None:
+            return None
+        deployment = self._parse(parse_workload, {"kind": "Deployment", **raw})
+        assert isinstance(deployment, Workload)
+        sets = self._sets(path_segment(pod.namespace), self._selector(raw, deployment))
+        found = next((w for w in sets if w.name == owner.name and w.uid == owner.uid), None)
+        if found is None or found.owner is None:
+            return None
+        control = found.owner
+        if (control.kind, control.name, control.uid) != ("Deployment", deployment.name, deployment.uid):
+            return None
+        return [found, deployment], raw, sets
+
+    def _sets(self, ns: str, selector: str) -> list[Workload]:
+        """A Deployment's ReplicaSets as the server lists them by its selector."""
+        sets: list[Workload] = []
+        for item in self._list(_PATHS["ReplicaSet"].format(ns=ns), selector):
+            workload = self._parse(parse_workload, {"kind": "ReplicaSet", **item})
+            assert isinstance(workload, Workload)
+            sets.append(workload)
+        return sets
+
+    def _chain(self, namespace: str, owner: OwnerRef) -> tuple[list[Workload], Mapping[str, Any] | None]:
         """The controller chain from the pod's owner up (a ReplicaSet and its Deployment); a controller
         the server no longer has ends it (the planner then finds the workload unknown: not moved)."""
+        kind, name = owner.kind, owner.name
         chain: list[Workload] = []
         raw: Mapping[str, Any] | None = None
         while kind in _PATHS and len(chain) < 3:

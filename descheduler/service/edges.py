@@ -16,6 +16,7 @@ from descheduler.cluster.types import ClusterSnapshot, Node, Pod, UsageSample, U
 from descheduler.kube.events import Regarding
 from descheduler.kube.evict import EvictHooks
 from descheduler.kube.verify import ClaimsView
+from descheduler.planner.index import WorkloadRef
 from descheduler.planner.journal import Detectors, Entry
 from descheduler.planner.verify import ServerView
 from descheduler.service.unknown import DEFAULT_SETTLE_SECONDS
@@ -113,7 +114,10 @@ class Verifier(Protocol):
     """Reads from the API server what an eviction rests on (``kube/verify.py``), and re-lists the cache
     resources the server disagreed with."""
 
-    def read(self, pod: Pod, deadline: float) -> ServerView: ...
+    def read(self, pod: Pod, deadline: float, hint: WorkloadRef | None = None) -> ServerView:
+        """``hint``: the pod's workload as the cache resolved it; it may choose the reads, never replace
+        one (what the eviction rests on is still read from the server)."""
+        ...
 
     def read_claims(self, namespace: str, names: Sequence[str], deadline: float) -> ClaimsView:
         """The pod's ResourceClaims (only for a pod holding DRA devices)."""

@@ -59,9 +59,9 @@ class ServerCheck:
         """A message when the eviction must not be sent; None when the server's objects agree. ``sent``:
         the evictions this cycle already sent (they count as the planner counted them)."""
         started = self.monotonic()
-        view = self.verifier.read(planned.pod, self.deadline)
-        self.requests += view.requests
         cached = self.index.workload_of(planned.pod)
+        view = self.verifier.read(planned.pod, self.deadline, cached)  # the cache's chain: a hint only
+        self.requests += view.requests
         found = recheck(
             planned, cached, view, self.settings, decided.state, list(sent), self.threshold, self.now
         )

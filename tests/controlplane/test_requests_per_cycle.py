@@ -34,6 +34,15 @@ NODES = 40
 PODS = 20
 CYCLES = 10
 IDLE_BOUND = 1.0
+VERIFY_READS = (
+    "get replicasets",
+    "get deployments",
+    "list replicasets",
+    "list pods",
+    "get nodes",
+    "list namespaces",
+)
+"""Every kind of request the reads right before an eviction may make (``kube/verify.py``)."""
 USER = AUDITED["rules"][0]["users"][0]  # type: ignore[index]
 
 
@@ -181,6 +190,11 @@ def test_an_evicting_cycle_sends_one_eviction_and_its_reads_per_pod_moved(
         f"\nrequests per evicting cycle at {NODES} nodes ({len(evicting)} cycles, {moved} moved): {per_cycle}"
     )
     assert moved and by_kind["create pods/eviction"] == moved, by_kind
+    reads = sum(by_kind[k] for k in VERIFY_READS)
+    assert by_kind["get replicasets"] == 0 and reads == 5 * moved, (
+        "a Deployment's pod: Deployment, its ReplicaSets, its pods, node, namespace (the cache's chain "
+        f"chooses the reads): {by_kind}"
+    )
 
 
 def test_a_cycle_about_to_evict_on_a_quiet_cache_reopens_its_watches_first_and_only_then(

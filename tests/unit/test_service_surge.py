@@ -35,7 +35,7 @@ class Server:
     snapshot: ClusterSnapshot
     reads: list[str] = field(default_factory=list)
 
-    def read(self, pod: Pod, deadline: float) -> ServerView:
+    def read(self, pod: Pod, deadline: float, hint: object = None) -> ServerView:
         self.reads.append(pod.key)
         workloads = tuple(
             replace(w, rollout=replace(w.rollout, resource_version="42")) if w.rollout is not None else w

@@ -11,6 +11,7 @@ import pytest
 
 from descheduler.cluster.types import ClusterSnapshot, Pod
 from descheduler.planner import reasons
+from descheduler.planner.index import ClusterIndex, WorkloadRef
 from descheduler.planner.verify import ServerView
 from descheduler.service.cycle import CycleRunner
 from tests.unit import fakes
@@ -29,9 +30,11 @@ class Server:
     snapshot: ClusterSnapshot
     reads: list[str] = field(default_factory=list)
     resynced: list[str] = field(default_factory=list)
+    hints: list[WorkloadRef | None] = field(default_factory=list)
 
-    def read(self, pod: Pod, deadline: float) -> ServerView:
+    def read(self, pod: Pod, deadline: float, hint: WorkloadRef | None = None) -> ServerView:
         self.reads.append(pod.key)
+        self.hints.append(hint)
         return server_view(self.snapshot, pod.key, requests=5)
 
     def resync(self, resources: Sequence[str]) -> object:
@@ -82,6 +85,18 @@ def test_the_server_agreeing_lets_each_eviction_through_after_its_own_read() -> 
     assert [e.result for e in record.evictions] == ["evicted", "evicted"]
     assert evictor.sent == server.reads, "one read per eviction, none per candidate"
     assert server.resynced == []
+
+
+def test_each_read_is_given_the_pods_workload_as_the_cache_resolved_it_as_a_hint() -> None:
+    """The hint chooses the reads (``kube/verify.py``): the cycle's own index, not a new lookup."""
+    server = Server(hot_world().snapshot())
+    run, evictor = runner(server)
+    record = run.run_cycle()
+    assert record is not None and evictor.sent == server.reads
+    index = ClusterIndex(hot_world().snapshot())
+    pods = {p.key: p for p in hot_world().snapshot().pods}
+    assert server.hints == [index.workload_of(pods[key]) for key in server.reads]
+    assert {h.kind for h in server.hints if h is not None} == {"Deployment"}
 
 
 def test_without_a_verifier_nothing_is_read() -> None:
