@@ -366,9 +366,10 @@ def serve_exposition(
 
 
 @contextlib.contextmanager
-def _scraping_prometheus(target: str, workdir: Path) -> Iterator[Prometheus]:
+def _scraping_prometheus(target: str, workdir: Path, *, scrapes: int = 2) -> Iterator[Prometheus]:
     """A real Prometheus on 127.0.0.1 scraping ``target`` every second (``honor_labels`` keeps the
-    exporters' own ``instance`` labels); yields once it has scraped the target at least twice."""
+    exporters' own ``instance`` labels); yields once it has scraped the target ``scrapes`` times (0: once
+    it answers, for a caller with other work to do meanwhile: it applies its targets on a 5 s tick)."""
     binary = require_binary("prometheus")
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "prometheus.yml"
@@ -404,7 +405,7 @@ def _scraping_prometheus(target: str, workdir: Path) -> Iterator[Prometheus]:
     if prometheus is None:
         pytest.fail(f"prometheus did not become ready:\n{log.read_text()[-3000:]}")
     try:
-        if not _wait(lambda: _scrapes(prometheus) >= 2, timeout=30):
+        if not _wait(lambda: _scrapes(prometheus) >= scrapes, timeout=30):
             pytest.fail(f"prometheus did not scrape the exporter within 30s:\n{log.read_text()[-3000:]}")
         yield prometheus
     finally:
