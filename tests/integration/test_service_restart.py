@@ -37,6 +37,7 @@ from tests.support.service import (
     UsageBackend,
     descheduler_command,
     metric_samples,
+    one_eviction_per_workload,
     run_descheduler,
     service_config,
     subprocess_env,
@@ -78,12 +79,7 @@ def evicted_names(cluster: Cluster) -> list[str]:
 
 def config(backend: UsageBackend, ports: Ports, workdir: Path, name: str = "config") -> Path:
     doc = service_config(prometheus_url=backend.url, ports=ports, consecutive_abnormalities=1, interval="1s")
-    doc["maxNoOfPodsToEvictPerNode"] = 1
-    mc = doc["profiles"][0]["pluginConfig"][1]["args"]
-    mc["objectLimiters"] = {"workload": {"duration": f"{WINDOW:g}s", "maxMigrating": 1}}
-    mc["maxMigratingPerWorkload"] = 0
-    mc["maxUnavailablePerWorkload"] = 0
-    return write_config(workdir / f"{name}.yaml", doc)
+    return write_config(workdir / f"{name}.yaml", one_eviction_per_workload(doc, WINDOW))
 
 
 def workload(pod: str) -> str:

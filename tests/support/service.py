@@ -544,6 +544,17 @@ def service_config(
     return doc
 
 
+def one_eviction_per_workload(doc: dict[str, Any], window: float) -> dict[str, Any]:
+    """Limit ``doc`` to one eviction per node per cycle and one per workload per ``window`` seconds, with
+    no other workload limit: the restart tests count evictions against exactly that."""
+    doc["maxNoOfPodsToEvictPerNode"] = 1
+    mc = doc["profiles"][0]["pluginConfig"][1]["args"]
+    mc["objectLimiters"] = {"workload": {"duration": f"{window:g}s", "maxMigrating": 1}}
+    mc["maxMigratingPerWorkload"] = 0
+    mc["maxUnavailablePerWorkload"] = 0
+    return doc
+
+
 class _PlainDumper(yaml.SafeDumper):
     """Writes a value shared by two places twice: the descheduler refuses YAML aliases (issue 25)."""
 
