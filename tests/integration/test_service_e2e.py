@@ -35,15 +35,13 @@ from tests.integration.service_fixtures import (
 from tests.support.service import (
     LEASE,
     NAMESPACE,
-    REPO,
     Descheduler,
     Ports,
     UsageBackend,
-    descheduler_command,
     metric_samples,
+    run_command,
     run_descheduler,
     service_config,
-    subprocess_env,
     write_config,
 )
 
@@ -308,12 +306,9 @@ def dry(usage_backend: UsageBackend, tmp_path_factory: pytest.TempPathFactory) -
                 prometheus_url=usage_backend.url, ports=Ports.free(), consecutive_abnormalities=1
             )
             once_config = write_config(workdir / "once.yaml", once_doc)
-            once = subprocess.run(
-                descheduler_command(
-                    "once", "--config", str(once_config), "--kubeconfig", str(kubeconfig_of(server)),
-                    "--dry-run", "--output", "json",
-                ),
-                cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=60, check=False,
+            once = run_command(
+                "once", "--config", str(once_config), "--kubeconfig", str(kubeconfig_of(server)),
+                "--dry-run", "--output", "json", timeout=60,
             )  # fmt: skip
 
             # The cache falls behind the server: its PodDisruptionBudget watch is cut and cannot come back

@@ -590,6 +590,15 @@ def subprocess_env() -> dict[str, str]:
     return env
 
 
+def run_command(*arguments: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``descheduler ARGUMENTS`` run to its end from the repository, its output captured as text; the
+    exit code is the caller's to check (most tests assert on a failing one)."""
+    return subprocess.run(
+        descheduler_command(*arguments), cwd=REPO, env=subprocess_env(), capture_output=True, text=True,
+        timeout=timeout, check=False,
+    )  # fmt: skip
+
+
 @dataclass
 class Descheduler:
     """One ``descheduler run`` subprocess; its stderr (the log) and stdout go to files in ``workdir``."""
