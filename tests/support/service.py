@@ -544,6 +544,13 @@ def service_config(
     return doc
 
 
+def written_config(path: Path, prometheus_url: str, **options: Any) -> tuple[Path, Ports]:
+    """``service_config`` (with ``options``) on free ports, written to ``path``: the file to run and the
+    ports it serves on, what most service tests start from."""
+    ports = Ports.free()
+    return write_config(path, service_config(prometheus_url=prometheus_url, ports=ports, **options)), ports
+
+
 def one_eviction_per_workload(doc: dict[str, Any], window: float) -> dict[str, Any]:
     """Limit ``doc`` to one eviction per node per cycle and one per workload per ``window`` seconds, with
     no other workload limit: the restart tests count evictions against exactly that."""
