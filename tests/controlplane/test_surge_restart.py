@@ -276,15 +276,6 @@ def cured(
     control_plane.kubectl("delete", "nodes", "-l", f"{objects.GROUP_LABEL}={ns}", "--wait=false", check=False)
 
 
-@pytest.fixture(scope="module")
-def admin_api_module(control_plane: ControlPlane) -> Iterator[KubeApi]:
-    from descheduler.kube.connection import connect
-
-    api = connect(str(control_plane.kubeconfig), qps=1000, burst=1000)
-    yield api
-    api.close()
-
-
 def wait_available(plane: ControlPlane, namespace: str, what: str) -> None:
     """Until every Deployment of ``namespace`` has its one replica available (minReadySeconds passed)."""
     plane.wait_for(
