@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from tests.controlplane import build
@@ -170,3 +172,35 @@ def test_a_go_build_that_names_a_binary_otherwise_stops_with_its_name(
     with pytest.raises(build.BuildError, match="wrote no left"):
         build.build(renamed)
     assert not renamed.bin_dir.exists()
+
+
+def test_every_missing_component_is_resolved_while_the_first_one_compiles(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    """Resolving is mostly downloads: the later components' must not wait for the first one's compile."""
+    monkeypatch.setenv("DESCHEDULER_TEST_CACHE", str(tmp_path))
+    components = build.CONTROL_PLANE
+    resolved: list[str] = []
+    all_resolved = threading.Event()
+    seen_at_compile: list[list[str]] = []
+
+    def resolve(root: build.GoBuild) -> str:
+        resolved.append(root.name)
+        if len(resolved) == len(components):
+            all_resolved.set()
+        return root.name
+
+    def compile_(root: build.GoBuild, name: str) -> object:
+        if not seen_at_compile:
+            all_resolved.wait(timeout=5)
+        seen_at_compile.append(sorted(resolved))
+        root.bin_dir.mkdir(parents=True)
+        for binary in (*root.packages, *root.data_files):
+            (root.bin_dir / binary).write_text("binary\n")
+        return root.bin_dir
+
+    monkeypatch.setattr(build, "_resolve", resolve)
+    monkeypatch.setattr(build, "_compile", compile_)
+    paths = build.ensure_all(components)
+    assert seen_at_compile[0] == sorted(c.name for c in components)
+    assert all(path.is_file() for path in paths.values())
