@@ -239,17 +239,19 @@ def _download(go: str, root: GoBuild, work: Path, env: dict[str, str]) -> tuple[
 class _Resolved:
     """A wrapper module whose dependencies are downloaded and resolved: what compiling it needs."""
 
-    go: str
-    env: dict[str, str]
     work: Path
     source: Path
     started: float
 
 
+def _toolchain(root: GoBuild) -> tuple[str, dict[str, str]]:
+    """The go binary and the environment ``root`` builds in."""
+    return _go(), _go_env() | root.env
+
+
 def _resolve(root: GoBuild) -> _Resolved:
     """Download ``root`` and resolve its wrapper module: network and disk bound, no compiling."""
-    go = _go()
-    env = _go_env() | root.env
+    go, env = _toolchain(root)
     work = cache_root() / "wrappers" / f"{root.name}-{root.version}"
     work.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -260,12 +262,12 @@ def _resolve(root: GoBuild) -> _Resolved:
     (work / "go.sum").unlink(missing_ok=True)
     _log(f"{root.name}: resolving modules")
     _run([go, "get", *[f"{pkg}@{root.version}" for pkg in root.packages.values()]], work, env)
-    return _Resolved(go, env, work, source, started)
+    return _Resolved(work, source, started)
 
 
 def _compile(root: GoBuild, resolved: _Resolved) -> Path:
     """Compile ``root``'s resolved wrapper into its cache folder (CPU bound)."""
-    go, env, work = resolved.go, resolved.env, resolved.work
+    (go, env), work = _toolchain(root), resolved.work
     tmp_dir = root.bin_dir.with_name(root.bin_dir.name + ".partial")
     tmp_dir.mkdir(parents=True, exist_ok=True)
     # One `go build` for all of a module's binaries: the cores stay busy across the packages they share
