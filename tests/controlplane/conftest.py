@@ -86,14 +86,24 @@ def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> It
         )
 
 
-@pytest.fixture
-def admin_api(control_plane: ControlPlane) -> Iterator[KubeApi]:
-    """Our client as the cluster admin."""
-    api = connect(str(control_plane.kubeconfig), qps=1000, burst=1000)
+def _admin_client(plane: ControlPlane) -> Iterator[KubeApi]:
+    api = connect(str(plane.kubeconfig), qps=1000, burst=1000)
     try:
         yield api
     finally:
         api.close()
+
+
+@pytest.fixture
+def admin_api(control_plane: ControlPlane) -> Iterator[KubeApi]:
+    """Our client as the cluster admin."""
+    yield from _admin_client(control_plane)
+
+
+@pytest.fixture(scope="module")
+def admin_api_module(control_plane: ControlPlane) -> Iterator[KubeApi]:
+    """``admin_api`` for a module's shared setup."""
+    yield from _admin_client(control_plane)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -123,8 +123,13 @@ def _scrape(plane: ControlPlane, api: KubeApi, ns: str, backend: UsageBackend, w
     """Run the service and a Prometheus scraping it through one hotspot and its eviction; run every
     dashboard target over that window."""
     dashboard = json.loads(generate.DASHBOARD_JSON.read_text())
-    with placed_serving_usage(plane, api, ns, backend, "checkout") as placed:
-        ports = Ports.free()
+    ports = Ports.free()
+    # Started first, this Prometheus is past its 5 s target tick by the time the cluster is placed and
+    # its usage served. Scrapes before the service is up count as failed (up=0).
+    with (
+        _scraping_prometheus(f"127.0.0.1:{ports.metrics}", workdir / "prometheus", scrapes=0) as prometheus,
+        placed_serving_usage(plane, api, ns, backend, "checkout") as placed,
+    ):
         lease = f"dashboard-{ns}"
         doc = loop_config(
             backend.url, ports, ns, dry_run=False, lease_name=lease, consecutive_abnormalities=3
@@ -133,28 +138,25 @@ def _scrape(plane: ControlPlane, api: KubeApi, ns: str, backend: UsageBackend, w
         config = write_config(workdir / "config.yaml", doc)
         with run_descheduler(config, plane.kubeconfig, ports, workdir) as proc:
             proc.wait_ready(timeout=30)
-            with _scraping_prometheus(f"127.0.0.1:{ports.metrics}", workdir / "prometheus") as prometheus:
-                start = time.time()
-                proc.wait_for(
-                    lambda: lease_holder(plane, lease) == proc.identity, timeout=15, what="the lease"
-                )
-                proc.wait_for(
-                    lambda: prometheus.query("count(descheduler_node_usage_ratio)"), timeout=20,
-                    what="Prometheus to scrape the per-node gauges",
-                )  # fmt: skip
-                placed.set_hot_pod_cores(2.8)  # 0.6 -> 3.2 of 4 cores
-                proc.wait_for(
-                    lambda: [e for e in proc.events("eviction") if e["result"] == "evicted"],
-                    timeout=40, what="an eviction",
-                )  # fmt: skip
-                proc.wait_for(
-                    lambda: prometheus.query("count_over_time(descheduler_pods_evicted_total[30s]) >= 6"),
-                    timeout=15, what="Prometheus to scrape the eviction counter six times",
-                )  # fmt: skip
-                end = time.time()
-                targets = _run_targets(dashboard, prometheus, start, end)
-                up = prometheus.query('count_over_time(up{job="simulated"}[5m])')
-                scrapes = int(float(up[0]["value"][1])) if up else 0
+            start = time.time()
+            proc.wait_for(lambda: lease_holder(plane, lease) == proc.identity, timeout=15, what="the lease")
+            proc.wait_for(
+                lambda: prometheus.query("count(descheduler_node_usage_ratio)"), timeout=20,
+                what="Prometheus to scrape the per-node gauges",
+            )  # fmt: skip
+            placed.set_hot_pod_cores(2.8)  # 0.6 -> 3.2 of 4 cores
+            proc.wait_for(
+                lambda: [e for e in proc.events("eviction") if e["result"] == "evicted"],
+                timeout=40, what="an eviction",
+            )  # fmt: skip
+            proc.wait_for(
+                lambda: prometheus.query("count_over_time(descheduler_pods_evicted_total[30s]) >= 6"),
+                timeout=15, what="Prometheus to scrape the eviction counter six times",
+            )  # fmt: skip
+            end = time.time()
+            targets = _run_targets(dashboard, prometheus, start, end)
+            up = prometheus.query('sum_over_time(up{job="simulated"}[5m])')  # successful scrapes
+            scrapes = int(float(up[0]["value"][1])) if up else 0
             proc.terminate()
     return Scraped(targets, (start, end), scrapes, placed)
 

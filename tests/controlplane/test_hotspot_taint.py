@@ -23,7 +23,6 @@ import pytest
 import yaml
 
 from descheduler.kube.api import KubeApi
-from descheduler.kube.connection import connect
 from descheduler.kube.errors import ApiStatusError
 from descheduler.kube.taints import NodeTainter
 from descheduler.planner.steer import TAINT_EFFECT, TAINT_KEY
@@ -172,13 +171,6 @@ def steered(
         events=node_events(control_plane, cluster.hot),
         evictions=proc.events("eviction"),
     )
-
-
-@pytest.fixture(scope="module")
-def admin_api_module(control_plane: ControlPlane) -> Iterator[KubeApi]:
-    api = connect(str(control_plane.kubeconfig), qps=1000, burst=1000)
-    yield api
-    api.close()
 
 
 def test_the_hotspot_is_tainted_before_the_first_eviction_beside_the_taint_already_there(

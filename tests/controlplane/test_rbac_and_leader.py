@@ -4,7 +4,6 @@ the TokenRequest API, through a live and a dry-run cycle), and Lease leader elec
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,12 +14,10 @@ from tests.controlplane.loop import hot_cluster_serving_usage, install_manifests
 from tests.support.service import (
     LEASE,
     NAMESPACE,
-    REPO,
     Ports,
     UsageBackend,
-    descheduler_command,
+    run_command,
     run_descheduler,
-    subprocess_env,
     write_config,
 )
 
@@ -109,12 +106,9 @@ def test_a_live_and_a_dry_run_cycle_succeed_as_the_service_account(
         # A dry-run audit first, as `once`: it must see the hotspot and evict nothing.
         ports = Ports.free()
         dry = loop_config(usage_backend.url, ports, namespace, dry_run=True, consecutive_abnormalities=1)
-        audit = subprocess.run(
-            descheduler_command(
-                "once", "--config", str(write_config(tmp_path / "dry.yaml", dry)),
-                "--kubeconfig", str(identity), "--dry-run", "--output", "json",
-            ),
-            cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=120,
+        audit = run_command(
+            "once", "--config", str(write_config(tmp_path / "dry.yaml", dry)), "--kubeconfig",
+            str(identity), "--dry-run", "--output", "json", timeout=120,
         )  # fmt: skip
         assert audit.returncode == 0, audit.stderr[-3000:]
         assert "would-evict" in audit.stdout

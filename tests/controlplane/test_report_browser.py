@@ -7,7 +7,6 @@ is kept in the test's tmp dir. (The ``simulate`` report is checked in
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.loop import loop_config
 from tests.controlplane.placed import placed_serving_usage
 from tests.integration.test_report_browser import ARROWS, NODES, SKIP_GROUPS
-from tests.support.service import REPO, Ports, UsageBackend, descheduler_command, subprocess_env, write_config
+from tests.support.service import Ports, UsageBackend, run_command, write_config
 
 pytestmark = pytest.mark.controlplane
 
@@ -41,12 +40,9 @@ def test_once_dry_run_writes_an_html_audit_that_shows_the_would_be_eviction(
             usage_backend.url, Ports.free(), namespace, dry_run=True, consecutive_abnormalities=1
         )
         config = write_config(tmp_path / "once.yaml", doc)
-        proc = subprocess.run(
-            descheduler_command(
-                "once", "--config", str(config), "--kubeconfig", str(control_plane.kubeconfig),
-                "--dry-run", "--output", "html",
-            ),
-            cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=60, check=False,
+        proc = run_command(
+            "once", "--config", str(config), "--kubeconfig", str(control_plane.kubeconfig), "--dry-run",
+            "--output", "html", timeout=60,
         )  # fmt: skip
         pods = {p["metadata"]["name"] for p in control_plane.running_pods(namespace)}
     assert proc.returncode == 0, proc.stderr

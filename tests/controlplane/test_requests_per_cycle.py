@@ -141,8 +141,11 @@ def _evicting_run(
         ),
         timeout_s=90,
     )
-    for name in cool:
-        plane.kubectl("uncordon", name)
+    for name in cool:  # one PATCH each through our client: a kubectl process a node took ~5.7 s for 39
+        admin_api.request(
+            "PATCH", f"/api/v1/nodes/{name}", body={"spec": {"unschedulable": False}},
+            content_type="application/merge-patch+json",
+        )  # fmt: skip
     usage = ClusterUsage(admin_api, namespace, dict.fromkeys([hot, *cool], 4), {"busy": 0.6})
     ports = service.Ports.free()
     doc = loop_config(usage_backend.url, ports, namespace, dry_run=False, interval="2s")

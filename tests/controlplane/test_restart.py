@@ -25,7 +25,14 @@ from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.loop import HIGH_CPU, HotCluster, loop_config
 from tests.controlplane.usage import ClusterUsage
-from tests.support.service import Descheduler, Ports, UsageBackend, run_descheduler, write_config
+from tests.support.service import (
+    Descheduler,
+    Ports,
+    UsageBackend,
+    one_eviction_per_workload,
+    run_descheduler,
+    write_config,
+)
 
 pytestmark = pytest.mark.controlplane
 
@@ -70,12 +77,7 @@ def config(backend: UsageBackend, ports: Ports, namespace: str, workdir: Path, n
         lease_name=f"lease-{namespace}",
         consecutive_abnormalities=1,
     )
-    doc["maxNoOfPodsToEvictPerNode"] = 1
-    mc = doc["profiles"][0]["pluginConfig"][1]["args"]
-    mc["objectLimiters"] = {"workload": {"duration": f"{WINDOW:g}s", "maxMigrating": 1}}
-    mc["maxMigratingPerWorkload"] = 0
-    mc["maxUnavailablePerWorkload"] = 0
-    return write_config(workdir / f"{name}.yaml", doc)
+    return write_config(workdir / f"{name}.yaml", one_eviction_per_workload(doc, WINDOW))
 
 
 def evicted(proc: Descheduler) -> list[dict[str, Any]]:

@@ -20,11 +20,9 @@ from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.counting import counting_kubeconfig
 from tests.support.service import (
     MANIFESTS,
-    REPO,
     Ports,
-    descheduler_command,
+    run_command,
     service_config,
-    subprocess_env,
     write_config,
 )
 
@@ -104,15 +102,7 @@ def _run(config: Path, kubeconfig: Path, command: str = "run") -> subprocess.Com
     arguments = (
         [str(config)] if command == "validate" else ["--config", str(config), "--kubeconfig", str(kubeconfig)]
     )
-    return subprocess.run(
-        descheduler_command(command, *arguments),
-        cwd=REPO,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    return run_command(command, *arguments, timeout=30)
 
 
 @pytest.mark.parametrize("command", ["run", "once", "validate"])
@@ -166,10 +156,9 @@ def test_the_valid_base_configuration_of_these_cases_is_accepted_and_reaches_the
     doc["nodeSelector"] = {"matchLabels": {objects.GROUP_LABEL: namespace}}  # the test's (no) nodes
     once = write_config(tmp_path / "once.yaml", doc)
     with counting_kubeconfig(control_plane, tmp_path / "kubeconfig") as relay:
-        done = subprocess.run(
-            descheduler_command("once", "--config", str(once), "--kubeconfig", str(tmp_path / "kubeconfig"),
-                                "--dry-run"),
-            cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=60, check=False,
+        done = run_command(
+            "once", "--config", str(once), "--kubeconfig", str(tmp_path / "kubeconfig"), "--dry-run",
+            timeout=60,
         )  # fmt: skip
     assert "Traceback" not in done.stderr
     assert relay.connections > 0, done.stderr

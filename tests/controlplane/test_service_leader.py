@@ -33,12 +33,10 @@ from tests.controlplane.usage import ClusterUsage
 from tests.support.service import (
     NAMESPACE,
     Descheduler,
-    Ports,
     UsageBackend,
     metric_samples,
     run_descheduler,
-    service_config,
-    write_config,
+    written_config,
 )
 
 pytestmark = pytest.mark.controlplane
@@ -94,17 +92,14 @@ def failover(
         with usage.following(), audited_identities(control_plane, workdir) as audited:
             usage_backend.install(usage.model)
             ids = (audited("replica-0"), audited("replica-1"))
-            ports = [Ports.free(), Ports.free()]
             selector = {"matchLabels": {objects.GROUP_LABEL: group}}
-            configs = [
-                write_config(
-                    workdir / f"replica-{i}.yaml",
-                    service_config(
-                        prometheus_url=usage_backend.url, ports=p, lease_name=lease, node_selector=selector
-                    ),
+            replicas = [
+                written_config(
+                    workdir / f"replica-{i}.yaml", usage_backend.url, lease_name=lease, node_selector=selector
                 )
-                for i, p in enumerate(ports)
+                for i in range(2)
             ]
+            configs, ports = [config for config, _ in replicas], [port for _, port in replicas]
             with run_descheduler(configs[0], ids[0].kubeconfig, ports[0], workdir, "replica-0") as first:
                 first.wait_ready(timeout=30)
                 first.wait_for(

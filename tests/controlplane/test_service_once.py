@@ -25,12 +25,10 @@ from tests.controlplane.move43a_fixtures import AuditedIdentity, Request, placed
 from tests.controlplane.usage import ClusterUsage
 from tests.support.service import (
     NAMESPACE,
-    REPO,
     Ports,
     UsageBackend,
-    descheduler_command,
+    run_command,
     service_config,
-    subprocess_env,
     write_config,
 )
 
@@ -109,12 +107,9 @@ def _once(
     doc["profiles"][0]["pluginConfig"][1]["args"].update(migration or {})
     doc["leaderElection"].update(election or {})
     config = write_config(workdir / "once.yaml", doc)
-    return subprocess.run(
-        descheduler_command(
-            "once", "--config", str(config), "--kubeconfig", str(identity.kubeconfig), "--output", "text",
-            *extra,
-        ),
-        cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=90, check=False,
+    return run_command(
+        "once", "--config", str(config), "--kubeconfig", str(identity.kubeconfig), "--output", "text",
+        *extra, timeout=90,
     )  # fmt: skip
 
 

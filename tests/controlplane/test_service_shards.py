@@ -31,12 +31,10 @@ from tests.controlplane.usage import ClusterUsage
 from tests.support.service import (
     NAMESPACE,
     Descheduler,
-    Ports,
     UsageBackend,
     metric_samples,
     run_descheduler,
-    service_config,
-    write_config,
+    written_config,
 )
 
 pytestmark = pytest.mark.controlplane
@@ -149,14 +147,12 @@ def _instance(
     backend: UsageBackend,
     identities: dict[str, AuditedIdentity],
 ) -> tuple[Any, ...]:
-    ports = Ports.free()
-    doc = service_config(
-        prometheus_url=backend.url,
-        ports=ports,
+    config, ports = written_config(
+        workdir / f"pool-{pool}.yaml",
+        backend.url,
         lease_name=f"{group}-pool-{pool}",
         node_selector=selectors[pool],
     )
-    config = write_config(workdir / f"pool-{pool}.yaml", doc)
     return config, identities[pool].kubeconfig, ports, workdir, f"pool-{pool}"
 
 

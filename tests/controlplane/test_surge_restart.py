@@ -69,8 +69,11 @@ def deployments() -> list[dict[str, Any]]:
     return out
 
 
-def build(plane: ControlPlane, api: KubeApi, namespace: str) -> HotCluster:
-    """Every pod on the hot node (the only schedulable one until they run)."""
+@contextmanager
+def built(plane: ControlPlane, api: KubeApi, namespace: str, backend: UsageBackend) -> Iterator[HotCluster]:
+    """Every pod on the hot node (the only schedulable one until they run), its usage followed and served
+    by ``backend`` (a full window scraped). The usage is served while the Deployments wait out
+    ``minReadySeconds``, so that wait and the scrapes overlap."""
     lease_namespace(plane)
     hot, cool = f"{namespace}-hot", [f"{namespace}-cool-{i}" for i in range(3)]
     plane.add_nodes(namespace, [hot])
@@ -90,13 +93,16 @@ def build(plane: ControlPlane, api: KubeApi, namespace: str) -> HotCluster:
         ),
         timeout_s=60,
     )  # fmt: skip
-    wait_available(plane, namespace, "every Deployment available (minReadySeconds passed)")
-    for name in cool:
-        plane.kubectl("uncordon", name)
     usage = ClusterUsage(api, namespace, dict.fromkeys([hot, *cool], 4), CORES)
-    return HotCluster(
-        namespace, hot, cool, usage, {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
-    )
+    with usage.following():
+        backend.model = usage.model  # served from now on; install() below waits for the full window
+        wait_available(plane, namespace, "every Deployment available (minReadySeconds passed)")
+        for name in cool:
+            plane.kubectl("uncordon", name)
+        backend.install(usage.model, full_window=True, timeout=30)
+        yield HotCluster(
+            namespace, hot, cool, usage, {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
+        )
 
 
 @dataclass
@@ -212,10 +218,8 @@ def cured(
 ) -> Iterator[Cured]:
     ns = fresh_namespace(control_plane, "surge-restart")
     workdir = tmp_path_factory.mktemp("surge-restart")
-    cluster = build(control_plane, admin_api_module, ns)
-    before = generations(control_plane, ns)
-    with cluster.usage.following():
-        usage_backend.install(cluster.usage.model, full_window=True, timeout=30)
+    with built(control_plane, admin_api_module, ns, usage_backend) as cluster:
+        before = generations(control_plane, ns)
         ports = Ports.free()
         audit_config = config(usage_backend, ports, ns, workdir / "audit.yaml", dry_run=True)
         with run_descheduler(audit_config, restarting_identity, ports, workdir, "audit") as audit:
@@ -270,15 +274,6 @@ def cured(
     )
     control_plane.kubectl("delete", "namespace", ns, "--wait=false", check=False)
     control_plane.kubectl("delete", "nodes", "-l", f"{objects.GROUP_LABEL}={ns}", "--wait=false", check=False)
-
-
-@pytest.fixture(scope="module")
-def admin_api_module(control_plane: ControlPlane) -> Iterator[KubeApi]:
-    from descheduler.kube.connection import connect
-
-    api = connect(str(control_plane.kubeconfig), qps=1000, burst=1000)
-    yield api
-    api.close()
 
 
 def wait_available(plane: ControlPlane, namespace: str, what: str) -> None:
@@ -417,10 +412,11 @@ def test_a_sigkill_in_the_middle_of_a_restart_keeps_the_limits_through_the_journ
     its first patch, while the old pod waits for its replacement; the next one rebuilds the record and sends
     no restart from that node until the old pod is gone. A process without the record would have sent one
     at once (the in-flight restart is invisible in the cluster but for an old pod still running)."""
-    cluster = build(control_plane, admin_api, namespace)
     fresh_start(control_plane)
-    with cluster.usage.following(), watching(admin_api, namespace) as watch:
-        usage_backend.install(cluster.usage.model, full_window=True, timeout=30)
+    with (
+        built(control_plane, admin_api, namespace, usage_backend) as cluster,
+        watching(admin_api, namespace) as watch,
+    ):
         ports = Ports.free()
         cfg = config(
             usage_backend, ports, namespace, tmp_path / "c.yaml", dry_run=False, maxMigratingPerNode=1

@@ -9,7 +9,6 @@ real server cannot be made to do), are in ``tests/integration/test_unreachable.p
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 
@@ -23,11 +22,9 @@ from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane, write_kubeconfig
 from tests.support.ports import free_port
 from tests.support.service import (
-    REPO,
     Ports,
-    descheduler_command,
+    run_command,
     service_config,
-    subprocess_env,
     write_config,
 )
 
@@ -98,11 +95,9 @@ def test_once_exits_3_when_no_node_has_usable_usage_because_prometheus_is_down(
         node_selector={"matchLabels": {objects.GROUP_LABEL: namespace}},
     )
     config = write_config(tmp_path / "config.yaml", doc)
-    done = subprocess.run(
-        descheduler_command(
-            "once", "--config", str(config), "--kubeconfig", str(control_plane.kubeconfig), "--dry-run"
-        ),
-        cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=90, check=False,
+    done = run_command(
+        "once", "--config", str(config), "--kubeconfig", str(control_plane.kubeconfig), "--dry-run",
+        timeout=90,
     )  # fmt: skip
     assert done.returncode == 3, done.stderr
     assert "error: no node had a usable usage sample, so nothing was judged (exit 3)" in done.stderr

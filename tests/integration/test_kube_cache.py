@@ -56,13 +56,25 @@ def pod_names(c: ClusterCache) -> set[str]:
     return {p.key for p in c.snapshot().pods}
 
 
-def synced_and_watching_pods(apiserver: ApiServer, cache: CacheFactory, *, pods: int) -> ClusterCache:
-    """A started cache over a seeded server, synced and with its pods watch open: where the watch-fault
-    tests begin."""
-    seed(apiserver, pods=pods)
-    c = cache()
+def synced(
+    apiserver: ApiServer, cache: CacheFactory, *, pods: int | None = None, **options: Any
+) -> ClusterCache:
+    """A started cache (made with ``options``) over a seeded server (``pods`` pods, or seed's), synced."""
+    if pods is None:
+        seed(apiserver)
+    else:
+        seed(apiserver, pods=pods)
+    c = cache(**options)
     c.start()
     assert c.wait_synced(10)
+    return c
+
+
+def synced_and_watching_pods(
+    apiserver: ApiServer, cache: CacheFactory, *, pods: int, **options: Any
+) -> ClusterCache:
+    """``synced``, and with its pods watch open: where the watch-fault tests begin."""
+    c = synced(apiserver, cache, pods=pods, **options)
     eventually(lambda: apiserver.open_watches("pods") == 1, what="the pods watch to be open")
     return c
 
@@ -70,10 +82,7 @@ def synced_and_watching_pods(apiserver: ApiServer, cache: CacheFactory, *, pods:
 def test_initial_sync_lists_every_resource_in_pages_and_parses_the_snapshot(
     apiserver: ApiServer, cache: CacheFactory
 ) -> None:
-    seed(apiserver)
-    c = cache(page_size=5, resources=[*DEFAULT_RESOURCES, "namespaces"])
-    c.start()
-    assert c.wait_synced(10)
+    c = synced(apiserver, cache, page_size=5, resources=[*DEFAULT_RESOURCES, "namespaces"])
     snap = c.snapshot()
     assert [n.name for n in snap.nodes] == ["node-0", "node-1", "node-2"]
     assert len(snap.pods) == 24  # 23 web pods + team-a-api; the Succeeded pod is not cached
@@ -100,10 +109,7 @@ def test_initial_sync_lists_every_resource_in_pages_and_parses_the_snapshot(
 def test_creates_updates_and_deletes_reach_the_snapshot_through_the_watch(
     apiserver: ApiServer, cache: CacheFactory
 ) -> None:
-    seed(apiserver, pods=4)
-    c = cache()
-    c.start()
-    assert c.wait_synced(10)
+    c = synced(apiserver, cache, pods=4)
     apiserver.create(objects.pod("late", node="node-2"))
     apiserver.patch("pods", "default", "web-01", {"metadata": {"labels": {"app": "web", "canary": "true"}}})
     apiserver.delete("pods", "default", "web-02")
@@ -138,10 +144,7 @@ def server_pod_digest(api: KubeApi, field_selector: str) -> tuple[int, str]:
 def test_the_digest_equals_one_computed_from_a_fresh_list_and_follows_a_missed_field(
     apiserver: ApiServer, cache: CacheFactory, kube_api: KubeApi
 ) -> None:
-    seed(apiserver, pods=5)
-    c = cache()
-    c.start()
-    assert c.wait_synced(10)
+    c = synced(apiserver, cache, pods=5)
     first = c.digest()
     selector = first["pods"]["fieldSelector"]
     assert (first["pods"]["count"], first["pods"]["digest"]) == server_pod_digest(kube_api, selector)
@@ -156,19 +159,13 @@ def test_the_digest_equals_one_computed_from_a_fresh_list_and_follows_a_missed_f
 def test_a_pod_that_finishes_leaves_the_cache_like_a_delete(
     apiserver: ApiServer, cache: CacheFactory
 ) -> None:
-    seed(apiserver, pods=2)
-    c = cache()
-    c.start()
-    assert c.wait_synced(10)
+    c = synced(apiserver, cache, pods=2)
     apiserver.patch("pods", "default", "web-00", {"status": {"phase": "Succeeded"}})
     eventually(lambda: "default/web-00" not in pod_names(c), what="terminal pod to drop out")
 
 
 def test_steady_state_sends_only_watches_no_list_or_get(apiserver: ApiServer, cache: CacheFactory) -> None:
-    seed(apiserver, pods=6)
-    c = cache()
-    c.start()
-    assert c.wait_synced(10)
+    c = synced(apiserver, cache, pods=6)
     eventually(lambda: apiserver.open_watches() == len(DEFAULT_RESOURCES), what="every reflector watching")
     apiserver.clear_requests()
     for i in range(3):
@@ -227,11 +224,7 @@ def test_watch_failures_back_off_and_recover(apiserver: ApiServer, cache: CacheF
 def test_a_silently_stalled_watch_is_replaced_within_its_timeout_and_the_age_shows_it(
     apiserver: ApiServer, cache: CacheFactory
 ) -> None:
-    seed(apiserver, pods=2)
-    c = cache(watch_timeout=2)
-    c.start()
-    assert c.wait_synced(10)
-    eventually(lambda: apiserver.open_watches("pods") == 1, what="the pods watch to be open")
+    c = synced_and_watching_pods(apiserver, cache, pods=2, watch_timeout=2)
     assert apiserver.stall_watches("pods") == 1
     stalled = time.monotonic()
     apiserver.create(objects.pod("while-stalled", node="node-0"))
@@ -249,11 +242,7 @@ def test_a_refresh_reopens_a_stalled_watch_at_once_without_a_list_and_brings_wha
 ) -> None:
     """A long watch (300 s) stalls: the refresh before acting re-opens it from its resourceVersion, the
     server answers, and the pod created meanwhile arrives; no LIST is sent again."""
-    seed(apiserver, pods=2)
-    c = cache(watch_timeout=300)
-    c.start()
-    assert c.wait_synced(10)
-    eventually(lambda: apiserver.open_watches("pods") == 1, what="the pods watch to be open")
+    c = synced_and_watching_pods(apiserver, cache, pods=2, watch_timeout=300)
     assert apiserver.stall_watches("pods") == 1
     apiserver.create(objects.pod("while-stalled", node="node-0"))
     time.sleep(0.5)
@@ -268,11 +257,7 @@ def test_a_refresh_reopens_a_stalled_watch_at_once_without_a_list_and_brings_wha
 def test_a_refresh_the_server_does_not_answer_names_the_resource(
     apiserver: ApiServer, cache: CacheFactory
 ) -> None:
-    seed(apiserver, pods=2)
-    c = cache(watch_timeout=300)
-    c.start()
-    assert c.wait_synced(10)
-    eventually(lambda: apiserver.open_watches("pods") == 1, what="the pods watch to be open")
+    c = synced_and_watching_pods(apiserver, cache, pods=2, watch_timeout=300)
     apiserver.inject(Fault(verb="watch", resource="pods", status=503))
     assert c.refresh(["pods"], timeout=1) == ["pods"]
 
@@ -286,11 +271,7 @@ def _count_while(requests: Callable[[], int], seconds: float) -> int:
 def test_reconnects_back_off_exponentially_even_after_a_watch_that_received_events(
     apiserver: ApiServer, cache: CacheFactory
 ) -> None:
-    seed(apiserver, pods=2)
-    c = cache(backoff_initial=0.2, backoff_max=2.0)
-    c.start()
-    assert c.wait_synced(10)
-    eventually(lambda: apiserver.open_watches("pods") == 1, what="the pods watch to be open")
+    c = synced_and_watching_pods(apiserver, cache, pods=2, backoff_initial=0.2, backoff_max=2.0)
     apiserver.create(objects.pod("an-event", node="node-0"))
     eventually(lambda: "default/an-event" in pod_names(c), what="the watch to deliver an event")
     apiserver.inject(Fault(verb="watch", resource="pods", status=503))
@@ -303,11 +284,7 @@ def test_reconnects_back_off_exponentially_even_after_a_watch_that_received_even
 def test_a_410_loop_relists_through_the_backoff_not_at_once(
     apiserver: ApiServer, cache: CacheFactory
 ) -> None:
-    seed(apiserver, pods=2)
-    c = cache(backoff_initial=0.2, backoff_max=2.0)
-    c.start()
-    assert c.wait_synced(10)
-    eventually(lambda: apiserver.open_watches("pods") == 1, what="the pods watch to be open")
+    c = synced_and_watching_pods(apiserver, cache, pods=2, backoff_initial=0.2, backoff_max=2.0)
     apiserver.inject(Fault(verb="watch", resource="pods", status=410, message="too old resource version"))
     assert apiserver.drop_watches("pods") == 1
     lists = _count_while(lambda: len(apiserver.requests_for(verb="list", resource="pods")), 4.0)
@@ -332,10 +309,7 @@ def test_expired_continue_token_restarts_the_list(apiserver: ApiServer, cache: C
 
 
 def test_node_selector_keeps_only_the_pool_and_its_pods(apiserver: ApiServer, cache: CacheFactory) -> None:
-    seed(apiserver, pods=6)
-    c = cache(node_selector="pool=general")
-    c.start()
-    assert c.wait_synced(10)
+    c = synced(apiserver, cache, pods=6, node_selector="pool=general")
     snap = c.snapshot()
     assert [n.name for n in snap.nodes] == ["node-0", "node-1"]
     assert {p.node_name for p in snap.pods} == {"node-0", "node-1"}
@@ -382,10 +356,7 @@ def test_unparseable_objects_are_reported_and_their_node_is_flagged(
 def test_bookmarks_advance_the_resource_version_the_cache_resumes_from(
     apiserver: ApiServer, cache: CacheFactory
 ) -> None:
-    seed(apiserver, pods=1)
-    c = cache(resources=["pods", "nodes"])
-    c.start()
-    assert c.wait_synced(10)
+    c = synced(apiserver, cache, pods=1, resources=["pods", "nodes"])
     before = int(c.resource_version("pods"))
     eventually(lambda: apiserver.open_watches() == 2, what="both reflectors watching")
     for i in range(3):
@@ -395,10 +366,7 @@ def test_bookmarks_advance_the_resource_version_the_cache_resumes_from(
 
 
 def test_stop_ends_all_reflector_threads_promptly(apiserver: ApiServer, cache: CacheFactory) -> None:
-    seed(apiserver, pods=1)
-    c = cache()
-    c.start()
-    assert c.wait_synced(10)
+    c = synced(apiserver, cache, pods=1)
     started = time.monotonic()
     c.stop()
     assert time.monotonic() - started < 3
@@ -408,10 +376,7 @@ def test_stop_ends_all_reflector_threads_promptly(apiserver: ApiServer, cache: C
 def test_by_default_the_cache_watches_only_what_the_shipped_rbac_grants(
     apiserver: ApiServer, cache: CacheFactory
 ) -> None:
-    seed(apiserver, pods=1)
-    c = cache()
-    c.start()
-    assert c.wait_synced(10)
+    c = synced(apiserver, cache, pods=1)
     listed = {(r.group, r.resource) for r in apiserver.requests if r.verb in ("list", "watch")}
     assert listed == {
         ("", "nodes"),

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,7 @@ import pytest
 from tests.browser import Page, chromium
 from tests.support.service import (
     REPO,
-    descheduler_command,
-    subprocess_env,
+    run_command,
 )
 
 pytestmark = pytest.mark.integration
@@ -39,12 +37,9 @@ SKIP_GROUPS = """Object.fromEntries(
 
 
 def _simulate(output: str) -> str:
-    proc = subprocess.run(
-        descheduler_command(
-            "simulate", "--config", str(EXAMPLE / "config.yaml"), "--cluster", str(EXAMPLE / "cluster.yaml"),
-            "--usage", str(EXAMPLE / "usage.yaml"), "--cycles", "6", "--output", output,
-        ),
-        cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=120, check=False,
+    proc = run_command(
+        "simulate", "--config", str(EXAMPLE / "config.yaml"), "--cluster", str(EXAMPLE / "cluster.yaml"),
+        "--usage", str(EXAMPLE / "usage.yaml"), "--cycles", "6", "--output", output, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return proc.stdout

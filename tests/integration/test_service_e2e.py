@@ -35,16 +35,12 @@ from tests.integration.service_fixtures import (
 from tests.support.service import (
     LEASE,
     NAMESPACE,
-    REPO,
     Descheduler,
-    Ports,
     UsageBackend,
-    descheduler_command,
     metric_samples,
+    run_command,
     run_descheduler,
-    service_config,
-    subprocess_env,
-    write_config,
+    written_config,
 )
 
 pytestmark = pytest.mark.integration
@@ -108,10 +104,7 @@ def live(usage_backend: UsageBackend, tmp_path_factory: pytest.TempPathFactory) 
         server = cluster.server
         pods_before = _pod_names(cluster)
         pod_uid = (server.get("pods", "default", HOT_POD) or {})["metadata"]["uid"]
-        ports = Ports.free()
-        config = write_config(
-            workdir / "config.yaml", service_config(prometheus_url=usage_backend.url, ports=ports)
-        )
+        config, ports = written_config(workdir / "config.yaml", usage_backend.url)
         with run_descheduler(config, kubeconfig_of(server), ports, workdir) as proc:
             proc.wait_ready()
             proc.wait_for(lambda: lease_holder(server, LEASE) == proc.identity, timeout=10, what="the lease")
@@ -295,25 +288,19 @@ def dry(usage_backend: UsageBackend, tmp_path_factory: pytest.TempPathFactory) -
     with live_cluster(workdir, usage_backend, build) as cluster:
         server = cluster.server
         pods_before = _pod_names(cluster)
-        ports = Ports.free()
-        doc = service_config(prometheus_url=usage_backend.url, ports=ports, dry_run=True)
-        config = write_config(workdir / "config.yaml", doc)
+        config, ports = written_config(workdir / "config.yaml", usage_backend.url, dry_run=True)
         with run_descheduler(config, kubeconfig_of(server), ports, workdir) as proc:
             proc.wait_ready()
             proc.wait_for(lambda: _audits_with(proc, "would-evict"), timeout=25, what="a would-evict audit")
 
             # A one-off audit of the same cluster, as an operator would run it (a single cycle, so a
             # node must be a hotspot at its first cycle over).
-            once_doc = service_config(
-                prometheus_url=usage_backend.url, ports=Ports.free(), consecutive_abnormalities=1
+            once_config, _ = written_config(
+                workdir / "once.yaml", usage_backend.url, consecutive_abnormalities=1
             )
-            once_config = write_config(workdir / "once.yaml", once_doc)
-            once = subprocess.run(
-                descheduler_command(
-                    "once", "--config", str(once_config), "--kubeconfig", str(kubeconfig_of(server)),
-                    "--dry-run", "--output", "json",
-                ),
-                cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=60, check=False,
+            once = run_command(
+                "once", "--config", str(once_config), "--kubeconfig", str(kubeconfig_of(server)),
+                "--dry-run", "--output", "json", timeout=60,
             )  # fmt: skip
 
             # The cache falls behind the server: its PodDisruptionBudget watch is cut and cannot come back

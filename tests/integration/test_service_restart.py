@@ -16,7 +16,6 @@ The cluster: one hot node running an agent (DaemonSet, never moved) and pods of 
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -31,15 +30,14 @@ from tests.integration.service_fixtures import Cluster, evictions, kubeconfig_of
 from tests.support.service import (
     LEASE,
     NAMESPACE,
-    REPO,
     Descheduler,
     Ports,
     UsageBackend,
-    descheduler_command,
     metric_samples,
+    one_eviction_per_workload,
+    run_command,
     run_descheduler,
     service_config,
-    subprocess_env,
     write_config,
 )
 
@@ -78,12 +76,7 @@ def evicted_names(cluster: Cluster) -> list[str]:
 
 def config(backend: UsageBackend, ports: Ports, workdir: Path, name: str = "config") -> Path:
     doc = service_config(prometheus_url=backend.url, ports=ports, consecutive_abnormalities=1, interval="1s")
-    doc["maxNoOfPodsToEvictPerNode"] = 1
-    mc = doc["profiles"][0]["pluginConfig"][1]["args"]
-    mc["objectLimiters"] = {"workload": {"duration": f"{WINDOW:g}s", "maxMigrating": 1}}
-    mc["maxMigratingPerWorkload"] = 0
-    mc["maxUnavailablePerWorkload"] = 0
-    return write_config(workdir / f"{name}.yaml", doc)
+    return write_config(workdir / f"{name}.yaml", one_eviction_per_workload(doc, WINDOW))
 
 
 def workload(pod: str) -> str:
@@ -245,12 +238,9 @@ def test_a_cronjob_of_once_respects_the_window_across_runs(
         cfg = config(usage_backend, Ports.free(), tmp_path)
         runs = []
         for _ in range(3):
-            done = subprocess.run(
-                descheduler_command(
-                    "once", "--config", str(cfg), "--kubeconfig", str(kubeconfig_of(cluster.server)),
-                    "--output", "json",
-                ),
-                cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=60, check=False,
+            done = run_command(
+                "once", "--config", str(cfg), "--kubeconfig", str(kubeconfig_of(cluster.server)),
+                "--output", "json", timeout=60,
             )  # fmt: skip
             assert done.returncode == 0, done.stderr[-3000:]
             runs.append(json.loads(done.stdout))

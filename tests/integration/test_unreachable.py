@@ -24,11 +24,9 @@ from descheduler.kube.errors import ApiConnectionError, ApiTimeoutError, KubeErr
 from tests.support.ports import free_port
 from tests.support.prometheus import LocalHttpServer, canned_server
 from tests.support.service import (
-    REPO,
     Ports,
-    descheduler_command,
+    run_command,
     service_config,
-    subprocess_env,
     write_config,
 )
 
@@ -139,14 +137,8 @@ def run_once(
     config = write_config(workdir / "config.yaml", doc)
     kubeconfig = kubeconfig_for(workdir / "kubeconfig", server)
     started = time.monotonic()
-    done = subprocess.run(
-        descheduler_command("once", "--config", str(config), "--kubeconfig", str(kubeconfig), "--dry-run"),
-        cwd=REPO,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
+    done = run_command(
+        "once", "--config", str(config), "--kubeconfig", str(kubeconfig), "--dry-run", timeout=90
     )
     return done, time.monotonic() - started
 

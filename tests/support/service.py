@@ -366,9 +366,10 @@ def serve_exposition(
 
 
 @contextlib.contextmanager
-def _scraping_prometheus(target: str, workdir: Path) -> Iterator[Prometheus]:
+def _scraping_prometheus(target: str, workdir: Path, *, scrapes: int = 2) -> Iterator[Prometheus]:
     """A real Prometheus on 127.0.0.1 scraping ``target`` every second (``honor_labels`` keeps the
-    exporters' own ``instance`` labels); yields once it has scraped the target at least twice."""
+    exporters' own ``instance`` labels); yields once it has scraped the target ``scrapes`` times (0: once
+    it answers, for a caller with other work to do meanwhile: it applies its targets on a 5 s tick)."""
     binary = require_binary("prometheus")
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "prometheus.yml"
@@ -404,7 +405,7 @@ def _scraping_prometheus(target: str, workdir: Path) -> Iterator[Prometheus]:
     if prometheus is None:
         pytest.fail(f"prometheus did not become ready:\n{log.read_text()[-3000:]}")
     try:
-        if not _wait(lambda: _scrapes(prometheus) >= 2, timeout=30):
+        if not _wait(lambda: _scrapes(prometheus) >= scrapes, timeout=30):
             pytest.fail(f"prometheus did not scrape the exporter within 30s:\n{log.read_text()[-3000:]}")
         yield prometheus
     finally:
@@ -543,6 +544,24 @@ def service_config(
     return doc
 
 
+def written_config(path: Path, prometheus_url: str, **options: Any) -> tuple[Path, Ports]:
+    """``service_config`` (with ``options``) on free ports, written to ``path``: the file to run and the
+    ports it serves on, what most service tests start from."""
+    ports = Ports.free()
+    return write_config(path, service_config(prometheus_url=prometheus_url, ports=ports, **options)), ports
+
+
+def one_eviction_per_workload(doc: dict[str, Any], window: float) -> dict[str, Any]:
+    """Limit ``doc`` to one eviction per node per cycle and one per workload per ``window`` seconds, with
+    no other workload limit: the restart tests count evictions against exactly that."""
+    doc["maxNoOfPodsToEvictPerNode"] = 1
+    mc = doc["profiles"][0]["pluginConfig"][1]["args"]
+    mc["objectLimiters"] = {"workload": {"duration": f"{window:g}s", "maxMigrating": 1}}
+    mc["maxMigratingPerWorkload"] = 0
+    mc["maxUnavailablePerWorkload"] = 0
+    return doc
+
+
 class _PlainDumper(yaml.SafeDumper):
     """Writes a value shared by two places twice: the descheduler refuses YAML aliases (issue 25)."""
 
@@ -576,6 +595,15 @@ def subprocess_env() -> dict[str, str]:
     env["PYTHONPATH"] = str(REPO)
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+def run_command(*arguments: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``descheduler ARGUMENTS`` run to its end from the repository, its output captured as text; the
+    exit code is the caller's to check (most tests assert on a failing one)."""
+    return subprocess.run(
+        descheduler_command(*arguments), cwd=REPO, env=subprocess_env(), capture_output=True, text=True,
+        timeout=timeout, check=False,
+    )  # fmt: skip
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from tests.controlplane import build
@@ -123,3 +125,82 @@ def test_a_cache_missing_the_kwok_stage_policy_is_rebuilt(
     build.KWOK.bin_dir.mkdir(parents=True)
     (build.KWOK.bin_dir / "kwok").write_text("cached\n")
     assert not build.KWOK.is_built()
+
+
+def _go_naming_by_package(commands: list[list[str]]) -> object:
+    """A stand-in for ``_run`` that records each command and, for ``go build``, writes what Go would:
+    ``-o FILE`` for one package, else one binary per package in ``-o DIR/``, named after its last element."""
+
+    def run(cmd: list[str], cwd: object, env: object) -> str:
+        commands.append(cmd)
+        if cmd[1] == "build":
+            out = cmd[cmd.index("-o") + 1]
+            packages = cmd[cmd.index("-o") + 2 :]
+            names = [out] if not out.endswith("/") else [out + p.rsplit("/", 1)[1] for p in packages]
+            for name in names:
+                with open(name, "w") as binary:
+                    binary.write("binary\n")
+        return ""
+
+    return run
+
+
+@pytest.mark.parametrize("root", [build.KUBERNETES, build.ETCD, build.HELM], ids=lambda r: r.name)
+def test_a_modules_binaries_come_from_one_go_build_each_under_its_own_name(
+    root: build.GoBuild, monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    monkeypatch.setenv("DESCHEDULER_TEST_CACHE", str(tmp_path))
+    commands: list[list[str]] = []
+    monkeypatch.setattr(build, "_go", lambda: "go")
+    monkeypatch.setattr(build, "_download", lambda go, r, work, env: ("module m\n", "1.24", tmp_path))
+    monkeypatch.setattr(build, "_run", _go_naming_by_package(commands))
+    assert build.build(root) == root.bin_dir and root.is_built()
+    go_builds = [cmd for cmd in commands if cmd[1] == "build"]
+    assert len(go_builds) == 1 and go_builds[0][-len(root.packages) :] == list(root.packages.values())
+
+
+def test_a_go_build_that_names_a_binary_otherwise_stops_with_its_name(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    monkeypatch.setenv("DESCHEDULER_TEST_CACHE", str(tmp_path))
+    renamed = build.GoBuild(
+        "two", "example.com/m", "v1", {"left": "example.com/m/cmd/a", "b": "example.com/m/cmd/b"}
+    )
+    monkeypatch.setattr(build, "_go", lambda: "go")
+    monkeypatch.setattr(build, "_download", lambda go, r, work, env: ("module m\n", "1.24", tmp_path))
+    monkeypatch.setattr(build, "_run", _go_naming_by_package([]))
+    with pytest.raises(build.BuildError, match="wrote no left"):
+        build.build(renamed)
+    assert not renamed.bin_dir.exists()
+
+
+def test_every_missing_component_is_resolved_while_the_first_one_compiles(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    """Resolving is mostly downloads: the later components' must not wait for the first one's compile."""
+    monkeypatch.setenv("DESCHEDULER_TEST_CACHE", str(tmp_path))
+    components = build.CONTROL_PLANE
+    resolved: list[str] = []
+    all_resolved = threading.Event()
+    seen_at_compile: list[list[str]] = []
+
+    def resolve(root: build.GoBuild) -> str:
+        resolved.append(root.name)
+        if len(resolved) == len(components):
+            all_resolved.set()
+        return root.name
+
+    def compile_(root: build.GoBuild, name: str) -> object:
+        if not seen_at_compile:
+            all_resolved.wait(timeout=5)
+        seen_at_compile.append(sorted(resolved))
+        root.bin_dir.mkdir(parents=True)
+        for binary in (*root.packages, *root.data_files):
+            (root.bin_dir / binary).write_text("binary\n")
+        return root.bin_dir
+
+    monkeypatch.setattr(build, "_resolve", resolve)
+    monkeypatch.setattr(build, "_compile", compile_)
+    paths = build.ensure_all(components)
+    assert seen_at_compile[0] == sorted(c.name for c in components)
+    assert all(path.is_file() for path in paths.values())
