@@ -58,3 +58,13 @@ def parse_audit(lines: Iterable[str]) -> list[AuditEvent]:
             )
         )
     return out
+
+
+def request_kind(event: AuditEvent) -> str:
+    """How a request is counted per cycle: every Lease request as ``lease``, every watch (re-)open as
+    ``watch``, the rest as ``verb resource``."""
+    if event.resource == "leases":
+        return "lease"
+    if event.verb == "watch":
+        return "watch"
+    return f"{event.verb} {event.resource}"

@@ -57,33 +57,51 @@ print(json.dumps({"synced": ok, "seconds": seconds, "rss_mib": hwm, "pods": pods
 """
 
 
+class ServerSample:
+    """kube-apiserver's CPU seconds and RSS (MiB) over a span, sampled from ``/proc`` every 0.1 s."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.cpu0, self.rss0, _ = proc_cpu_rss(pid)
+        self.peak = self.rss0
+        self.cpu1 = self.cpu0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.1):
+            self.peak = max(self.peak, proc_cpu_rss(self.pid)[1])
+
+    def __enter__(self) -> ServerSample:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+        self.cpu1 = proc_cpu_rss(self.pid)[0]
+
+    def figures(self) -> dict[str, float]:
+        return {
+            "apiserver_cpu_s": round(self.cpu1 - self.cpu0, 2),
+            "apiserver_rss_before_mib": round(self.rss0, 1),
+            "apiserver_peak_rss_mib": round(self.peak, 1),
+            "apiserver_rss_growth_mib": round(self.peak - self.rss0, 1),
+        }
+
+
 def measure(kubeconfig: Path, mode: str, apiserver_pid: int) -> dict[str, Any]:
     """One sync in a child process; kube-apiserver's CPU and peak RSS sampled while it runs."""
-    cpu0, rss0, _ = proc_cpu_rss(apiserver_pid)
-    peak = [rss0]
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.1):
-            peak[0] = max(peak[0], proc_cpu_rss(apiserver_pid)[1])
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(kubeconfig), mode], capture_output=True, text=True, timeout=900
-    )
-    done.set()
-    sampler.join()
-    cpu1, _, _ = proc_cpu_rss(apiserver_pid)
+    with ServerSample(apiserver_pid) as server:
+        proc = subprocess.run(
+            [sys.executable, "-c", CHILD, str(kubeconfig), mode], capture_output=True, text=True, timeout=900
+        )
     if proc.returncode != 0:
         raise RuntimeError(f"{mode} sync failed: {proc.stderr[-2000:]}")
     ours = json.loads(proc.stdout.strip().splitlines()[-1])
     return {
         "mode": mode,
-        "apiserver_cpu_s": round(cpu1 - cpu0, 2),
-        "apiserver_rss_before_mib": round(rss0, 1),
-        "apiserver_peak_rss_mib": round(peak[0], 1),
-        "apiserver_rss_growth_mib": round(peak[0] - rss0, 1),
+        **server.figures(),
         "sync_s": round(ours["seconds"], 2),
         "our_rss_mib": round(ours["rss_mib"], 1),
         "pods": ours["pods"],

@@ -321,3 +321,39 @@ def test_the_dump_benchmark_renames_pods_whose_name_synth_drew_twice() -> None:
     assert unique_pod_names(cluster) == 1
     assert len({pod.key for pod in cluster.pods}) == len(cluster.pods)
     assert second.name == first.name + "x"
+
+
+@pytest.mark.integration
+def test_the_server_cost_benchmark_refuses_the_peer_row_clearly_when_the_peer_is_not_built(
+    tmp_path: Path,
+) -> None:
+    """An empty binary cache: the run stops at once, names the missing peer and how to build it, and
+    neither builds nor starts anything."""
+    import os
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.server_cost", "--nodes", "2", "--pods", "2", "--no-data"],
+        cwd=ROOT,
+        env={**os.environ, "DESCHEDULER_TEST_CACHE": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Kubernetes descheduler (peer row) is not built" in proc.stderr
+    assert "--peers" in proc.stderr and "Traceback" not in proc.stderr
+    assert not list(tmp_path.iterdir()), "nothing was built"
+
+
+@pytest.mark.controlplane
+def test_the_server_cost_benchmark_runs_small_on_the_real_control_plane() -> None:
+    figures = _run(
+        "benchmarks.server_cost", "--nodes", "10", "--pods", "40", "--rows", "off,on", "--cycles", "2",
+        "--interval", "5", "--scrape", "5", "--no-data",
+    )  # fmt: skip
+    assert {k: unit for k, (_, unit) in figures.items()} == {
+        "list_server_cpu": "s",
+        "watchlist_server_cpu": "s",
+        "idle_requests": "",
+    }

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.audit import AuditEvent, parse_audit
+from benchmarks.audit import AuditEvent, parse_audit, request_kind
 from descheduler.kube.api import KubeApi
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
@@ -44,14 +44,6 @@ VERIFY_READS = (
 )
 """Every kind of request the reads right before an eviction may make (``kube/verify.py``)."""
 USER = AUDITED["rules"][0]["users"][0]  # type: ignore[index]
-
-
-def _kind(event: AuditEvent) -> str:
-    if event.resource == "leases":
-        return "lease"
-    if event.verb == "watch":
-        return "watch"
-    return f"{event.verb} {event.resource}"
 
 
 def _ours(plane: ControlPlane, since: float, until: float) -> list[AuditEvent]:
@@ -103,7 +95,7 @@ def test_an_idle_cycle_sends_at_most_one_request_besides_lease_renewals(
     time.sleep(1)  # the audit log's buffered writer
     ran = last - first
     audited = _ours(plane, since, until)
-    by_kind = Counter(_kind(e) for e in audited)
+    by_kind = Counter(request_kind(e) for e in audited)
     per_cycle = {k: round(v / ran, 2) for k, v in sorted(by_kind.items())}
     print(f"\nrequests per idle cycle at {NODES} nodes over {ran} cycles: {per_cycle}")
     assert all(not s.get("evictions") for s in summaries), "the cycles were idle"
@@ -186,7 +178,7 @@ def test_an_evicting_cycle_sends_one_eviction_and_its_reads_per_pod_moved(
     """The cycles that evict, request by request (watches fresher than ``maxStaleness``: no refresh)."""
     summaries, _, events = _evicting_run(control_plane, admin_api, usage_backend, namespace, tmp_path)
     evicting = [s for s in summaries if s.get("evictions")]
-    by_kind = Counter(_kind(e) for e in events if _kind(e) not in ("lease", "watch"))
+    by_kind = Counter(request_kind(e) for e in events if request_kind(e) not in ("lease", "watch"))
     moved = sum(sum(s["evictions"].values()) for s in evicting)
     per_cycle = {k: round(v / len(evicting), 2) for k, v in sorted(by_kind.items())}
     print(
