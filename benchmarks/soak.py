@@ -395,15 +395,6 @@ def ours_doc(tool: str, prometheus_url: str, ports: Any, plan: m.Plan, taint: bo
     return doc
 
 
-def ours_env(env: dict[str, str], repo: Path, package: Path | None) -> tuple[dict[str, str], Path]:
-    """The environment and working folder that make ``python -m descheduler`` import the package in
-    ``package`` (the folder holding a ``descheduler`` package): ``-m`` puts the working folder first on
-    the path, so both must name it; None: the repository's."""
-    if package is None:
-        return env, repo
-    return {**env, "PYTHONPATH": f"{package}{os.pathsep}{repo}"}, package
-
-
 def replicas(
     tool: str,
     workdir: Path,
@@ -413,10 +404,8 @@ def replicas(
     plan: m.Plan,
     taint: bool,
     binary: Path | None,
-    package: Path | None = None,
 ) -> list[Replica]:
-    """Two replicas (one for Koordinator, whose configuration turns leader election off). Ours run the
-    ``descheduler`` package in ``package`` (another checkout's, to compare versions) or the repository's."""
+    """Two replicas (one for Koordinator, whose configuration turns leader election off)."""
     from tests.support.service import REPO, Ports, descheduler_command, subprocess_env
 
     out: list[Replica] = []
@@ -431,8 +420,9 @@ def replicas(
                 "run", "--config", str(config), "--kubeconfig", str(kubeconfig), "--log-format", "json",
                 "--debug-cache",  # /debug/cache: opt-in, the digest of the last cycle's start
             )  # fmt: skip
-            env, cwd = ours_env(subprocess_env(), REPO, package)
-            out.append(Replica(f"replica-{i}", argv, env, cwd, folder / "descheduler", ports.healthz))
+            out.append(
+                Replica(f"replica-{i}", argv, subprocess_env(), REPO, folder / "descheduler", ports.healthz)
+            )
         elif tool == KOORD:
             from benchmarks import koordinator
 
@@ -776,12 +766,7 @@ class Sampler:
 
 
 def run(
-    tool: str,
-    plan: m.Plan,
-    events: list[m.Event],
-    workdir: Path,
-    koord_source: Path | None = None,
-    package: Path | None = None,
+    tool: str, plan: m.Plan, events: list[m.Event], workdir: Path, koord_source: Path | None = None
 ) -> dict[str, Any]:
     """Start the control plane, build the cluster, run ``tool`` through ``events``; every figure."""
     from descheduler.kube.connection import connect
@@ -820,7 +805,7 @@ def run(
         with usage.following():
             backend.install(usage.model, full_window=True, timeout=120)
             group = replicas(
-                tool, workdir, kubeconfigs[tool], plane, backend, plan, tool == OURS_TAINT, binary, package
+                tool, workdir, kubeconfigs[tool], plane, backend, plan, tool == OURS_TAINT, binary
             )
             feeder: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
             if tool == KOORD:
@@ -1068,12 +1053,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--descheduler", choices=(OURS, PEER, KOORD), default=OURS)
     parser.add_argument("--no-taint", action="store_true", help="ours without hotspotTaint")
     parser.add_argument("--koord-source", type=Path, default=None)
-    parser.add_argument(
-        "--ours-package",
-        type=Path,
-        default=None,
-        help="a folder holding another checkout's descheduler package for ours to run (before/after runs)",
-    )
     parser.add_argument("--fault-every", type=float, default=180.0, help="one fault this often, s")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
@@ -1095,8 +1074,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.descheduler = OURS_TAINT
     if args.descheduler == KOORD and args.koord_source is None:
         parser.error("--descheduler koordinator needs --koord-source")
-    if args.ours_package is not None and not (args.ours_package / "descheduler" / "__main__.py").is_file():
-        parser.error(f"--ours-package {args.ours_package}: holds no descheduler package")
     plan = m.Plan(
         args.seed, args.duration, args.nodes, args.interval, args.consecutive, fault_every_s=args.fault_every
     )
@@ -1107,9 +1084,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="soak-"))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    result = run(args.descheduler, plan, events, workdir, args.koord_source, args.ours_package)
-    if args.ours_package is not None:
-        result["package"] = str(args.ours_package)
+    result = run(args.descheduler, plan, events, workdir, args.koord_source)
     timeline = result.pop("_timeline")
     print(summary(result), flush=True)
     if args.png is not None:

@@ -233,21 +233,3 @@ def test_a_drain_explains_the_pdbs_of_the_workloads_running_on_that_node_only() 
     ]
     assert soak.drained(done, lives) == [(90.0, "node-drain", "ns/a")]
     assert soak.churned(done) == [(95.0, "scale", "ns/b")]
-
-
-def test_ours_run_another_checkouts_package_when_given_one(tmp_path: Path) -> None:
-    """``python -m`` puts its working folder first on the path: the folder and PYTHONPATH both name the
-    other checkout, so its package, not the repository's, is the one the replicas import."""
-    base = {"PYTHONPATH": "/repo", "HOME": "/root"}
-    assert soak.ours_env(base, Path("/repo"), None) == (base, Path("/repo"))
-    env, cwd = soak.ours_env(base, Path("/repo"), tmp_path)
-    assert cwd == tmp_path and env["PYTHONPATH"].split(":") == [str(tmp_path), "/repo"]
-    assert env["HOME"] == "/root"
-
-
-def test_a_package_folder_without_a_descheduler_package_is_refused_before_anything_starts(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(SystemExit):
-        soak.main(["--ours-package", str(tmp_path), "--schedule-only"])
-    assert f"--ours-package {tmp_path}: holds no descheduler package" in capsys.readouterr().err
