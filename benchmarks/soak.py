@@ -395,6 +395,19 @@ def ours_doc(tool: str, prometheus_url: str, ports: Any, plan: m.Plan, taint: bo
     return doc
 
 
+def ours_process(package: Path | None) -> tuple[dict[str, str], Path]:
+    """Environment and working directory of our replicas: ``package`` (a folder holding another
+    ``descheduler`` package, e.g. an older commit's) goes first on PYTHONPATH and is the working directory,
+    since ``python -m`` puts the working directory before PYTHONPATH; the repo stays for everything else."""
+    from tests.support.service import REPO, subprocess_env
+
+    env = subprocess_env()
+    if package is None:
+        return env, REPO
+    env["PYTHONPATH"] = os.pathsep.join((str(package.resolve()), env["PYTHONPATH"]))
+    return env, package.resolve()
+
+
 def replicas(
     tool: str,
     workdir: Path,
@@ -404,9 +417,10 @@ def replicas(
     plan: m.Plan,
     taint: bool,
     binary: Path | None,
+    package: Path | None = None,
 ) -> list[Replica]:
     """Two replicas (one for Koordinator, whose configuration turns leader election off)."""
-    from tests.support.service import REPO, Ports, descheduler_command, subprocess_env
+    from tests.support.service import Ports, descheduler_command
 
     out: list[Replica] = []
     for i in range(1 if tool == KOORD else 2):
@@ -420,9 +434,8 @@ def replicas(
                 "run", "--config", str(config), "--kubeconfig", str(kubeconfig), "--log-format", "json",
                 "--debug-cache",  # /debug/cache: opt-in, the digest of the last cycle's start
             )  # fmt: skip
-            out.append(
-                Replica(f"replica-{i}", argv, subprocess_env(), REPO, folder / "descheduler", ports.healthz)
-            )
+            env, cwd = ours_process(package)
+            out.append(Replica(f"replica-{i}", argv, env, cwd, folder / "descheduler", ports.healthz))
         elif tool == KOORD:
             from benchmarks import koordinator
 
@@ -766,7 +779,12 @@ class Sampler:
 
 
 def run(
-    tool: str, plan: m.Plan, events: list[m.Event], workdir: Path, koord_source: Path | None = None
+    tool: str,
+    plan: m.Plan,
+    events: list[m.Event],
+    workdir: Path,
+    koord_source: Path | None = None,
+    ours_package: Path | None = None,
 ) -> dict[str, Any]:
     """Start the control plane, build the cluster, run ``tool`` through ``events``; every figure."""
     from descheduler.kube.connection import connect
@@ -805,7 +823,15 @@ def run(
         with usage.following():
             backend.install(usage.model, full_window=True, timeout=120)
             group = replicas(
-                tool, workdir, kubeconfigs[tool], plane, backend, plan, tool == OURS_TAINT, binary
+                tool,
+                workdir,
+                kubeconfigs[tool],
+                plane,
+                backend,
+                plan,
+                tool == OURS_TAINT,
+                binary,
+                ours_package,
             )
             feeder: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
             if tool == KOORD:
@@ -1053,6 +1079,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--descheduler", choices=(OURS, PEER, KOORD), default=OURS)
     parser.add_argument("--no-taint", action="store_true", help="ours without hotspotTaint")
     parser.add_argument("--koord-source", type=Path, default=None)
+    parser.add_argument(
+        "--ours-package",
+        type=Path,
+        default=None,
+        help="folder whose descheduler package our replicas run (e.g. an older commit's); default the repo",
+    )
     parser.add_argument("--fault-every", type=float, default=180.0, help="one fault this often, s")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
@@ -1084,7 +1116,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="soak-"))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    result = run(args.descheduler, plan, events, workdir, args.koord_source)
+    if args.ours_package is not None and not (args.ours_package / "descheduler" / "__main__.py").is_file():
+        parser.error(f"--ours-package {args.ours_package}: no descheduler/__main__.py in it")
+    result = run(args.descheduler, plan, events, workdir, args.koord_source, args.ours_package)
+    if args.ours_package is not None:
+        result["ours_package"] = str(args.ours_package)
     timeline = result.pop("_timeline")
     print(summary(result), flush=True)
     if args.png is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -233,3 +234,16 @@ def test_a_drain_explains_the_pdbs_of_the_workloads_running_on_that_node_only() 
     ]
     assert soak.drained(done, lives) == [(90.0, "node-drain", "ns/a")]
     assert soak.churned(done) == [(95.0, "scale", "ns/b")]
+
+
+@pytest.mark.parametrize("package", [None, Path("/tmp/before")])
+def test_our_replicas_import_the_package_asked_for_before_the_repo_one(package: Path | None) -> None:
+    from tests.support.service import REPO
+
+    env, cwd = soak.ours_process(package)
+    first = env["PYTHONPATH"].split(os.pathsep)
+    expected = [str(REPO)] if package is None else [str(package.resolve()), str(REPO)]
+    assert first == expected
+    # ``python -m`` puts the working directory ahead of PYTHONPATH: it must hold the same package.
+    assert cwd == (REPO if package is None else package.resolve())
+    assert "KUBECONFIG" not in env
