@@ -1041,7 +1041,8 @@ def summary(result: Mapping[str, Any]) -> str:
 
 
 def table(results: Sequence[Mapping[str, Any]]) -> str:
-    """One Markdown row per run: the measures, then the safety and resource figures."""
+    """One Markdown row per run: the measures, then the safety and resource figures. A run labelled with a
+    ``system`` (runs of one descheduler from different packages, side by side) shows it and its seed."""
     head = [
         "descheduler", "nodes / s", "cycles (healthy)", "faults injected / recovered", "evictions",
         "hot-node-s", "steps cured / hot", "cure p50 / p95 s", "evictions per cure", "ping-pong",
@@ -1052,8 +1053,9 @@ def table(results: Sequence[Mapping[str, Any]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         ms, rs, plan = r["measures"], r["resources"], r["plan"]
+        label = f"{r['system']}, seed {plan['seed']}" if "system" in r else r["descheduler"]
         cells = [
-            r["descheduler"], f"{plan['nodes']} / {plan['duration_s']:.0f}",
+            label, f"{plan['nodes']} / {plan['duration_s']:.0f}",
             f"{r['cycles']} ({r['healthy_cycles']})",
             f"{r['faults_injected']} / {r['faults_recovered']}", str(ms["evictions"]),
             f"{ms['hot_node_seconds']:.0f}", f"{ms['steps_cured']} / {ms['steps_hot']}",

@@ -247,3 +247,17 @@ def test_our_replicas_import_the_package_asked_for_before_the_repo_one(package: 
     # ``python -m`` puts the working directory ahead of PYTHONPATH: it must hold the same package.
     assert cwd == (REPO if package is None else package.resolve())
     assert "KUBECONFIG" not in env
+
+
+@pytest.mark.parametrize(
+    ("system", "label"), [(None, "load-aware+taint"), ("before 39", "before 39, seed 1")]
+)
+def test_a_run_labelled_with_a_system_shows_it_and_its_seed_in_the_table(
+    system: str | None, label: str
+) -> None:
+    data = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "soak-dev-2026-11-27.json"
+    run = next(r for r in json.loads(data.read_text()) if r["descheduler"] == "load-aware+taint")
+    if system is not None:
+        run["system"] = system
+    row = soak.table([run]).splitlines()[2]
+    assert row.split(" | ")[0].strip("| ") == label
