@@ -395,6 +395,19 @@ def ours_doc(tool: str, prometheus_url: str, ports: Any, plan: m.Plan, taint: bo
     return doc
 
 
+def ours_process(package: Path | None) -> tuple[dict[str, str], Path]:
+    """Environment and working directory of our replicas: ``package`` (a folder holding another
+    ``descheduler`` package, e.g. an older commit's) goes first on PYTHONPATH and is the working directory,
+    since ``python -m`` puts the working directory before PYTHONPATH; the repo stays for everything else."""
+    from tests.support.service import REPO, subprocess_env
+
+    env = subprocess_env()
+    if package is None:
+        return env, REPO
+    env["PYTHONPATH"] = os.pathsep.join((str(package.resolve()), env["PYTHONPATH"]))
+    return env, package.resolve()
+
+
 def replicas(
     tool: str,
     workdir: Path,
@@ -404,9 +417,10 @@ def replicas(
     plan: m.Plan,
     taint: bool,
     binary: Path | None,
+    package: Path | None = None,
 ) -> list[Replica]:
     """Two replicas (one for Koordinator, whose configuration turns leader election off)."""
-    from tests.support.service import REPO, Ports, descheduler_command, subprocess_env
+    from tests.support.service import Ports, descheduler_command
 
     out: list[Replica] = []
     for i in range(1 if tool == KOORD else 2):
@@ -420,9 +434,8 @@ def replicas(
                 "run", "--config", str(config), "--kubeconfig", str(kubeconfig), "--log-format", "json",
                 "--debug-cache",  # /debug/cache: opt-in, the digest of the last cycle's start
             )  # fmt: skip
-            out.append(
-                Replica(f"replica-{i}", argv, subprocess_env(), REPO, folder / "descheduler", ports.healthz)
-            )
+            env, cwd = ours_process(package)
+            out.append(Replica(f"replica-{i}", argv, env, cwd, folder / "descheduler", ports.healthz))
         elif tool == KOORD:
             from benchmarks import koordinator
 
@@ -766,7 +779,12 @@ class Sampler:
 
 
 def run(
-    tool: str, plan: m.Plan, events: list[m.Event], workdir: Path, koord_source: Path | None = None
+    tool: str,
+    plan: m.Plan,
+    events: list[m.Event],
+    workdir: Path,
+    koord_source: Path | None = None,
+    ours_package: Path | None = None,
 ) -> dict[str, Any]:
     """Start the control plane, build the cluster, run ``tool`` through ``events``; every figure."""
     from descheduler.kube.connection import connect
@@ -805,7 +823,15 @@ def run(
         with usage.following():
             backend.install(usage.model, full_window=True, timeout=120)
             group = replicas(
-                tool, workdir, kubeconfigs[tool], plane, backend, plan, tool == OURS_TAINT, binary
+                tool,
+                workdir,
+                kubeconfigs[tool],
+                plane,
+                backend,
+                plan,
+                tool == OURS_TAINT,
+                binary,
+                ours_package,
             )
             feeder: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
             if tool == KOORD:
@@ -1015,7 +1041,8 @@ def summary(result: Mapping[str, Any]) -> str:
 
 
 def table(results: Sequence[Mapping[str, Any]]) -> str:
-    """One Markdown row per run: the measures, then the safety and resource figures."""
+    """One Markdown row per run: the measures, then the safety and resource figures. A run labelled with a
+    ``system`` (runs of one descheduler from different packages, side by side) shows it and its seed."""
     head = [
         "descheduler", "nodes / s", "cycles (healthy)", "faults injected / recovered", "evictions",
         "hot-node-s", "steps cured / hot", "cure p50 / p95 s", "evictions per cure", "ping-pong",
@@ -1026,8 +1053,9 @@ def table(results: Sequence[Mapping[str, Any]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         ms, rs, plan = r["measures"], r["resources"], r["plan"]
+        label = f"{r['system']}, seed {plan['seed']}" if "system" in r else r["descheduler"]
         cells = [
-            r["descheduler"], f"{plan['nodes']} / {plan['duration_s']:.0f}",
+            label, f"{plan['nodes']} / {plan['duration_s']:.0f}",
             f"{r['cycles']} ({r['healthy_cycles']})",
             f"{r['faults_injected']} / {r['faults_recovered']}", str(ms["evictions"]),
             f"{ms['hot_node_seconds']:.0f}", f"{ms['steps_cured']} / {ms['steps_hot']}",
@@ -1043,6 +1071,44 @@ def table(results: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def run_cures(measures: Mapping[str, Any]) -> list[float] | None:
+    """A run's cure times. Runs from before ``cures_s`` was kept give them back only when at most two steps
+    were cured: ``percentile`` then makes p50 the shorter and p95 the longer."""
+    if "cures_s" in measures:
+        return list(measures["cures_s"])
+    if measures["steps_cured"] > 2:
+        return None
+    return sorted({measures["cure_s_p50"], measures["cure_s_p95"]} - {None})[: measures["steps_cured"]]
+
+
+def pooled(results: Sequence[Mapping[str, Any]]) -> str:
+    """One line per labelled ``system`` (two steps a run are too few for a p95)."""
+    systems = dict.fromkeys(r["system"] for r in results if "system" in r)
+    return "\n".join(system_line(s, [r for r in results if r.get("system") == s]) for s in systems)
+
+
+def system_line(system: str, runs: Sequence[Mapping[str, Any]]) -> str:
+    """The runs' cures pooled into one p50/p95, evictions per cure over every cure, safety counts summed."""
+    cures = [run_cures(r["measures"]) for r in runs]
+    known = [c for got in cures if got is not None for c in got]
+    per_cure = [
+        (r["measures"]["evictions_per_cured_hotspot"], r["measures"]["steps_cured"])
+        for r in runs
+        if r["measures"]["evictions_per_cured_hotspot"] is not None
+    ]
+    mean = sum(v * n for v, n in per_cure) / sum(n for _, n in per_cure) if per_cure else None
+    fmt = lambda v, spec=".0f": "-" if v is None else format(v, spec)  # noqa: E731
+    total = lambda key: sum(r["measures"][key] for r in runs)  # noqa: E731
+    return (
+        f"{system}: {len(runs)} runs (seeds {', '.join(str(r['plan']['seed']) for r in runs)}), steps "
+        f"cured {total('steps_cured')} / hot {total('steps_hot')}, cure p50 / p95 "
+        f"{fmt(m.percentile(known, 0.5))} / {fmt(m.percentile(known, 0.95))} s over {len(known)} cures"
+        f"{'' if None not in cures else ' (a run without its cure times left out)'}, evictions per cure "
+        f"{fmt(mean, '.1f')}, burst {total('burst_evictions')}, unconfirmed "
+        f"{total('unconfirmed_evictions')}, violations {sum(r['violation_count'] for r in runs)}"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=200)
@@ -1053,6 +1119,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--descheduler", choices=(OURS, PEER, KOORD), default=OURS)
     parser.add_argument("--no-taint", action="store_true", help="ours without hotspotTaint")
     parser.add_argument("--koord-source", type=Path, default=None)
+    parser.add_argument(
+        "--ours-package",
+        type=Path,
+        default=None,
+        help="folder whose descheduler package our replicas run (e.g. an older commit's); default the repo",
+    )
     parser.add_argument("--fault-every", type=float, default=180.0, help="one fault this often, s")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
@@ -1068,7 +1140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.summarise:
         loaded = [json.loads(path.read_text()) for path in args.summarise]
-        print(table([run for item in loaded for run in (item if isinstance(item, list) else [item])]))
+        runs = [run for item in loaded for run in (item if isinstance(item, list) else [item])]
+        print(table(runs))
+        if any("system" in r for r in runs):
+            print("\n" + pooled(runs))
         return 0
     if args.descheduler == OURS and not args.no_taint:
         args.descheduler = OURS_TAINT
@@ -1084,7 +1159,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="soak-"))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    result = run(args.descheduler, plan, events, workdir, args.koord_source)
+    if args.ours_package is not None and not (args.ours_package / "descheduler" / "__main__.py").is_file():
+        parser.error(f"--ours-package {args.ours_package}: no descheduler/__main__.py in it")
+    result = run(args.descheduler, plan, events, workdir, args.koord_source, args.ours_package)
+    if args.ours_package is not None:
+        result["ours_package"] = str(args.ours_package)
     timeline = result.pop("_timeline")
     print(summary(result), flush=True)
     if args.png is not None:

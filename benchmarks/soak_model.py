@@ -402,6 +402,7 @@ def measures(
         "steps": len(steps),
         "steps_hot": sum(c is None or c > 0 for c in cure),
         "steps_cured": len(cured),
+        "cures_s": cured,
         "cure_s_p50": percentile(cured, 0.5),
         "cure_s_p95": percentile(cured, 0.95),
         "evictions_per_cured_hotspot": statistics.mean(per_cure) if per_cure else None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -233,3 +234,71 @@ def test_a_drain_explains_the_pdbs_of_the_workloads_running_on_that_node_only() 
     ]
     assert soak.drained(done, lives) == [(90.0, "node-drain", "ns/a")]
     assert soak.churned(done) == [(95.0, "scale", "ns/b")]
+
+
+@pytest.mark.parametrize("package", [None, Path("/tmp/before")])
+def test_our_replicas_import_the_package_asked_for_before_the_repo_one(package: Path | None) -> None:
+    from tests.support.service import REPO
+
+    env, cwd = soak.ours_process(package)
+    first = env["PYTHONPATH"].split(os.pathsep)
+    expected = [str(REPO)] if package is None else [str(package.resolve()), str(REPO)]
+    assert first == expected
+    # ``python -m`` puts the working directory ahead of PYTHONPATH: it must hold the same package.
+    assert cwd == (REPO if package is None else package.resolve())
+    assert "KUBECONFIG" not in env
+
+
+@pytest.mark.parametrize(
+    ("system", "label"), [(None, "load-aware+taint"), ("before 39", "before 39, seed 1")]
+)
+def test_a_run_labelled_with_a_system_shows_it_and_its_seed_in_the_table(
+    system: str | None, label: str
+) -> None:
+    data = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "soak-dev-2026-11-27.json"
+    run = next(r for r in json.loads(data.read_text()) if r["descheduler"] == "load-aware+taint")
+    if system is not None:
+        run["system"] = system
+    row = soak.table([run]).splitlines()[2]
+    assert row.split(" | ")[0].strip("| ") == label
+
+
+@pytest.mark.parametrize(
+    ("measures", "cures"),
+    [
+        ({"cures_s": [40.0, 12.0, 30.0], "steps_cured": 3}, [40.0, 12.0, 30.0]),  # kept by the run
+        ({"steps_cured": 2, "cure_s_p50": 31.0, "cure_s_p95": 46.0}, [31.0, 46.0]),  # older run, two steps
+        ({"steps_cured": 2, "cure_s_p50": 20.0, "cure_s_p95": 20.0}, [20.0]),  # two equal: one known
+        ({"steps_cured": 1, "cure_s_p50": 25.0, "cure_s_p95": 25.0}, [25.0]),
+        ({"steps_cured": 0, "cure_s_p50": None, "cure_s_p95": None}, []),
+        ({"steps_cured": 3, "cure_s_p50": 20.0, "cure_s_p95": 50.0}, None),  # the middle one is lost
+    ],
+)
+def test_a_runs_cure_times_are_read_back_only_when_its_figures_hold_them(
+    measures: dict[str, object], cures: list[float] | None
+) -> None:
+    assert soak.run_cures(measures) == cures
+
+
+def test_the_runs_of_a_system_pool_their_cures_into_one_p50_and_p95() -> None:
+    def labelled(
+        system: str, seed: int, cures: list[float], per_cure: float, burst: int = 0
+    ) -> dict[str, object]:
+        measures = {
+            "cures_s": cures, "steps_cured": len(cures), "steps_hot": 2,
+            "evictions_per_cured_hotspot": per_cure, "burst_evictions": burst, "unconfirmed_evictions": 0,
+        }  # fmt: skip
+        return {"system": system, "plan": {"seed": seed}, "measures": measures, "violation_count": 0}
+
+    runs = [
+        labelled("after", 7, [10.0, 50.0], 3.0),
+        labelled("koord", 7, [20.0], 4.0, burst=1),
+        labelled("after", 8, [20.0, 30.0], 2.0),
+    ]
+    lines = soak.pooled(runs).splitlines()
+    assert lines == [
+        "after: 2 runs (seeds 7, 8), steps cured 4 / hot 4, cure p50 / p95 20 / 50 s over 4 cures, "
+        "evictions per cure 2.5, burst 0, unconfirmed 0, violations 0",
+        "koord: 1 runs (seeds 7), steps cured 1 / hot 2, cure p50 / p95 20 / 20 s over 1 cures, "
+        "evictions per cure 4.0, burst 1, unconfirmed 0, violations 0",
+    ]
