@@ -14,9 +14,11 @@ from contextlib import contextmanager
 
 import pytest
 from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from descheduler.cli import build_parser
-from descheduler.service import probes
+from descheduler.service import health, probes
 from descheduler.service.health import Endpoints
 from descheduler.service.httpwire import Request
 from tests.support.ports import free_port
@@ -120,6 +122,56 @@ def test_a_taken_port_is_an_error_naming_the_address() -> None:
         )
         with pytest.raises(OSError, match=f"cannot listen on {address}"):
             endpoints.start()
+        endpoints.stop()
+
+
+class SlowCollector(Collector):
+    """Takes ``RENDER`` seconds per collection and reports how many collections there have been."""
+
+    RENDER = 0.05
+
+    def __init__(self) -> None:
+        self.renders = 0
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        time.sleep(self.RENDER)
+        self.renders += 1
+        yield GaugeMetricFamily("descheduler_test_renders", "Collections so far.", value=self.renders)
+
+
+def _renders_seen(port: int) -> int:
+    status, _, body = _get(port, "/metrics")
+    assert status == 200, body
+    (line,) = [line for line in body.splitlines() if line.startswith("descheduler_test_renders ")]
+    return int(float(line.split()[1]))
+
+
+def test_metrics_asked_for_back_to_back_are_rendered_for_at_most_their_duty_share_and_stay_fresh() -> None:
+    collector = SlowCollector()
+    registry = CollectorRegistry()
+    registry.register(collector)
+    address = f"127.0.0.1:{free_port()}"
+    endpoints = Endpoints(
+        healthz_address=address,
+        metrics_address=address,
+        liveness=lambda: (True, "ok"),
+        readiness=lambda: (True, "ok"),
+        registry=registry,
+    )
+    endpoints.start()
+    try:
+        (port,) = endpoints.ports
+        started = time.monotonic()
+        seen = [_renders_seen(port) for _ in range(40)]
+        elapsed = time.monotonic() - started
+        reuse_for = SlowCollector.RENDER / health.METRICS_DUTY  # at least: a render, then its reuse
+        assert collector.renders <= elapsed / reuse_for + 1, f"{collector.renders} renders in {elapsed:.2f}s"
+        assert seen == sorted(seen), "never an older render after a newer one"
+        deadline = time.monotonic() + 5.0
+        while (latest := _renders_seen(port)) == seen[-1] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert latest > seen[-1], "a render is reused for a while, not for ever"
+    finally:
         endpoints.stop()
 
 
