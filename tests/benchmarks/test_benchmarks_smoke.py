@@ -349,11 +349,10 @@ def test_the_server_cost_benchmark_refuses_the_peer_row_clearly_when_the_peer_is
 @pytest.mark.controlplane
 def test_the_server_cost_benchmark_runs_small_on_the_real_control_plane() -> None:
     figures = _run(
-        "benchmarks.server_cost", "--nodes", "10", "--pods", "40", "--rows", "off,on", "--cycles", "2",
-        "--interval", "5", "--scrape", "5", "--no-data",
-    )  # fmt: skip
+        "benchmarks.server_cost", "--nodes", "10", "--pods", "40", "--rows", "on", "--cycles", "1",
+        "--interval", "3", "--scrape", "5", "--no-data",
+    )  # fmt: skip  # one row: each row is the same steps with another client (about 25 s of CI each)
     assert {k: unit for k, (_, unit) in figures.items()} == {
-        "list_server_cpu": "s",
         "watchlist_server_cpu": "s",
         "idle_requests": "",
     }
