@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -963,7 +964,9 @@ def analyse(
     warm = plan.warmup_s + 0.2 * plan.duration_s
     resources = m.resource_trends(sampler.procs, [t for t, _ in cycles_rel], warm)
     resources["final"] = final
-    measures = m.measures(sampler.timeline, evictions, events, pending, plan.interval_s, plan.consecutive)
+    measures = m.measures(
+        sampler.timeline, evictions, events, pending, plan.interval_s, plan.consecutive, plan.drift_period_s
+    )
     return {
         "descheduler": tool,
         "plan": asdict(plan),
@@ -1081,6 +1084,26 @@ def run_cures(measures: Mapping[str, Any]) -> list[float] | None:
     return sorted({measures["cure_s_p50"], measures["cure_s_p95"]} - {None})[: measures["steps_cured"]]
 
 
+def run_needed(run: Mapping[str, Any]) -> list[int]:
+    """A run's evictions needed per cured step: kept by runs since 2026-11-28 (from the usage read), else
+    from the model (every pod the step made busy, the note's count, at the node's first eviction)."""
+    ms = run["measures"]
+    if ms.get("evictions_needed_per_cured_hotspot") is not None:
+        return [round(ms["evictions_needed_per_cured_hotspot"])] * ms["steps_cured"]
+    if "evictions_needed_per_cured_hotspot" in ms or not ms["steps_cured"]:
+        return []
+    out = []
+    for step in (e for e in run["done"] if e["kind"] == "step"):
+        first = [e["t"] for e in run["evictions"] if e["node"] == step["target"] and e["t"] >= step["t"]]
+        if first and step["note"].endswith(" pods busy"):
+            busy = int(step["note"].split()[0])
+            t = min(first)
+            usage = 100.0 * (m.BASE_CORES + busy * m.BUSY_CORES * m.drift(m.group_of(step["target"]), t,
+                             run["plan"]["drift_period_s"])) / m.NODE_CPUS  # fmt: skip
+            out.append(m.evictions_needed(usage, step["target"], t, run["plan"]["drift_period_s"]))
+    return out
+
+
 def pooled(results: Sequence[Mapping[str, Any]]) -> str:
     """One line per labelled ``system`` (two steps a run are too few for a p95)."""
     systems = dict.fromkeys(r["system"] for r in results if "system" in r)
@@ -1097,6 +1120,7 @@ def system_line(system: str, runs: Sequence[Mapping[str, Any]]) -> str:
         if r["measures"]["evictions_per_cured_hotspot"] is not None
     ]
     mean = sum(v * n for v, n in per_cure) / sum(n for _, n in per_cure) if per_cure else None
+    needed = [k for r in runs for k in run_needed(r)]
     fmt = lambda v, spec=".0f": "-" if v is None else format(v, spec)  # noqa: E731
     total = lambda key: sum(r["measures"][key] for r in runs)  # noqa: E731
     return (
@@ -1104,7 +1128,8 @@ def system_line(system: str, runs: Sequence[Mapping[str, Any]]) -> str:
         f"cured {total('steps_cured')} / hot {total('steps_hot')}, cure p50 / p95 "
         f"{fmt(m.percentile(known, 0.5))} / {fmt(m.percentile(known, 0.95))} s over {len(known)} cures"
         f"{'' if None not in cures else ' (a run without its cure times left out)'}, evictions per cure "
-        f"{fmt(mean, '.1f')}, burst {total('burst_evictions')}, unconfirmed "
+        f"{fmt(mean, '.1f')} (needed {fmt(statistics.mean(needed) if needed else None, '.1f')}), burst "
+        f"{total('burst_evictions')}, unconfirmed "
         f"{total('unconfirmed_evictions')}, violations {sum(r['violation_count'] for r in runs)}"
     )
 

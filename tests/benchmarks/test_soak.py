@@ -113,21 +113,22 @@ def test_more_evictions_from_one_node_in_one_cycle_than_allowed_is_a_breach() ->
 
 
 def test_measures_of_a_synthetic_run() -> None:
-    # n1 hot from 10 s (a step) to 40 s, cured by two evictions; n2 cool; a later eviction of the same
-    # workload counts as ping-pong.
+    # soak-g0-001 hot from 10 s (a step) to 40 s, cured by the two evictions it needed; soak-g0-002
+    # cool; a later eviction of the same workload counts as ping-pong.
     n1 = [50.0] * 10 + [95.0] * 30 + [55.0] * 60
     n2 = [40.0] * 100
-    line = timeline({"n1": n1, "n2": n2})
-    step = m.Event(10.0, "step", "n1", 80.0, m.BUSY_CORES)
+    line = timeline({"soak-g0-001": n1, "soak-g0-002": n2})
+    step = m.Event(10.0, "step", "soak-g0-001", 80.0, m.BUSY_CORES)
     evictions = [
-        m.Eviction(35.0, "ns/a-1", "n1", "ns/a"),
-        m.Eviction(39.0, "ns/b-1", "n1", "ns/b"),
-        m.Eviction(80.0, "ns/a-2", "n2", "ns/a"),
+        m.Eviction(35.0, "ns/a-1", "soak-g0-001", "ns/a"),
+        m.Eviction(39.0, "ns/b-1", "soak-g0-001", "ns/b"),
+        m.Eviction(80.0, "ns/a-2", "soak-g0-002", "ns/a"),
     ]
-    got = m.measures(line, evictions, [step], 12.5, 3.0, 5)
+    got = m.measures(line, evictions, [step], 12.5, 3.0, 5, 1200.0)
     assert got["hot_node_seconds"] == 30.0
     assert got["steps_cured"] == 1 and got["cure_s_p50"] == 30.0
     assert got["evictions_per_cured_hotspot"] == 2
+    assert got["evictions_needed_per_cured_hotspot"] == 2  # 95 %, 15.7 % a busy pod at drift 1.05
     assert got["ping_pong_share"] == pytest.approx(1 / 3)
     assert got["replacement_pending_s"] == 12.5
     assert got["burst_evictions"] == 0
@@ -135,6 +136,22 @@ def test_measures_of_a_synthetic_run() -> None:
     cvs, ranges = m.spread(line)
     assert ranges[0] == 10.0 and ranges[20] == 55.0
     assert got["cv_mean"] == pytest.approx(sum(cvs) / len(cvs))
+
+
+@pytest.mark.parametrize(
+    ("node", "t", "usage", "needed"),
+    [
+        ("soak-g0-088", 260.0, 100 * (0.3 + 7 * 0.6 * m.drift(0, 260.0, 1200.0)) / 4, 4),  # drift 1.245
+        ("soak-g1-041", 280.0, 100 * (0.3 + 7 * 0.6 * m.drift(1, 280.0, 1200.0)) / 4, 3),  # drift 1.026
+        ("soak-g1-041", 251.0, 100 * (0.3 + 7 * 0.6 * m.drift(1, 251.0, 1200.0)) / 4, 4),  # drift 1.063
+        ("soak-g2-001", 0.0, 70.0, 0),
+        ("soak-g2-001", 0.0, 70.1, 1),
+    ],
+)
+def test_the_evictions_a_stepped_node_needs_follow_its_groups_drift(
+    node: str, t: float, usage: float, needed: int
+) -> None:
+    assert m.evictions_needed(usage, node, t, 1200.0) == needed
 
 
 def test_a_step_never_cured_is_not_counted_cured() -> None:
