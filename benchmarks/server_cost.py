@@ -63,6 +63,11 @@ if TYPE_CHECKING:
     from tests.controlplane.cluster import ControlPlane
 
 PEER_ROW = "peer"
+LEAN_ROW = "lean"
+LEAN_RESOURCES = ("pods", "nodes", "namespaces")
+"""The ``lean`` row: ours (WatchList) syncing only what the peer's informers hold (less its PVCs), so the
+cost of the objects our safety checks rest on (workloads, PDBs) is told apart from the client's own."""
+ROWS = ("off", "on", LEAN_ROW, PEER_ROW)
 PEER_SYNCED = "Resetting pod evictor counters"
 """The Kubernetes descheduler's first log line of a cycle (``-v=3``): it comes after every informer synced
 (``WaitForCacheSync`` in ``bootstrapDescheduler``)."""
@@ -178,6 +183,8 @@ def sync_row(
         with contextlib.suppress(TimeoutError):
             wait_until("the peer's build", build_done, wait_for_peer, interval=10)
         figures = peer_sync(plane, kubeconfig, workdir / "peer", pid, timeout)
+    elif row == LEAN_ROW:
+        figures = {**measure(kubeconfig, "on", pid, LEAN_RESOURCES), "mode": LEAN_ROW}
     else:
         figures = measure(kubeconfig, row, pid)
     after = etcd_reads(plane)
@@ -303,7 +310,7 @@ def save(result: dict[str, Any], args: argparse.Namespace) -> None:
         out.write_text(json.dumps(result, indent=2) + "\n")
 
 
-LABELS = {"off": "LIST", "on": "WatchList", PEER_ROW: "Go peer"}
+LABELS = {"off": "LIST", "on": "WatchList", LEAN_ROW: "WL lean", PEER_ROW: "Go peer"}
 
 
 def table(result: dict[str, Any]) -> str:
@@ -333,7 +340,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--load-timeout", type=float, default=3600.0)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds a sync or the cycles may take")
-    parser.add_argument("--rows", default=f"off,on,{PEER_ROW}", help="rows in order: off (LIST), on, peer")
+    parser.add_argument(
+        "--rows",
+        default=f"off,on,{PEER_ROW}",
+        help=f"rows in order: off (LIST), on (WatchList), {LEAN_ROW} (WatchList of "
+        f"{', '.join(LEAN_RESOURCES)} only), {PEER_ROW}",
+    )
     parser.add_argument("--cycles", type=int, default=4, help="idle cycles measured (0: none)")
     parser.add_argument("--interval", type=float, default=10.0, help="our cycle interval, s")
     parser.add_argument("--window", default="1m")
@@ -343,6 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-data", action="store_true", help="do not write benchmarks/data/")
     args = parser.parse_args(argv)
+    unknown = [row for row in args.rows.split(",") if row not in ROWS]
+    if unknown:
+        parser.error(f"--rows: unknown {', '.join(unknown)}; known: {', '.join(ROWS)}")
     try:
         with tempfile.TemporaryDirectory(prefix="server-cost-") as tmp:
             result = run(args, Path(tmp))

@@ -43,7 +43,8 @@ from pathlib import Path
 from descheduler.kube.cache import ClusterCache
 from descheduler.kube.connection import connect
 api = connect(sys.argv[1], qps=50, burst=100)
-cache = ClusterCache(api, watch_list=sys.argv[2])
+resources = sys.argv[3].split(",") if len(sys.argv) > 3 else None
+cache = ClusterCache(api, watch_list=sys.argv[2], resources=resources)
 started = time.monotonic()
 cache.start()
 ok = cache.wait_synced(600)
@@ -90,12 +91,15 @@ class ServerSample:
         }
 
 
-def measure(kubeconfig: Path, mode: str, apiserver_pid: int) -> dict[str, Any]:
-    """One sync in a child process; kube-apiserver's CPU and peak RSS sampled while it runs."""
+def measure(
+    kubeconfig: Path, mode: str, apiserver_pid: int, resources: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """One sync in a child process (of ``resources``, default every resource the service syncs);
+    kube-apiserver's CPU and peak RSS sampled while it runs."""
+    only = [",".join(resources)] if resources else []
+    command = [sys.executable, "-c", CHILD, str(kubeconfig), mode, *only]
     with ServerSample(apiserver_pid) as server:
-        proc = subprocess.run(
-            [sys.executable, "-c", CHILD, str(kubeconfig), mode], capture_output=True, text=True, timeout=900
-        )
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise RuntimeError(f"{mode} sync failed: {proc.stderr[-2000:]}")
     ours = json.loads(proc.stdout.strip().splitlines()[-1])

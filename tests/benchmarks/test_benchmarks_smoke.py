@@ -346,6 +346,15 @@ def test_the_server_cost_benchmark_refuses_the_peer_row_clearly_when_the_peer_is
     assert not list(tmp_path.iterdir()), "nothing was built"
 
 
+def test_the_server_cost_benchmark_refuses_an_unknown_row_before_it_starts_anything() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.server_cost", "--rows", "on,lean,leaner", "--no-data"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "--rows: unknown leaner; known: off, on, lean, peer" in proc.stderr
+
+
 @pytest.mark.controlplane
 def test_the_server_cost_benchmark_runs_small_on_the_real_control_plane() -> None:
     figures = _run(
