@@ -306,7 +306,7 @@ def save(result: dict[str, Any], args: argparse.Namespace) -> None:
     """Write what is measured so far (a late failure keeps the rows before it)."""
     result["date"] = datetime.now(UTC).isoformat(timespec="seconds")
     if not args.no_data:
-        out = Path(__file__).parent / "data" / f"server-cost-{result['date'][:10]}.json"
+        out = args.out or Path(__file__).parent / "data" / f"server-cost-{result['date'][:10]}.json"
         out.write_text(json.dumps(result, indent=2) + "\n")
 
 
@@ -354,6 +354,9 @@ def main(argv: list[str] | None = None) -> int:
         "--wait-for-peer", type=float, default=0, help="seconds the peer row waits for a build under way"
     )
     parser.add_argument("--no-data", action="store_true", help="do not write benchmarks/data/")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="the data file (default benchmarks/data/server-cost-DATE.json)"
+    )
     args = parser.parse_args(argv)
     unknown = [row for row in args.rows.split(",") if row not in ROWS]
     if unknown:
