@@ -964,9 +964,7 @@ def analyse(
     warm = plan.warmup_s + 0.2 * plan.duration_s
     resources = m.resource_trends(sampler.procs, [t for t, _ in cycles_rel], warm)
     resources["final"] = final
-    measures = m.measures(
-        sampler.timeline, evictions, events, pending, plan.interval_s, plan.consecutive, plan.drift_period_s
-    )
+    measures = m.measures(sampler.timeline, evictions, events, pending, plan.interval_s, plan.consecutive)
     return {
         "descheduler": tool,
         "plan": asdict(plan),
@@ -1085,22 +1083,15 @@ def run_cures(measures: Mapping[str, Any]) -> list[float] | None:
 
 
 def run_needed(run: Mapping[str, Any]) -> list[int]:
-    """A run's evictions needed per cured step: kept by runs since 2026-11-28 (from the usage read), else
-    from the model (every pod the step made busy, the note's count, at the node's first eviction)."""
-    ms = run["measures"]
-    if ms.get("evictions_needed_per_cured_hotspot") is not None:
-        return [round(ms["evictions_needed_per_cured_hotspot"])] * ms["steps_cured"]
-    if "evictions_needed_per_cured_hotspot" in ms or not ms["steps_cured"]:
-        return []
+    """Per step a run evicted from: ``evictions_needed`` at the node's first eviction in the step, for
+    every pod the step made busy (the count its note gives)."""
     out = []
-    for step in (e for e in run["done"] if e["kind"] == "step"):
-        first = [e["t"] for e in run["evictions"] if e["node"] == step["target"] and e["t"] >= step["t"]]
-        if first and step["note"].endswith(" pods busy"):
+    for step in (e for e in run["done"] if e["kind"] == "step" and e["note"].endswith(" pods busy")):
+        start, end = step["t"], step["t"] + step["duration_s"]
+        first = [e["t"] for e in run["evictions"] if e["node"] == step["target"] and start <= e["t"] <= end]
+        if first:
             busy = int(step["note"].split()[0])
-            t = min(first)
-            usage = 100.0 * (m.BASE_CORES + busy * m.BUSY_CORES * m.drift(m.group_of(step["target"]), t,
-                             run["plan"]["drift_period_s"])) / m.NODE_CPUS  # fmt: skip
-            out.append(m.evictions_needed(usage, step["target"], t, run["plan"]["drift_period_s"]))
+            out.append(m.evictions_needed(busy, step["target"], min(first), run["plan"]["drift_period_s"]))
     return out
 
 

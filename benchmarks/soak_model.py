@@ -368,26 +368,16 @@ def cures(timeline: Timeline, steps: Sequence[Event]) -> list[float | None]:
     return out
 
 
-def evictions_needed(usage: float, node: str, t: float, period_s: float) -> int:
-    """The fewest busy pods whose eviction at ``t`` brings a stepped node from ``usage`` (percent) to the
-    high threshold or under: each takes ``BUSY_CORES`` times its group's drift with it. What a cure's
-    evictions are judged against: the drift moves it, so the same step needs 3 or 4 at different times."""
-    share = 100.0 * BUSY_CORES * drift(group_of(node), t, period_s) / NODE_CPUS
-    return max(0, math.ceil((usage - HIGH) / share - 1e-9))
-
-
-def needed_per_cure(
-    timeline: Timeline, evictions: Sequence[Eviction], steps: Sequence[Event], cure: Sequence[float | None],
-    period_s: float,
-) -> list[int]:  # fmt: skip
-    """Per cured step: ``evictions_needed`` at its first eviction, from the calm usage read just before."""
-    out = []
-    for step, c in zip(steps, cure, strict=True):
-        first = [e.t for e in evictions if e.node == step.target and step.t <= e.t <= step.t + (c or 0.0)]
-        before = timeline.window(step.target, step.t, min(first, default=0.0), calm=True)
-        if c and first and before:
-            out.append(evictions_needed(before[-1][1], step.target, min(first), period_s))
-    return out
+def evictions_needed(busy: int, node: str, t: float, period_s: float) -> int:
+    """The fewest of a stepped node's ``busy`` pods whose eviction at ``t`` brings its demand (base load,
+    plus ``BUSY_CORES`` times its group's drift a busy pod) to the high threshold or under. What a cure's
+    evictions are judged against: the drift moves it, so one step needs 3 at one time and 4 at another.
+    Demand, not measured usage: a saturated node reads 100 % whatever its pods ask for."""
+    per_pod = BUSY_CORES * drift(group_of(node), t, period_s)
+    for k in range(busy + 1):
+        if 100.0 * (BASE_CORES + (busy - k) * per_pod) / NODE_CPUS <= HIGH:
+            return k
+    return busy
 
 
 def measures(
@@ -397,7 +387,6 @@ def measures(
     replacements_pending_s: float,
     interval_s: float,
     consecutive: int,
-    drift_period_s: float,
 ) -> dict[str, Any]:
     """The figures load-aware rebalancing is judged by, from the run's timeline and evictions."""
     steps = [e for e in events if e.kind == "step"]
@@ -410,7 +399,6 @@ def measures(
     for step, c in zip(steps, cure, strict=True):
         if c:
             per_cure.append(sum(step.t <= e.t <= step.t + c and e.node == step.target for e in evictions))
-    needed = needed_per_cure(timeline, evictions, steps, cure, drift_period_s)
     moved_again = 0
     by_workload: dict[str, list[float]] = {}
     for e in evictions:
@@ -430,7 +418,6 @@ def measures(
         "cure_s_p50": percentile(cured, 0.5),
         "cure_s_p95": percentile(cured, 0.95),
         "evictions_per_cured_hotspot": statistics.mean(per_cure) if per_cure else None,
-        "evictions_needed_per_cured_hotspot": statistics.mean(needed) if needed else None,
         "ping_pong_share": moved_again / len(evictions) if evictions else 0.0,
         "replacement_pending_s": replacements_pending_s,
         "burst_evictions": len(burst_caused(timeline, evictions, bursts, interval_s, consecutive)),

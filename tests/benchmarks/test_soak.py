@@ -124,11 +124,10 @@ def test_measures_of_a_synthetic_run() -> None:
         m.Eviction(39.0, "ns/b-1", "soak-g0-001", "ns/b"),
         m.Eviction(80.0, "ns/a-2", "soak-g0-002", "ns/a"),
     ]
-    got = m.measures(line, evictions, [step], 12.5, 3.0, 5, 1200.0)
+    got = m.measures(line, evictions, [step], 12.5, 3.0, 5)
     assert got["hot_node_seconds"] == 30.0
     assert got["steps_cured"] == 1 and got["cure_s_p50"] == 30.0
     assert got["evictions_per_cured_hotspot"] == 2
-    assert got["evictions_needed_per_cured_hotspot"] == 2  # 95 %, 15.7 % a busy pod at drift 1.05
     assert got["ping_pong_share"] == pytest.approx(1 / 3)
     assert got["replacement_pending_s"] == 12.5
     assert got["burst_evictions"] == 0
@@ -139,19 +138,19 @@ def test_measures_of_a_synthetic_run() -> None:
 
 
 @pytest.mark.parametrize(
-    ("node", "t", "usage", "needed"),
+    ("node", "t", "busy", "needed"),
     [
-        ("soak-g0-088", 260.0, 100 * (0.3 + 7 * 0.6 * m.drift(0, 260.0, 1200.0)) / 4, 4),  # drift 1.245
-        ("soak-g1-041", 280.0, 100 * (0.3 + 7 * 0.6 * m.drift(1, 280.0, 1200.0)) / 4, 3),  # drift 1.026
-        ("soak-g1-041", 251.0, 100 * (0.3 + 7 * 0.6 * m.drift(1, 251.0, 1200.0)) / 4, 4),  # drift 1.063
-        ("soak-g2-001", 0.0, 70.0, 0),
-        ("soak-g2-001", 0.0, 70.1, 1),
+        ("soak-g0-088", 260.0, 7, 4),  # drift 1.245: three left ask for 82 % of the node
+        ("soak-g1-041", 251.0, 7, 4),  # drift 1.063: three left, 71 %
+        ("soak-g1-041", 280.0, 7, 3),  # drift 1.026 half a minute later: three left, 69 %
+        ("soak-g3-031", 390.0, 8, 5),  # drift 1.113, one more pod busy
+        ("soak-g2-001", 0.0, 1, 0),  # one busy pod and the base load: 22 %
     ],
 )
 def test_the_evictions_a_stepped_node_needs_follow_its_groups_drift(
-    node: str, t: float, usage: float, needed: int
+    node: str, t: float, busy: int, needed: int
 ) -> None:
-    assert m.evictions_needed(usage, node, t, 1200.0) == needed
+    assert m.evictions_needed(busy, node, t, 1200.0) == needed
 
 
 def test_a_step_never_cured_is_not_counted_cured() -> None:
@@ -299,23 +298,29 @@ def test_a_runs_cure_times_are_read_back_only_when_its_figures_hold_them(
 
 def test_the_runs_of_a_system_pool_their_cures_into_one_p50_and_p95() -> None:
     def labelled(
-        system: str, seed: int, cures: list[float], per_cure: float, burst: int = 0
+        system: str, seed: int, cures: list[float], per_cure: float, burst: int = 0, stepped: str = ""
     ) -> dict[str, object]:
         measures = {
             "cures_s": cures, "steps_cured": len(cures), "steps_hot": 2,
             "evictions_per_cured_hotspot": per_cure, "burst_evictions": burst, "unconfirmed_evictions": 0,
         }  # fmt: skip
-        return {"system": system, "plan": {"seed": seed}, "measures": measures, "violation_count": 0}
+        # A step of 7 busy pods on ``stepped`` from 240 s, its first eviction at 280 s.
+        done = [{"kind": "step", "target": stepped, "t": 240.0, "duration_s": 300.0, "note": "7 pods busy"}]
+        evictions = [{"t": 280.0, "node": stepped}, {"t": 290.0, "node": "soak-g0-002"}]
+        return {
+            "system": system, "plan": {"seed": seed, "drift_period_s": 1200.0}, "measures": measures,
+            "violation_count": 0, "done": done if stepped else [], "evictions": evictions,
+        }  # fmt: skip
 
     runs = [
-        labelled("after", 7, [10.0, 50.0], 3.0),
+        labelled("after", 7, [10.0, 50.0], 3.0, stepped="soak-g0-088"),  # 4 needed at 280 s
         labelled("koord", 7, [20.0], 4.0, burst=1),
-        labelled("after", 8, [20.0, 30.0], 2.0),
+        labelled("after", 8, [20.0, 30.0], 2.0, stepped="soak-g1-041"),  # 3 needed at 280 s
     ]
     lines = soak.pooled(runs).splitlines()
     assert lines == [
         "after: 2 runs (seeds 7, 8), steps cured 4 / hot 4, cure p50 / p95 20 / 50 s over 4 cures, "
-        "evictions per cure 2.5, burst 0, unconfirmed 0, violations 0",
+        "evictions per cure 2.5 (needed 3.5), burst 0, unconfirmed 0, violations 0",
         "koord: 1 runs (seeds 7), steps cured 1 / hot 2, cure p50 / p95 20 / 20 s over 1 cures, "
-        "evictions per cure 4.0, burst 1, unconfirmed 0, violations 0",
+        "evictions per cure 4.0 (needed -), burst 1, unconfirmed 0, violations 0",
     ]
