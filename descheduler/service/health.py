@@ -9,10 +9,11 @@ heads without blocking; a connection costs a socket and a small buffer, never a 
 (``/healthz``, ``/livez``, ``/readyz``) and ``/debug/cache`` are answered on the loop thread itself from
 answers computed beforehand (``probes.py``): they share no pool and no queue with anything, so a flood
 of any path, the probes included, cannot put work in front of a probe. Only ``/metrics`` is rendered
-in a pool, at most ``MAX_METRICS_IN_FLIGHT`` requests at a time (more are answered 503 at once), so the
-connections held by that work stay few and never fill the connection cap; and a render is reused for a
-while after it (``METRICS_DUTY``), so however many clients scrape, rendering takes a bounded share of the
-GIL the loop thread needs. The loop writes answers back without blocking. The bounds:
+in a pool (``scrapes.py``), at most ``MAX_METRICS_IN_FLIGHT`` requests at a time (more are answered 503
+at once), so the connections held by that work stay few and never fill the connection cap; and a render
+is reused for a while after it (``METRICS_DUTY``), so however many clients scrape, rendering takes a
+bounded share of the GIL the loop thread needs. The loop writes answers back without blocking. The
+bounds:
 
 - a request head (request line and headers) must arrive within ``HEAD_TIMEOUT`` seconds of the connection,
   however slowly it trickles, and fit in ``MAX_HEAD_BYTES``; an answer must be taken by the client
@@ -35,16 +36,16 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 
 import structlog
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 
 from descheduler.service.httpwire import BUSY, PLAIN, Request, listen, parse_head, response
 from descheduler.service.probes import Check, Published, RefreshedCheck
+from descheduler.service.scrapes import Scrapes
 
 log = structlog.get_logger("descheduler.health")
 
@@ -56,18 +57,6 @@ MAX_HEAD_BYTES = 8192
 """Request line plus headers; a probe or a scrape sends a few hundred bytes."""
 MAX_CONNECTIONS = 64
 """Open connections per address, answered or not."""
-METRICS_WORKERS = 1
-MAX_METRICS_IN_FLIGHT = 4
-"""``/metrics`` requests being rendered or waiting for the pool, over all addresses; more get 503 at once
-(Prometheus scrapes every 15-60 s: a few at a time is plenty)."""
-METRICS_DUTY = 0.1
-"""The share of the time ``/metrics`` rendering may take, however often it is asked for: a render is
-reused for ``1 / METRICS_DUTY - 1`` times its own duration after it ends. Why: rendering holds the GIL,
-and the loop thread that answers the probes gives the GIL up at every socket call and may then wait a
-whole switch interval (5 ms) to get it back. Under renders back to back, a probe that needs a few dozen
-such calls took 1.3-1.9 s, past the kubelet's 1 s (80 clients on 5,000 series). A reused render is a
-fraction of a second old; Prometheus scrapes every 15-60 s."""
-
 _HEALTH_PATHS = frozenset({"/healthz", "/readyz", "/livez"})
 DEBUG_CACHE_PATH = "/debug/cache"
 """Opt-in (``run --debug-cache``): per resource, the count and a digest of what the watch cache held at
@@ -222,29 +211,29 @@ class _Server:
             self._answer(conn, response(HTTPStatus.NOT_FOUND, PLAIN, b"not found\n", head=request.head))
         elif request.path != "/metrics":
             self._answer(conn, self.endpoints.stored_answer(request))
-        elif (reused := self.endpoints.reused_metrics(request, time.monotonic())) is not None:
+        elif (reused := self.endpoints.scrapes.reused(request, time.monotonic())) is not None:
             self._answer(conn, reused)
-        elif not self.endpoints.metrics_slot.acquire(blocking=False):
+        elif not self.endpoints.scrapes.slot.acquire(blocking=False):
             self.dropped["metrics_busy"] += 1
             self._answer(conn, response(HTTPStatus.SERVICE_UNAVAILABLE, PLAIN, b"busy\n", head=request.head))
         else:
             conn.working = True
             self.selector.unregister(conn.sock)
             try:
-                self.endpoints.metrics_pool.submit(self._work, conn, request)
+                self.endpoints.scrapes.pool.submit(self._work, conn, request)
             except RuntimeError:  # the pool is shut down: we are stopping
-                self.endpoints.metrics_slot.release()
+                self.endpoints.scrapes.slot.release()
                 self._close(conn)
 
     def _work(self, conn: _Connection, request: Request) -> None:
         """In the metrics pool's thread: the only place ``/metrics`` is rendered."""
         try:
-            answer = self.endpoints.render_metrics(request)
+            answer = self.endpoints.scrapes.render(request)
         except Exception as exc:  # a broken collector is a failed scrape, not a dead pool thread
             log.warning("metrics_render_raised", error=repr(exc))
             answer = response(HTTPStatus.INTERNAL_SERVER_ERROR, PLAIN, b"metrics raised an error\n")
         finally:
-            self.endpoints.metrics_slot.release()
+            self.endpoints.scrapes.slot.release()
         self.finished.put((conn, answer))
         self._wake()
 
@@ -301,18 +290,6 @@ class _Server:
         conn.sock.close()
 
 
-@dataclass(frozen=True)
-class _Render:
-    """One ``/metrics`` body, when it was done and how long it took."""
-
-    body: bytes
-    ended: float
-    took: float
-
-    def reusable(self, now: float) -> bool:
-        return now - self.ended <= self.took * (1 / METRICS_DUTY - 1)
-
-
 class Endpoints:
     """Starts one or two servers depending on whether the bind addresses differ."""
 
@@ -329,13 +306,9 @@ class Endpoints:
         self.checks = {"/healthz": live, "/livez": live, "/readyz": RefreshedCheck("readiness", readiness)}
         self.debug_cache: Published | None = None
         """Opt-in (``enable_debug_cache``): published once per cycle, served on ``DEBUG_CACHE_PATH``."""
-        self.registry = registry
         self.servers: list[_Server] = []
         self._addresses = (healthz_address, metrics_address)
-        self.metrics_pool = ThreadPoolExecutor(METRICS_WORKERS, thread_name_prefix="http-metrics")
-        self.metrics_slot = threading.BoundedSemaphore(MAX_METRICS_IN_FLIGHT)
-        self._render: _Render | None = None
-        """The last ``/metrics`` render; written by the pool's thread, read by the loop's (one reference)."""
+        self.scrapes = Scrapes(registry)
 
     def enable_debug_cache(self) -> None:
         """Serve ``/debug/cache`` beside the probes (before ``start``)."""
@@ -377,7 +350,7 @@ class Endpoints:
     def stop(self) -> None:
         for check in self.checks.values():
             check.stop()
-        self.metrics_pool.shutdown(wait=False, cancel_futures=True)
+        self.scrapes.shutdown()
         for server in self.servers:
             server.stop(timeout=2.0)
 
@@ -392,24 +365,6 @@ class Endpoints:
         if request.path == DEBUG_CACHE_PATH and self.debug_cache is not None:
             return self.debug_cache.answer(request)
         return self.checks[request.path].answer(request, time.monotonic())
-
-    def reused_metrics(self, request: Request, now: float) -> bytes | None:
-        """The last render's answer while it may still be reused (``METRICS_DUTY``), else None."""
-        render = self._render
-        if render is None or not render.reusable(now):
-            return None
-        return response(HTTPStatus.OK, CONTENT_TYPE_LATEST, render.body, head=request.head)
-
-    def render_metrics(self, request: Request) -> bytes:
-        """In the pool: a request that waited behind a render takes that render's answer."""
-        started = time.monotonic()
-        reused = self.reused_metrics(request, started)
-        if reused is not None:
-            return reused
-        body = generate_latest(self.registry)
-        ended = time.monotonic()
-        self._render = _Render(body, ended, ended - started)
-        return response(HTTPStatus.OK, CONTENT_TYPE_LATEST, body, head=request.head)
 
 
 def add_debug_cache_flag(parser: Any) -> None:

@@ -18,7 +18,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from descheduler.cli import build_parser
-from descheduler.service import health, probes
+from descheduler.service import probes, scrapes
 from descheduler.service.health import Endpoints
 from descheduler.service.httpwire import Request
 from tests.support.ports import free_port
@@ -164,7 +164,7 @@ def test_metrics_asked_for_back_to_back_are_rendered_for_at_most_their_duty_shar
         started = time.monotonic()
         seen = [_renders_seen(port) for _ in range(40)]
         elapsed = time.monotonic() - started
-        reuse_for = SlowCollector.RENDER / health.METRICS_DUTY  # at least: a render, then its reuse
+        reuse_for = SlowCollector.RENDER / scrapes.METRICS_DUTY  # at least: a render, then its reuse
         assert collector.renders <= elapsed / reuse_for + 1, f"{collector.renders} renders in {elapsed:.2f}s"
         assert seen == sorted(seen), "never an older render after a newer one"
         deadline = time.monotonic() + 5.0
