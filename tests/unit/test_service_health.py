@@ -39,9 +39,12 @@ class Checks:
 
 
 @contextmanager
-def serving(healthz: str, metrics: str, checks: Checks) -> Iterator[Endpoints]:
-    registry = CollectorRegistry()
-    Counter("descheduler_test_things", "A counter to find on /metrics.", registry=registry).inc(3)
+def serving(
+    healthz: str, metrics: str, checks: Checks, registry: CollectorRegistry | None = None
+) -> Iterator[Endpoints]:
+    if registry is None:
+        registry = CollectorRegistry()
+        Counter("descheduler_test_things", "A counter to find on /metrics.", registry=registry).inc(3)
     endpoints = Endpoints(
         healthz_address=healthz,
         metrics_address=metrics,
@@ -151,15 +154,7 @@ def test_metrics_asked_for_back_to_back_are_rendered_for_at_most_their_duty_shar
     registry = CollectorRegistry()
     registry.register(collector)
     address = f"127.0.0.1:{free_port()}"
-    endpoints = Endpoints(
-        healthz_address=address,
-        metrics_address=address,
-        liveness=lambda: (True, "ok"),
-        readiness=lambda: (True, "ok"),
-        registry=registry,
-    )
-    endpoints.start()
-    try:
+    with serving(address, address, Checks(), registry) as endpoints:
         (port,) = endpoints.ports
         started = time.monotonic()
         seen = [_renders_seen(port) for _ in range(40)]
@@ -171,8 +166,6 @@ def test_metrics_asked_for_back_to_back_are_rendered_for_at_most_their_duty_shar
         while (latest := _renders_seen(port)) == seen[-1] and time.monotonic() < deadline:
             time.sleep(0.05)
         assert latest > seen[-1], "a render is reused for a while, not for ever"
-    finally:
-        endpoints.stop()
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "[::1]"])
