@@ -29,9 +29,11 @@ fraction of a second old; Prometheus scrapes every 15-60 s."""
 
 @dataclass(frozen=True)
 class _Render:
-    """One ``/metrics`` body, when it was done and how long it took."""
+    """One ``/metrics`` render as whole answers to GET and HEAD (the loop thread sends them as they are,
+    never copying a body of megabytes per request), when it was done and how long it took."""
 
-    body: bytes
+    get: bytes
+    head: bytes
     ended: float
     took: float
 
@@ -55,7 +57,7 @@ class Scrapes:
         render = self._render
         if render is None or not render.reusable(now):
             return None
-        return response(HTTPStatus.OK, CONTENT_TYPE_LATEST, render.body, head=request.head)
+        return render.head if request.head else render.get
 
     def render(self, request: Request) -> bytes:
         """In the pool: a request that waited behind a render takes that render's answer."""
@@ -64,9 +66,11 @@ class Scrapes:
         if reused is not None:
             return reused
         body = generate_latest(self.registry)
+        get = response(HTTPStatus.OK, CONTENT_TYPE_LATEST, body)
+        head = response(HTTPStatus.OK, CONTENT_TYPE_LATEST, body, head=True)
         ended = time.monotonic()
-        self._render = _Render(body, ended, ended - started)
-        return response(HTTPStatus.OK, CONTENT_TYPE_LATEST, body, head=request.head)
+        self._render = _Render(get, head, ended, ended - started)
+        return head if request.head else get
 
     def shutdown(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)

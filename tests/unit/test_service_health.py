@@ -168,6 +168,24 @@ def test_metrics_asked_for_back_to_back_are_rendered_for_at_most_their_duty_shar
         assert latest > seen[-1], "a render is reused for a while, not for ever"
 
 
+def test_a_reused_render_answers_head_without_its_body_and_get_with_it() -> None:
+    collector = SlowCollector()
+    registry = CollectorRegistry()
+    registry.register(collector)
+    address = f"127.0.0.1:{free_port()}"
+    with serving(address, address, Checks(), registry) as endpoints:
+        answers = []
+        for method in ("HEAD", "GET", "HEAD"):  # within the first render's reuse (9 x 0.05 s at least)
+            with socket.create_connection(("127.0.0.1", endpoints.ports[0]), timeout=5) as sock:
+                sock.sendall(f"{method} /metrics HTTP/1.1\r\n\r\n".encode())
+                answers.append(b"".join(iter(lambda s=sock: s.recv(65536), b"")))
+    assert collector.renders == 1
+    heads = [a.partition(b"\r\n\r\n") for a in answers]
+    length = int(heads[0][0].split(b"Content-Length: ")[1].split(b"\r\n")[0])
+    assert [len(body) for _, _, body in heads] == [0, length, 0]
+    assert heads[0][0] == heads[1][0] == heads[2][0] and heads[1][2].startswith(b"# HELP")
+
+
 @pytest.mark.parametrize("host", ["127.0.0.1", "[::1]"])
 def test_a_loopback_address_of_either_family_is_honoured(host: str) -> None:
     address = f"{host}:{free_port(host.strip('[]'))}"
