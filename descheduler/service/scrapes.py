@@ -25,6 +25,9 @@ and the loop thread that answers the probes gives the GIL up at every socket cal
 whole switch interval (5 ms) to get it back. Under renders back to back, a probe that needs a few dozen
 such calls took 1.3-1.9 s, past the kubelet's 1 s (80 clients on 5,000 series). A reused render is a
 fraction of a second old; Prometheus scrapes every 15-60 s."""
+METRICS_REUSE_MAX = 2.0
+"""Seconds a render is reused at most, however long it took: a render slowed by a busy process (a large
+cycle holding the GIL) must not leave a second Prometheus (an HA pair) reading the same figures for long."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ class _Render:
     took: float
 
     def reusable(self, now: float) -> bool:
-        return now - self.ended <= self.took * (1 / METRICS_DUTY - 1)
+        return now - self.ended <= min(self.took * (1 / METRICS_DUTY - 1), METRICS_REUSE_MAX)
 
 
 class Scrapes:

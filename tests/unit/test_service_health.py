@@ -168,6 +168,22 @@ def test_metrics_asked_for_back_to_back_are_rendered_for_at_most_their_duty_shar
         assert latest > seen[-1], "a render is reused for a while, not for ever"
 
 
+@pytest.mark.parametrize(
+    ("took", "after", "reused"),
+    [
+        (0.05, 0.44, True),  # nine times its duration
+        (0.05, 0.46, False),
+        (1.0, 1.9, True),  # a slow render: at most METRICS_REUSE_MAX, not nine seconds
+        (1.0, 2.1, False),
+    ],
+)
+def test_a_render_is_reused_for_nine_times_its_duration_and_never_past_the_cap(
+    took: float, after: float, reused: bool
+) -> None:
+    render = scrapes._Render(b"GET", b"HEAD", ended=100.0, took=took)
+    assert render.reusable(100.0 + after) is reused
+
+
 def test_a_reused_render_answers_head_without_its_body_and_get_with_it() -> None:
     collector = SlowCollector()
     registry = CollectorRegistry()
