@@ -361,8 +361,13 @@ def test_bookmarks_advance_the_resource_version_the_cache_resumes_from(
     eventually(lambda: apiserver.open_watches() == 2, what="both reflectors watching")
     for i in range(3):
         apiserver.create(objects.node(f"extra-{i}"))  # moves the global revision; no pod changes
-    apiserver.send_bookmarks()
-    eventually(lambda: int(c.resource_version("pods")) >= before + 3, what="bookmark resourceVersion")
+
+    def advanced() -> bool:
+        # A bookmark sent while a watch is being reopened reaches nobody: send one on every poll.
+        apiserver.send_bookmarks()
+        return int(c.resource_version("pods")) >= before + 3
+
+    eventually(advanced, timeout=15.0, interval=0.2, what="bookmark resourceVersion")
 
 
 def test_stop_ends_all_reflector_threads_promptly(apiserver: ApiServer, cache: CacheFactory) -> None:
