@@ -7,6 +7,7 @@ not run: there must be evictions, cycles, a cache checkpoint, and every fault in
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,9 +26,11 @@ PLAN = soak_model.Plan(
 def test_a_short_soak_of_ours_breaks_no_safety_check_and_recovers_from_every_fault(tmp_path: Path) -> None:
     events = soak_model.make_schedule(PLAN)
     result = soak.run(OURS_TAINT, PLAN, events, tmp_path)
-    result.pop("_timeline")
+    timeline = result.pop("_timeline")
     print("\n" + soak.summary(result))
-    assert not any(result["violations"].values()), result["violations"]
+    assert not any(result["violations"].values()), (
+        f"{result['violations']}\n{what_led_to(result, timeline, tmp_path)}"
+    )
     assert result["faults_injected"] == len(soak_model.FAULTS) == result["faults_recovered"]
     assert result["measures"]["evictions"] > 0 and result["measures"]["steps_hot"] > 0
     assert result["cycles"] >= PLAN.duration_s / PLAN.interval_s / 2
@@ -38,3 +41,23 @@ def test_a_short_soak_of_ours_breaks_no_safety_check_and_recovers_from_every_fau
         if isinstance(check, dict)
     )
     assert result["pdb_samples"] > 100
+
+
+def what_led_to(result: dict[str, Any], timeline: soak_model.Timeline, folder: Path) -> str:
+    """For a failure to be read from CI's log alone: every eviction from a node an eviction violated on,
+    that node's usage (calm and total, %) over the 40 s before each, and our logs' lines naming the pod."""
+    nodes = {v["node"] for found in result["violations"].values() for v in found if isinstance(v, dict)}
+    logs = [
+        line
+        for path in sorted(folder.rglob("*.log"))
+        for line in path.read_text(errors="replace").splitlines()
+    ]
+    out = []
+    for e in (e for e in result["evictions"] if e["node"] in nodes):
+        calm = timeline.window(e["node"], e["t"] - 40, e["t"], calm=True)
+        total = dict(timeline.window(e["node"], e["t"] - 40, e["t"]))
+        out.append(f"eviction {e}")
+        seen = " ".join(f"{t:.0f}:{v:.0f}/{total.get(t, float('nan')):.0f}" for t, v in calm)
+        out.append(f"  usage % calm/total: {seen}")
+        out += [f"  log: {line[:300]}" for line in logs if e["pod"] in line][:12]
+    return "\n".join(out)
