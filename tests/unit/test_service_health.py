@@ -142,6 +142,16 @@ class SlowCollector(Collector):
         yield GaugeMetricFamily("descheduler_test_renders", "Collections so far.", value=self.renders)
 
 
+@contextmanager
+def serving_slow(collector: SlowCollector) -> Iterator[Endpoints]:
+    """Health and metrics on one address, ``/metrics`` rendering only ``collector``."""
+    registry = CollectorRegistry()
+    registry.register(collector)
+    address = f"127.0.0.1:{free_port()}"
+    with serving(address, address, Checks(), registry) as endpoints:
+        yield endpoints
+
+
 def _renders_seen(port: int) -> int:
     status, _, body = _get(port, "/metrics")
     assert status == 200, body
@@ -151,10 +161,7 @@ def _renders_seen(port: int) -> int:
 
 def test_metrics_asked_for_back_to_back_are_rendered_for_at_most_their_duty_share_and_stay_fresh() -> None:
     collector = SlowCollector()
-    registry = CollectorRegistry()
-    registry.register(collector)
-    address = f"127.0.0.1:{free_port()}"
-    with serving(address, address, Checks(), registry) as endpoints:
+    with serving_slow(collector) as endpoints:
         (port,) = endpoints.ports
         started = time.monotonic()
         seen = [_renders_seen(port) for _ in range(40)]
@@ -186,10 +193,7 @@ def test_a_render_is_reused_for_nine_times_its_duration_and_never_past_the_cap(
 
 def test_a_reused_render_answers_head_without_its_body_and_get_with_it() -> None:
     collector = SlowCollector()
-    registry = CollectorRegistry()
-    registry.register(collector)
-    address = f"127.0.0.1:{free_port()}"
-    with serving(address, address, Checks(), registry) as endpoints:
+    with serving_slow(collector) as endpoints:
         answers = []
         for method in ("HEAD", "GET", "HEAD"):  # within the first render's reuse (9 x 0.05 s at least)
             with socket.create_connection(("127.0.0.1", endpoints.ports[0]), timeout=5) as sock:
