@@ -6,6 +6,7 @@ not run: there must be evictions, cycles, a cache checkpoint, and every fault in
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -45,13 +46,17 @@ def test_a_short_soak_of_ours_breaks_no_safety_check_and_recovers_from_every_fau
 
 def what_led_to(result: dict[str, Any], timeline: soak_model.Timeline, folder: Path) -> str:
     """For a failure to be read from CI's log alone: every eviction from a node an eviction violated on,
-    that node's usage (calm and total, %) over the 40 s before each, and our logs' lines naming the pod."""
+    that node's usage (calm and total, %) over the 40 s before each, our logs' lines naming the pod, and
+    those naming the node or telling of leadership, state and usage (what the replicas believed)."""
     nodes = {v["node"] for found in result["violations"].values() for v in found if isinstance(v, dict)}
-    logs = [
-        line
-        for path in sorted(folder.rglob("*.log"))
-        for line in path.read_text(errors="replace").splitlines()
-    ]
+    logs = sorted(
+        (
+            f"{path.parent.name}: {line}"
+            for path in folder.rglob("descheduler*.log")
+            for line in path.read_text(errors="replace").splitlines()
+        ),
+        key=_stamp,
+    )
     out = []
     for e in (e for e in result["evictions"] if e["node"] in nodes):
         calm = timeline.window(e["node"], e["t"] - 40, e["t"], calm=True)
@@ -60,4 +65,14 @@ def what_led_to(result: dict[str, Any], timeline: soak_model.Timeline, folder: P
         seen = " ".join(f"{t:.0f}:{v:.0f}/{total.get(t, float('nan')):.0f}" for t, v in calm)
         out.append(f"  usage % calm/total: {seen}")
         out += [f"  log: {line[:300]}" for line in logs if e["pod"] in line][:12]
+    told = ("leadership_", "state_rebuilt", "usage_unknown", "usage_unavailable", "cycle_skipped")
+    for node in sorted(nodes):
+        out.append(f"lines naming {node} or telling of leadership, state and usage:")
+        out += [f"  log: {line[:400]}" for line in logs if node in line or any(t in line for t in told)][-60:]
     return "\n".join(out)
+
+
+def _stamp(line: str) -> str:
+    """A log line's ISO timestamp (they sort as text), "" for a line without one."""
+    found = re.search(r'"timestamp": "([^"]+)"', line)
+    return found.group(1) if found else ""

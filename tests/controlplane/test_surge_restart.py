@@ -248,6 +248,7 @@ def cured(
                 ),
                 timeout=60,
                 what="every restart followed to its end",
+                naming=("restart", "eviction_resolved", "solo-"),
             )
             seen = len(proc.events("cycle_summary"))
             proc.wait_for(

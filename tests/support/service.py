@@ -656,8 +656,17 @@ class Descheduler:
     def events(self, name: str) -> list[dict[str, Any]]:
         return [r for r in self.records() if r.get("event") == name]
 
-    def wait_for(self, check: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.05) -> Any:
-        """Poll ``check`` until truthy; fail with the log tail if the process dies or time runs out."""
+    def wait_for(
+        self,
+        check: Callable[[], Any],
+        *,
+        timeout: float,
+        what: str,
+        interval: float = 0.05,
+        naming: Sequence[str] = (),
+    ) -> Any:
+        """Poll ``check`` until truthy; fail with the log tail if the process dies or time runs out, and
+        with every earlier log line containing one of ``naming`` (so CI's log alone tells what led there)."""
         deadline = time.monotonic() + timeout
         while True:
             value = check()
@@ -666,14 +675,20 @@ class Descheduler:
             if self.process.poll() is not None:
                 raise AssertionError(
                     f"{self.name} exited with {self.process.returncode} while waiting for {what}:\n"
-                    f"{self.stderr()[-4000:]}"
+                    f"{self._lines_naming(naming)}{self.stderr()[-4000:]}"
                 )
             if time.monotonic() >= deadline:
                 raise AssertionError(
-                    f"timed out after {timeout}s waiting for {what} ({self.name}); log tail:\n"
-                    f"{self.stderr()[-4000:]}"
+                    f"timed out after {timeout}s waiting for {what} ({self.name}); "
+                    f"{self._lines_naming(naming)}log tail:\n{self.stderr()[-4000:]}"
                 )
             time.sleep(interval)
+
+    def _lines_naming(self, words: Sequence[str], most: int = 40) -> str:
+        if not words:
+            return ""
+        found = [line[:600] for line in self.log_lines() if any(w in line for w in words)]
+        return "lines naming " + ", ".join(words) + ":\n" + "\n".join(found[-most:]) + "\n"
 
     def url(self, path: str) -> str:
         port = self.ports.metrics if path == "/metrics" else self.ports.healthz
