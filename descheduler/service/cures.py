@@ -65,7 +65,13 @@ class CureTracker:
     open: dict[str, _Open] = field(default_factory=dict)
 
     def advance(self, record: CycleRecord) -> list[Cure]:
-        """The cures this cycle ended, oldest confirmation first."""
+        """The cures this cycle ended, oldest confirmation first.
+
+        A cycle that rebuilt the state from the journal (a takeover) drops the cures this replica held
+        open: while it was not leading, another replica went on with them and may have ended (and told)
+        them. The journal's detectors say which are still open; ``_opened`` takes those over."""
+        if record.restore is not None:
+            self.open.clear()
         now = record.started
         moved: dict[str, int] = {}
         for e in record.evictions:

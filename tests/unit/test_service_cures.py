@@ -17,10 +17,11 @@ from structlog.testing import capture_logs
 
 from descheduler.planner import Plan
 from descheduler.planner.model import NodeReport
+from descheduler.planner.state import AnomalyCount, PlannerState
 from descheduler.service.audit import observe_record
 from descheduler.service.cures import CureTracker
 from descheduler.service.observability import Metrics
-from descheduler.service.records import CycleRecord, EvictionRecord
+from descheduler.service.records import CycleRecord, EvictionRecord, Restore
 from tests.unit.builders import NOW, settings
 
 CLASSES = {"H": ("hotspot", True), "h": ("hotspot", True), "n": ("normal", True), "N": ("normal", False),
@@ -93,3 +94,31 @@ def test_the_audit_has_a_line_per_ended_cure() -> None:
         {"event": "audit_cure", "log_level": "info", "cycle": 2, "node": "hot", "confirmed": NOW,
          "cured": NOW + 120, "seconds": 120.0, "evictions": 2}
     ]  # fmt: skip
+
+
+def cycle_at(
+    minute: int, letter: str, state: PlannerState | None = None, restore: bool = False
+) -> CycleRecord:
+    """A record of node ``hot`` (letters as above); ``restore``: the cycle rebuilt the state (takeover)."""
+    node_class, confirmed = CLASSES[letter]
+    report = NodeReport(node="hot", node_class=node_class, confirmed=confirmed)
+    plan = Plan(node_reports=(report,), now=NOW + 60 * minute, state=state or PlannerState())
+    return CycleRecord(cycle=minute, started=NOW + 60 * minute, duration=1.0, dry_run=False, plan=plan,
+                       evictions=(), restore=Restore("rebuilt", "ok") if restore else None)  # fmt: skip
+
+
+def test_a_replica_that_takes_the_lease_back_does_not_tell_again_a_cure_another_replica_ended() -> None:
+    tracker = CureTracker()
+    tracker.advance(cycle_at(0, "H"))  # leading: the cure opens; then the lease goes to the other replica,
+    # which cures the node and tells it. Back to this one, whose first cycle rebuilds the state:
+    assert tracker.advance(cycle_at(10, "N", restore=True)) == []
+
+
+def test_a_replica_that_takes_the_lease_back_takes_the_cure_over_from_the_journal() -> None:
+    tracker = CureTracker()
+    tracker.advance(cycle_at(0, "H"))
+    held = AnomalyCount(0, NOW + 540, confirmed=NOW + 300, cure=True, began=NOW + 120, spent=3)
+    state = PlannerState(anomalies={"hot": held})
+    tracker.advance(cycle_at(10, "n", state, restore=True))
+    ended = [c for minute in (11, 12, 13) for c in tracker.advance(cycle_at(minute, "nnN"[minute - 11]))]
+    assert [(c.confirmed, c.seconds, c.evictions) for c in ended] == [(NOW + 120, 480, 3)]
