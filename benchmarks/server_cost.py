@@ -29,6 +29,7 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -173,12 +174,60 @@ def peer_sync(
             "peer_rss_mib": round(peer_rss, 1)}  # fmt: skip
 
 
+@contextlib.contextmanager
+def apiserver_profile(plane: ControlPlane, seconds: float, path: Path | None) -> Iterator[None]:
+    """A CPU profile of kube-apiserver (its ``/debug/pprof/profile``, as the admin) over the first
+    ``seconds`` of the block, written to ``path`` (None: no profile). Read it with ``go tool pprof -top``."""
+    if path is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = f"/debug/pprof/profile?seconds={max(1, round(seconds))}"
+    argv = [str(plane.kubectl_path), "--kubeconfig", str(plane.kubeconfig), "get", "--raw", raw]
+    with path.open("wb") as sink:
+        profiler = subprocess.Popen(argv, stdout=sink, stderr=subprocess.PIPE)
+        try:
+            yield
+        finally:
+            _, err = profiler.communicate(timeout=seconds + 60)
+    if profiler.returncode != 0:
+        raise RuntimeError(f"the profile of kube-apiserver failed: {err.decode(errors='replace')[-500:]}")
+
+
 def sync_row(
-    plane: ControlPlane, row: str, kubeconfig: Path, workdir: Path, timeout: float, wait_for_peer: float = 0
+    plane: ControlPlane,
+    row: str,
+    kubeconfig: Path,
+    workdir: Path,
+    timeout: float,
+    wait_for_peer: float = 0,
+    profile: tuple[Path, float] | None = None,
 ) -> dict[str, Any]:
-    """One row on a freshly restarted kube-apiserver, with etcd's reads counted around it."""
+    """One row on a freshly restarted kube-apiserver, with etcd's reads counted around it (and, with
+    ``profile`` (folder, seconds), a CPU profile of the server from the client's start)."""
     pid = fresh_apiserver(plane)
     before = etcd_reads(plane)
+    if profile is not None:
+        with apiserver_profile(plane, profile[1], profile[0] / f"apiserver-{row}.pb.gz"):
+            figures = _row(plane, row, kubeconfig, workdir, timeout, wait_for_peer, pid)
+    else:
+        figures = _row(plane, row, kubeconfig, workdir, timeout, wait_for_peer, pid)
+    after = etcd_reads(plane)
+    figures.update({k: v - before.get(k, 0.0) for k, v in after.items()})
+    figures["apiserver_hwm_mib"] = round(proc_cpu_rss(pid)[2], 1)
+    figures["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    return figures
+
+
+def _row(
+    plane: ControlPlane,
+    row: str,
+    kubeconfig: Path,
+    workdir: Path,
+    timeout: float,
+    wait_for_peer: float,
+    pid: int,
+) -> dict[str, Any]:
     if row == PEER_ROW:
         with contextlib.suppress(TimeoutError):
             wait_until("the peer's build", build_done, wait_for_peer, interval=10)
@@ -187,10 +236,6 @@ def sync_row(
         figures = {**measure(kubeconfig, "on", pid, LEAN_RESOURCES), "mode": LEAN_ROW}
     else:
         figures = measure(kubeconfig, row, pid)
-    after = etcd_reads(plane)
-    figures.update({k: v - before.get(k, 0.0) for k, v in after.items()})
-    figures["apiserver_hwm_mib"] = round(proc_cpu_rss(pid)[2], 1)
-    figures["load_average"] = [round(x, 2) for x in os.getloadavg()]
     return figures
 
 
@@ -268,7 +313,12 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"nodes": args.nodes, "pods": plan.pods, "load_average_start": os.getloadavg()}
     with contextlib.ExitStack() as stack:
         user = f"system:serviceaccount:{BENCH_NAMESPACE}:{DESCHEDULER_SA}"
-        plane = ControlPlane.start(workdir / "controlplane", binaries, audit_policy=audit_policy([user]))
+        plane = ControlPlane.start(
+            workdir / "controlplane",
+            binaries,
+            audit_policy=audit_policy([user]),
+            profiling=args.profile is not None,
+        )
         stack.callback(plane.stop)
         kubeconfigs = setup_accounts(plane, workdir)
         token = json.loads(kubeconfigs[LOADER_SA].read_text())["users"][0]["user"]["token"]
@@ -289,8 +339,9 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             plane.component(name).stop()
         out["rows"] = []
         for row in rows_wanted:
+            profile = (args.profile, args.profile_seconds) if args.profile is not None else None
             figures = sync_row(
-                plane, row, kubeconfigs[DESCHEDULER_SA], workdir, args.timeout, args.wait_for_peer
+                plane, row, kubeconfigs[DESCHEDULER_SA], workdir, args.timeout, args.wait_for_peer, profile
             )
             out["rows"].append(figures)
             print(json.dumps(figures), flush=True)
@@ -357,6 +408,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=None, help="the data file (default benchmarks/data/server-cost-DATE.json)"
     )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="a folder for a CPU profile of kube-apiserver per row (apiserver-ROW.pb.gz: go tool pprof -top)",
+    )
+    parser.add_argument("--profile-seconds", type=float, default=15.0, help="how long each profile runs, s")
     args = parser.parse_args(argv)
     unknown = [row for row in args.rows.split(",") if row not in ROWS]
     if unknown:

@@ -356,12 +356,14 @@ def test_the_server_cost_benchmark_refuses_an_unknown_row_before_it_starts_anyth
 
 
 @pytest.mark.controlplane
-def test_the_server_cost_benchmark_runs_small_on_the_real_control_plane() -> None:
+def test_the_server_cost_benchmark_runs_small_on_the_real_control_plane(tmp_path: Path) -> None:
     figures = _run(
         "benchmarks.server_cost", "--nodes", "10", "--pods", "40", "--rows", "on", "--cycles", "1",
-        "--interval", "3", "--scrape", "5", "--no-data",
+        "--interval", "3", "--scrape", "5", "--no-data", "--profile", str(tmp_path), "--profile-seconds", "1",
     )  # fmt: skip  # one row: each row is the same steps with another client (about 25 s of CI each)
     assert {k: unit for k, (_, unit) in figures.items()} == {
         "watchlist_server_cpu": "s",
         "idle_requests": "",
     }
+    profile = (tmp_path / "apiserver-on.pb.gz").read_bytes()
+    assert profile[:2] == b"\x1f\x8b", "kube-apiserver's CPU profile (gzipped protobuf)"

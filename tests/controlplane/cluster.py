@@ -169,13 +169,18 @@ class ControlPlane:
 
     @classmethod
     def start(
-        cls, root: Path, binaries: dict[str, Path] | None = None, audit_policy: dict[str, Any] | None = None
+        cls,
+        root: Path,
+        binaries: dict[str, Path] | None = None,
+        audit_policy: dict[str, Any] | None = None,
+        profiling: bool = False,
     ) -> ControlPlane:
         """Build (or reuse) the binaries and start every component, waiting on each health endpoint.
 
         ``audit_policy`` (an ``audit.k8s.io/v1`` Policy) turns on the API server's audit log, written as
         JSON lines to ``<root>/logs/audit.log``: the only per-client record of requests the server keeps
-        (``apiserver_request_total`` has no user or user-agent label).
+        (``apiserver_request_total`` has no user or user-agent label). ``profiling`` serves the API
+        server's ``/debug/pprof`` (to the admin; benchmarks profile it).
         """
         bins = binaries or build.ensure_all()
         root.mkdir(parents=True, exist_ok=True)
@@ -238,7 +243,8 @@ class ControlPlane:
                     "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                     "--api-audiences=https://kubernetes.default.svc.cluster.local",
                     "--authorization-mode=RBAC", f"--service-cluster-ip-range={SERVICE_CIDR}",
-                    "--allow-privileged=true", "--profiling=false", f"--cert-dir={root / 'apiserver-certs'}",
+                    "--allow-privileged=true", f"--profiling={str(profiling).lower()}",
+                    f"--cert-dir={root / 'apiserver-certs'}",
                     "--enable-priority-and-fairness=true", "--v=1",
                     # The node-lifecycle controller that would lift the not-ready taint is off (kwok owns
                     # node status), so the plugin that puts it on new nodes is off too.
