@@ -207,10 +207,8 @@ def sync_row(
     ``profile`` (folder, seconds), a CPU profile of the server from the client's start)."""
     pid = fresh_apiserver(plane)
     before = etcd_reads(plane)
-    if profile is not None:
-        with apiserver_profile(plane, profile[1], profile[0] / f"apiserver-{row}.pb.gz"):
-            figures = _row(plane, row, kubeconfig, workdir, timeout, wait_for_peer, pid)
-    else:
+    folder, seconds = profile if profile is not None else (None, 0.0)
+    with apiserver_profile(plane, seconds, folder / f"apiserver-{row}.pb.gz" if folder else None):
         figures = _row(plane, row, kubeconfig, workdir, timeout, wait_for_peer, pid)
     after = etcd_reads(plane)
     figures.update({k: v - before.get(k, 0.0) for k, v in after.items()})
