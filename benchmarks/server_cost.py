@@ -209,31 +209,18 @@ def sync_row(
     before = etcd_reads(plane)
     folder, seconds = profile if profile is not None else (None, 0.0)
     with apiserver_profile(plane, seconds, folder / f"apiserver-{row}.pb.gz" if folder else None):
-        figures = _row(plane, row, kubeconfig, workdir, timeout, wait_for_peer, pid)
+        if row == PEER_ROW:
+            with contextlib.suppress(TimeoutError):
+                wait_until("the peer's build", build_done, wait_for_peer, interval=10)
+            figures = peer_sync(plane, kubeconfig, workdir / "peer", pid, timeout)
+        elif row == LEAN_ROW:
+            figures = {**measure(kubeconfig, "on", pid, LEAN_RESOURCES), "mode": LEAN_ROW}
+        else:
+            figures = measure(kubeconfig, row, pid)
     after = etcd_reads(plane)
     figures.update({k: v - before.get(k, 0.0) for k, v in after.items()})
     figures["apiserver_hwm_mib"] = round(proc_cpu_rss(pid)[2], 1)
     figures["load_average"] = [round(x, 2) for x in os.getloadavg()]
-    return figures
-
-
-def _row(
-    plane: ControlPlane,
-    row: str,
-    kubeconfig: Path,
-    workdir: Path,
-    timeout: float,
-    wait_for_peer: float,
-    pid: int,
-) -> dict[str, Any]:
-    if row == PEER_ROW:
-        with contextlib.suppress(TimeoutError):
-            wait_until("the peer's build", build_done, wait_for_peer, interval=10)
-        figures = peer_sync(plane, kubeconfig, workdir / "peer", pid, timeout)
-    elif row == LEAN_ROW:
-        figures = {**measure(kubeconfig, "on", pid, LEAN_RESOURCES), "mode": LEAN_ROW}
-    else:
-        figures = measure(kubeconfig, row, pid)
     return figures
 
 
