@@ -276,7 +276,7 @@ class _Cycle:
         migrations = tuple(
             m
             for m in self.state.migrations
-            if self.index.pod_exists(m.uid, m.pod) or m.in_window(window, self.now)
+            if self.index.pod_exists(m.uid, m.pod) or m.remembered(window, self.now)
         )
         departures = self.departures
         if not s.enabled:
@@ -386,7 +386,7 @@ class _Cycle:
             m
             for m in marked
             if self.index.pod_exists(m.uid, m.pod)
-            or m.in_window(window, self.now)
+            or m.remembered(window, self.now)
             or (m.bounced and m.workload in chains)
         )
 

@@ -112,6 +112,13 @@ class Migration:
         """Whether a window of ``duration`` seconds ending at ``now`` holds this migration."""
         return self.unresolved or self.started + duration > now
 
+    def remembered(self, duration: float, now: float) -> bool:
+        """Whether the planner keeps this migration once its pod is gone: in its window (limits and
+        budgets count it), or a restart not yet followed to its outcome. The cache may show the old pod
+        gone before the Deployment's status shows the rollout (two watches, in no order); dropping the
+        restart then would never tell how it ended (``surge.follow_restarts`` ends it by its deadline)."""
+        return self.restart == RESTARTING or self.in_window(duration, now)
+
 
 @dataclass(frozen=True, slots=True)
 class Departure:

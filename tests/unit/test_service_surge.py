@@ -48,13 +48,18 @@ class Server:
 
 
 def runner(
-    w: World, *, dry_run: bool = False, wall: list[float] | None = None, **options: Any
+    w: World,
+    *,
+    dry_run: bool = False,
+    wall: list[float] | None = None,
+    migration: dict[str, Any] | None = None,
+    **options: Any,
 ) -> tuple[CycleRunner, FakeEvictor, Cluster, Server]:
     cluster = Cluster(w.snapshot())
     server = Server(cluster.value)
     evictor = FakeEvictor()
     now = wall if wall is not None else [NOW]
-    config = settings(migration={"surgeSingleReplica": True}, top={"dryRun": dry_run})
+    config = settings(migration={"surgeSingleReplica": True, **(migration or {})}, top={"dryRun": dry_run})
     run = cycle_runner(
         config, cluster, Usage(w), evictor, wall_clock=lambda: now[0], verifier=server, **options
     )
@@ -139,6 +144,39 @@ def test_a_restart_is_followed_until_the_old_pod_is_gone_and_the_new_one_ready()
     assert third.restart_seconds == (40.0,)
     assert (OLD, "RestartCompleted") in evictor.reported
     assert third.to_dict()["followedRestarts"][0]["result"] == "completed"
+
+
+def test_a_restart_whose_old_pod_is_gone_before_its_rollout_shows_is_still_followed_to_its_end() -> None:
+    """The cache may show the old pod gone a cycle before the Deployment's status says it rolled out (two
+    watches, no order between them), and by then the objectLimiters window has passed. The restart is
+    still in flight: it is kept until its rollout shows, then told completed."""
+    wall = [NOW]
+    run, evictor, cluster, _ = runner(
+        world(), wall=wall, migration={"objectLimiters": {"workload": {"duration": "2s"}}}
+    )
+    run.run_cycle()
+    assert evictor.restarts == [(OLD, "web", "42")]
+    rolled_out = cluster.value.workloads
+    rolling = tuple(
+        replace(w, rollout=replace(w.rollout, observed_generation=w.rollout.generation - 1))
+        if w.rollout is not None
+        else w
+        for w in rolled_out
+    )
+    surged = replace(cluster.value.pods[0], name="web-2", uid="uid-web-2", node_name="cool", ready=True)
+    cluster.value = replace(cluster.value, pods=(*cluster.value.pods, surged), workloads=rolling)
+    cluster.remove_pod(OLD)
+    wall[0] += 10
+    lagging = run.run_cycle()
+    assert lagging is not None and lagging.restarts == ()
+    assert [m.pod for m in run.state.migrations] == [OLD], "in flight until its rollout shows"
+    cluster.value = replace(cluster.value, workloads=rolled_out)
+    wall[0] += 1
+    shown = run.run_cycle()
+    assert shown is not None
+    (done,) = shown.restarts
+    assert done.result == "completed" and "new pod default/web-2 Ready on node cool" in done.message
+    assert (OLD, "RestartCompleted") in evictor.reported
 
 
 @pytest.mark.parametrize(
