@@ -9,6 +9,7 @@ replacement for Grafana (no zoom, no tooltips).
 from __future__ import annotations
 
 import html
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -94,6 +95,25 @@ def _timeline(
     return "".join(parts)
 
 
+def _drawn(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points a chart draws: Prometheus answers 0/0 (a ratio over an interval with no observations)
+    with NaN, which Grafana leaves out (a gap); in an SVG path it is an error."""
+    return [(t, v) for t, v in points if math.isfinite(v)]
+
+
+def _segments(points: Sequence[tuple[float, float]]) -> list[tuple[float, float, bool]]:
+    """(t, v, starts a segment) for each drawn point: the line breaks where a value was left out."""
+    out = []
+    gap = True
+    for t, v in points:
+        if not math.isfinite(v):
+            gap = True
+            continue
+        out.append((t, v, gap))
+        gap = False
+    return out
+
+
 def _chart(
     panel: Mapping[str, Any],
     lines: Sequence[tuple[str, Series]],
@@ -104,7 +124,7 @@ def _chart(
     unit = _unit(panel)
     left, right, top, bottom = 46, 10, 8, 20
     plot_w, plot_h = max(10, width - left - right), max(10, height - top - bottom)
-    points = [p for _, s in lines for p in s.points]
+    points = [p for _, s in lines for p in _drawn(s.points)]
     if not points:
         return (
             f'<svg width="{width}" height="{height}"><text x="10" y="20" class="muted">No data</text></svg>'
@@ -139,14 +159,14 @@ def _chart(
         elif "low threshold" in name:
             color = "#1f78c1"
         if bars:
-            for t, v in series.points:
+            for t, v in _drawn(series.points):
                 parts.append(
                     f'<rect x="{x(t) - 1.5:.1f}" y="{y(max(v, 0)):.1f}" width="3" '
                     f'height="{abs(y(v) - y(0)):.1f}" fill="{color}"/>'
                 )
             continue
         path = " ".join(
-            f"{'M' if i == 0 else 'L'}{x(t):.1f},{y(v):.1f}" for i, (t, v) in enumerate(series.points)
+            f"{'M' if gap else 'L'}{x(t):.1f},{y(v):.1f}" for t, v, gap in _segments(series.points)
         )
         parts.append(f'<path d="{path}" fill="none" stroke="{color}" stroke-width="1.6"{dashed}/>')
     parts.append("</svg>")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dashboards import generate
+from dashboards import generate, preview
 from descheduler.service.observability import Metrics
 from tests.unit.test_manifests import _render, write_overlay
 
@@ -114,3 +114,19 @@ def test_the_optional_component_adds_a_sidecar_configmap_holding_the_dashboard(t
     assert generate.CONFIGMAP_NAME not in yaml.safe_dump_all(base), (
         "the dashboard is optional: not in the base"
     )
+
+
+@pytest.mark.parametrize("draw", ["line", "bars"])
+def test_a_nan_a_query_returns_is_a_gap_in_the_preview_as_in_grafana(draw: str) -> None:
+    """Prometheus answers 0/0 (a ratio over an interval with no observations) with NaN: Grafana leaves a
+    gap there; an SVG path with ``nan`` in it is an error the browser reports."""
+    panel = {"id": 1, "type": "timeseries", "title": "t", "gridPos": {"x": 0, "y": 0, "w": 12, "h": 8}}
+    panel["fieldConfig"] = {"defaults": {"custom": {"drawStyle": draw}}}
+    points = [(0.0, float("nan")), (1.0, 2.0), (2.0, 3.0), (3.0, float("nan")), (4.0, 1.0)]
+    page = preview.render({"panels": [panel]}, {1: [("s", preview.Series({}, points))]}, (0.0, 4.0))
+    drawn = re.findall(r'<path d="([^"]*)"', page) if draw == "line" else re.findall(r"<rect [^>]*>", page)
+    assert "nan" not in page.lower()
+    if draw == "line":
+        assert [segment.count("L") for segment in drawn[0].split("M")[1:]] == [1, 0], drawn
+    else:
+        assert len(drawn) == 3
