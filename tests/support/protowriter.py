@@ -189,7 +189,7 @@ def encode(name: str, obj: Any, strict: bool = True, empties: bool = True) -> by
     given = _inlined(fields, obj)
     out = []
     for key, (number, kind, ref, repeated, always) in fields.items():
-        if key in given:
+        if given.get(key) is not None:
             out.append((number, _field(number, kind, ref, repeated, given[key], strict, empties)))
         elif empties and always and kind != "map" and not repeated:  # a named map or slice type is still one
             out.append((number, _empty(number, kind, ref)))
