@@ -317,9 +317,32 @@ _CONDITION = _table({1: (0, _STR, False), 2: (1, _STR, False), 5: (2, _opt, Fals
 
 
 def _condition(buf: Buf, pos: int, stop: int) -> _Condition:
-    """Pod and node conditions alike: type=1, status=2 (always in JSON), reason=5 (omitted when empty)."""
-    ctype, status, reason = _scan(buf, pos, stop, _CONDITION, 3)
-    return _Condition(type=ctype or "", status=status or "", reason=reason)
+    """Pod and node conditions alike: type=1, status=2 (always in JSON), reason=5 (omitted when empty).
+    A running pod has five, most of its fields: those made only of short length-delimited fields (the
+    usual case) are read by a loop of their own, any other by ``_scan``."""
+    ctype = status = ""
+    reason = None
+    p = pos
+    while p < stop:
+        tag = buf[p]
+        n = buf[p + 1]
+        if tag == 0x38 and n < 0x80:  # observedGeneration, one byte
+            p += 2
+            continue
+        if tag > 0x7F or n > 0x7F or tag & 7 != 2:
+            ctype, status, reason = _scan(buf, pos, stop, _CONDITION, 3)
+            return _Condition(type=ctype or "", status=status or "", reason=reason)
+        p += 2
+        if tag == 0x0A:
+            ctype = buf[p : p + n].decode()
+        elif tag == 0x12:
+            status = buf[p : p + n].decode()
+        elif tag == 0x2A:
+            reason = buf[p : p + n].decode() or None
+        p += n
+    if p != stop:
+        raise Unhandled("a condition overruns its field")
+    return _Condition(type=ctype, status=status, reason=reason)
 
 
 # -- resources ------------------------------------------------------------------------------------------

@@ -236,6 +236,20 @@ def pod_with(path: tuple[Any, ...], value: Any) -> Obj:
             {"qosClass": "Guaranteed", "conditions": [{"type": "Ready", "status": ""}]},
         ),
         (
+            ("status", "conditions"),
+            [
+                {"type": "Ready", "status": "False", "reason": "R", "message": "m" * 200},  # a 2-byte length
+                {
+                    "type": "PodResizePending",
+                    "status": "True",
+                    "reason": "Infeasible",
+                    "observedGeneration": 300,
+                },
+                {"type": "Ready", "status": "True", "observedGeneration": 2},
+                {"type": "DisruptionTarget", "status": "True", "reason": "r" * 130},
+            ],
+        ),
+        (
             ("status",),
             {
                 "qosClass": "Burstable",
