@@ -53,7 +53,7 @@ from descheduler.cluster.fastparse import (
     _Volume,
 )
 
-__all__ = ["MAGIC", "PROTO_KINDS", "ProtoKind"]
+__all__ = ["MAGIC", "PROTO_KINDS", "ProtoKind", "error_event_status", "status_of"]
 
 MAGIC = b"k8s\x00"
 _ZERO_TIME = -62135596800
@@ -724,6 +724,46 @@ def _unknown(buf: Buf, pos: int, stop: int) -> tuple[str, int, int]:
     if raw is None:
         raise Unhandled("an envelope without raw")
     return kind or "", raw[0], raw[1]
+
+
+_DETAILS = _table({}, {5: (0, _signed)})
+_STATUS = _table(
+    {
+        2: (0, _STR, False),
+        3: (1, _STR, False),
+        4: (2, _STR, False),
+        5: (3, lambda b, p, s: _scan(b, p, s, _DETAILS, 1)[0], False),
+    },
+    {6: (4, _signed)},
+)
+
+
+def status_of(body: bytes) -> dict[str, Any] | None:
+    """A ``metav1.Status`` sent in protobuf (an error answer, a watch's ERROR event) as the fields of its
+    JSON form our error handling reads; None when ``body`` is not one."""
+    try:
+        kind, pos, stop = _unknown(body, 0, len(body))
+        if kind != "Status":
+            return None
+        status, message, reason, retry_after, code = _scan(body, pos, stop, _STATUS, 5)
+    except (Unhandled, IndexError, UnicodeDecodeError):
+        return None
+    out: dict[str, Any] = {"kind": "Status", "status": status or "", "message": message or ""}
+    out.update({"reason": reason or "", "code": code or 0})
+    if retry_after:
+        out["details"] = {"retryAfterSeconds": retry_after}
+    return out
+
+
+def error_event_status(frame: bytes) -> dict[str, Any] | None:
+    """The Status of a protobuf watch frame that is an ERROR event; None for any other frame."""
+    try:
+        etype, raw = _scan(frame, 0, len(frame), _EVENT, 2)
+    except (Unhandled, IndexError, UnicodeDecodeError):
+        return None
+    if etype != "ERROR" or raw is None:
+        return None
+    return status_of(frame[raw[0] : raw[1]])
 
 
 Reader = Callable[[Buf, int, int, Any], Any]

@@ -23,6 +23,7 @@ from urllib.parse import quote, urlencode
 import urllib3
 
 from descheduler import __version__
+from descheduler.cluster.protoparse import status_of
 from descheduler.kube.errors import (
     ApiConnectionError,
     ApiStatusError,
@@ -124,7 +125,7 @@ def status_error(method: str, path: str, response: Response) -> ApiStatusError:
     try:
         decoded = json.loads(response.data) if response.data else None
     except ValueError:
-        decoded = None
+        decoded = status_of(response.data)  # asked for protobuf: the Status came in it
     if isinstance(decoded, Mapping) and decoded.get("kind") == "Status":
         body = decoded
         message = str(decoded.get("message") or "")
@@ -149,6 +150,12 @@ def decode_json(method: str, path: str, data: bytes) -> Any:
     except ValueError as exc:
         raise DecodeError(f"{method} {path}: answer is not JSON: {data[:200]!r}") from exc
 
+
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+"""Kubernetes' protobuf media type (``cluster/protoparse.py`` reads it); JSON stays acceptable in every
+Accept we send, so a server or resource without protobuf answers in JSON."""
+PROTOBUF_ACCEPT = f"{PROTOBUF}, application/json"
+PROTOBUF_WATCH_ACCEPT = f"{PROTOBUF};stream=watch, application/json"
 
 MAX_EVENT_BYTES = 64 * 2**20
 """The longest watch event line accepted: etcd stores objects of at most 1.5 MiB by default, so a line this
@@ -177,35 +184,72 @@ class WatchStream:
         for line in self.lines():
             yield self.decode(line)
 
+    @property
+    def protobuf(self) -> bool:
+        """The server answered in protobuf (length-prefixed frames), not JSON lines."""
+        headers = getattr(self._response, "headers", None) or {}
+        return str(headers.get("Content-Type", "")).startswith(PROTOBUF)
+
     def lines(self) -> Iterator[bytes]:
         """The events as the server wrote them, one JSON document a line, for a decoder of one's own
         (the cache's fast path); ``decode`` is the exact one."""
-        buffer = bytearray()
+        return self._guarded(self._lines())
+
+    def frames(self) -> Iterator[bytes]:
+        """The events of a protobuf watch: each a 4-byte big-endian length, then a ``WatchEvent``
+        (yielded without the length)."""
+        return self._guarded(self._frames())
+
+    def _guarded(self, events: Iterator[bytes]) -> Iterator[bytes]:
+        """The reader's transport failures as our errors (none once ``close()`` was called)."""
         try:
-            for chunk in self._chunks():
-                searched = len(buffer)  # the bytes before had no newline: never scanned twice
-                buffer += chunk
-                begin = 0
-                end = buffer.find(b"\n", searched)
-                while end != -1:
-                    line = bytes(buffer[begin:end])
-                    begin = end + 1
-                    if line.strip():
-                        yield line
-                    end = buffer.find(b"\n", begin)
-                del buffer[:begin]
-                if len(buffer) > MAX_EVENT_BYTES:
-                    raise DecodeError(
-                        f"watch {self._path}: an event longer than {MAX_EVENT_BYTES} bytes: watch dropped"
-                    )
-            if buffer.strip() and not self._closed:
-                yield bytes(buffer)
+            yield from events
         except urllib3.exceptions.TimeoutError as exc:
             if not self._closed:
                 raise ApiTimeoutError(f"watch {self._path}: no data within the read timeout") from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             if not self._closed:
                 raise ApiConnectionError(f"watch {self._path}: connection broken: {exc}") from exc
+
+    def _lines(self) -> Iterator[bytes]:
+        buffer = bytearray()
+        for chunk in self._chunks():
+            searched = len(buffer)  # the bytes before had no newline: never scanned twice
+            buffer += chunk
+            begin = 0
+            end = buffer.find(b"\n", searched)
+            while end != -1:
+                line = bytes(buffer[begin:end])
+                begin = end + 1
+                if line.strip():
+                    yield line
+                end = buffer.find(b"\n", begin)
+            del buffer[:begin]
+            self._bounded(len(buffer))
+        if buffer.strip() and not self._closed:
+            yield bytes(buffer)
+
+    def _frames(self) -> Iterator[bytes]:
+        buffer = bytearray()
+        for chunk in self._chunks():
+            buffer += chunk
+            begin = 0
+            while len(buffer) - begin >= 4:
+                size = int.from_bytes(buffer[begin : begin + 4], "big")
+                self._bounded(size)
+                if len(buffer) - begin - 4 < size:
+                    break
+                yield bytes(buffer[begin + 4 : begin + 4 + size])
+                begin += 4 + size
+            del buffer[:begin]
+        if buffer and not self._closed:
+            raise DecodeError(f"watch {self._path}: the stream ended inside an event")
+
+    def _bounded(self, size: int) -> None:
+        if size > MAX_EVENT_BYTES:
+            raise DecodeError(
+                f"watch {self._path}: an event longer than {MAX_EVENT_BYTES} bytes: watch dropped"
+            )
 
     def _chunks(self) -> Iterator[bytes]:
         response = self._response
@@ -280,8 +324,8 @@ class KubeApi:
         with suppress(Exception):
             self._client.close()
 
-    def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": self.user_agent}
+    def _headers(self, content_type: str | None, accept: str = "application/json") -> dict[str, str]:
+        headers = {"Accept": accept, "User-Agent": self.user_agent}
         if content_type:
             headers["Content-Type"] = content_type
         # auth_settings() runs the refresh hook (service-account token rotation, exec plugins).
@@ -308,6 +352,7 @@ class KubeApi:
         timeout: float | None = None,
         deadline: float | None = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> Response:
         """One request, any status. Raises only for transport failures and client-side throttling."""
         if not self.limiter.acquire(deadline):
@@ -322,7 +367,7 @@ class KubeApi:
                 method,
                 url,
                 body=payload,
-                headers=self._headers(content_type if payload is not None else None),
+                headers=self._headers(content_type if payload is not None else None, accept),
                 timeout=urllib3.Timeout(connect=min(self._connect_timeout, seconds), read=seconds),
                 retries=_RETRIES,
                 preload_content=True,
@@ -354,11 +399,16 @@ class KubeApi:
         return decode_json(method, path, response.data)
 
     def request_bytes(
-        self, method: str, path: str, *, query: Mapping[str, QueryValue] | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, QueryValue] | None = None,
+        accept: str = "application/json",
     ) -> bytes:
         """A request's 2xx body as sent, for a decoder of one's own (the cache's LIST pages); non-2xx
-        raises ``ApiStatusError``."""
-        response = self.request_raw(method, path, query=query)
+        raises ``ApiStatusError``. ``accept``: e.g. ``PROTOBUF_ACCEPT`` (the body then tells which came)."""
+        response = self.request_raw(method, path, query=query, accept=accept)
         if not 200 <= response.status < 300:
             raise status_error(method, path, response)
         return response.data
@@ -368,15 +418,23 @@ class KubeApi:
     ) -> Any:
         return self.request("GET", path, query=query, timeout=timeout)
 
-    def watch(self, path: str, query: Mapping[str, QueryValue], *, read_timeout: float) -> WatchStream:
-        """Open a WATCH. The caller must ``close()`` the stream (use it as an iterator, then close)."""
+    def watch(
+        self,
+        path: str,
+        query: Mapping[str, QueryValue],
+        *,
+        read_timeout: float,
+        accept: str = "application/json",
+    ) -> WatchStream:
+        """Open a WATCH. The caller must ``close()`` the stream (use it as an iterator, then close).
+        ``accept``: e.g. ``PROTOBUF_WATCH_ACCEPT`` (``WatchStream.protobuf`` tells which came)."""
         self.limiter.acquire()
         url = self.host + path + _query_string({**query, "watch": True})
         try:
             raw = self._pool.request(
                 "GET",
                 url,
-                headers=self._headers(None),
+                headers=self._headers(None, accept),
                 timeout=urllib3.Timeout(connect=self._connect_timeout, read=read_timeout),
                 retries=_RETRIES,
                 preload_content=False,

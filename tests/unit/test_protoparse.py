@@ -20,7 +20,8 @@ import pytest
 
 from descheduler.cluster.fastparse import FAST_KINDS, Unhandled, exact_item
 from descheduler.cluster.parse import parse_node, parse_pod
-from descheduler.cluster.protoparse import PROTO_KINDS
+from descheduler.cluster.protoparse import PROTO_KINDS, error_event_status, status_of
+from descheduler.kube.api import Response, status_error
 from descheduler.kube.cache import Interner
 from tests.support import protowriter as pw
 from tests.unit.test_fastparse import REALISTIC
@@ -420,3 +421,57 @@ def test_times_read_as_the_rfc_3339_text_json_has(seconds: int, text: str | None
     meta = pw.delimited(8, pw.tag(1, 0) + pw.varint(seconds))
     body = pw.envelope("PodList", "v1", pw.delimited(2, pw.delimited(1, pw.delimited(1, b"p") + meta)))
     assert PROTO_KINDS["Pod"].decode_page(body)[0][0].metadata.creation_timestamp == text
+
+
+def status_body(**fields: Any) -> bytes:
+    return pw.envelope("Status", "v1", pw.encode(pw.META + "Status", fields))
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            status_body(status="Failure", message="too old", reason="Expired", code=410),
+            {"kind": "Status", "status": "Failure", "message": "too old", "reason": "Expired", "code": 410},
+        ),
+        (
+            status_body(
+                message="slow down", reason="TooManyRequests", code=429, details={"retryAfterSeconds": 3}
+            ),
+            {
+                "kind": "Status",
+                "status": "",
+                "message": "slow down",
+                "reason": "TooManyRequests",
+                "code": 429,
+                "details": {"retryAfterSeconds": 3},
+            },
+        ),
+        (pw.list_body("Pod", []), None),
+        (b'{"kind": "Status"}', None),
+        (status_body(code=500)[:-1], None),
+    ],
+    ids=["410", "429-retry-after", "not-a-status", "json", "truncated"],
+)
+def test_a_protobuf_status_reads_as_its_json_fields(body: bytes, expected: dict[str, Any] | None) -> None:
+    assert status_of(body) == expected
+
+
+def test_an_error_answer_in_protobuf_names_its_status() -> None:
+    body = status_body(message="pods is forbidden", reason="Forbidden", code=403)
+    error = status_error("GET", "/api/v1/pods", Response(403, {}, body))
+    assert (error.status, error.reason, str(error.message)) == (403, "Forbidden", "pods is forbidden")
+
+
+def test_only_an_error_event_has_a_status() -> None:
+    error = pw.delimited(1, b"ERROR") + pw.delimited(
+        2, pw.delimited(1, status_body(code=410, reason="Expired"))
+    )
+    assert error_event_status(error) == {
+        "kind": "Status",
+        "status": "",
+        "message": "",
+        "reason": "Expired",
+        "code": 410,
+    }
+    assert error_event_status(pw.event_frame("ADDED", "Pod", POD)) is None
