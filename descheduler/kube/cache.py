@@ -51,14 +51,28 @@ from typing import Any, TypeVar, cast
 import structlog
 
 from descheduler.cluster.build import parser_of
-from descheduler.cluster.fastparse import FAST_KINDS, FastKind, exact_item, key_of, resource_version_of
+from descheduler.cluster.fastparse import (
+    FAST_KINDS,
+    FastKind,
+    Unhandled,
+    exact_item,
+    key_of,
+    resource_version_of,
+)
 from descheduler.cluster.parse import ObjectError, show
+from descheduler.cluster.protoparse import MAGIC, PROTO_KINDS, ProtoKind, error_event_status
 from descheduler.cluster.types import (
     ClusterSnapshot,
     OwnerRef,
     Pod,
 )
-from descheduler.kube.api import KubeApi, WatchStream, decode_json
+from descheduler.kube.api import (
+    PROTOBUF_ACCEPT,
+    PROTOBUF_WATCH_ACCEPT,
+    KubeApi,
+    WatchStream,
+    decode_json,
+)
 from descheduler.kube.errors import ApiStatusError, DecodeError, KubeError
 from descheduler.kube.flowcontrol import retry_wait
 
@@ -100,6 +114,9 @@ so 8 resources re-open 0.7 watches per idle 60 s cycle. A silent connection is n
 ``refresh`` proves freshness before a cycle acts."""
 WATCH_LIST_MODES = ("auto", "on", "off")
 """``watchCache.watchList``: sync by WatchList when the server offers it (auto), always (on), or never."""
+ENCODINGS = ("json", "protobuf")
+"""``watchCache.encoding``: what pods and nodes are asked for in. Protobuf costs the API server a third of
+the CPU of JSON (issue 40) and us more (a pure-Python reader, ``cluster/protoparse.py``)."""
 WATCH_LIST_REFUSALS = frozenset({400, 422})
 """What a server without WatchList answers a watch with ``sendInitialEvents`` (1.35, gate off: 422)."""
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
@@ -142,6 +159,10 @@ class _Unfinished(KubeError):
 
 class _Expired(Exception):
     """The resourceVersion we hold is compacted away: relist."""
+
+
+class _ProtoFallback(Exception):
+    """A protobuf watch event the reader or the fast path does not reproduce: relist in JSON."""
 
 
 WATCH_JITTER = 0.25
@@ -314,6 +335,7 @@ class _Reflector:
         wall_clock: Callable[[], float],
         fast: bool = True,
         watch_list: str = "off",
+        encoding: str = "json",
     ) -> None:
         self.api = api
         self.watch_list = watch_list
@@ -359,9 +381,15 @@ class _Reflector:
             "errors": 0,
             "fallbacks": 0,
             "watch_lists": 0,
+            "proto_pages_as_json": 0,
+            "proto_relists": 0,
         }
         self.fast: FastKind | None = FAST_KINDS.get(spec.kind) if fast else None
         """Decodes this kind's pages and events into slim structs (``fastparse``); None: ``parse.py`` only."""
+        self.proto: ProtoKind | None = PROTO_KINDS.get(spec.kind) if encoding == "protobuf" and fast else None
+        """Reads this kind's protobuf into the same structs (``protoparse``); None: JSON only."""
+        self.json_fallback = False
+        """A protobuf watch event was not reproduced: JSON (sync and watch) until the next ordinary relist."""
         self._stream: WatchStream | None = None
         self.resync_requested = threading.Event()
         """Set by ``resync``: the next turn of the loop LISTs again."""
@@ -397,6 +425,7 @@ class _Reflector:
                 if self.resync_requested.is_set():
                     self.resync_requested.clear()
                     self.stats["relists"] += 1
+                    self.json_fallback = False
                     need_list = True
                 if need_list:
                     self._sync()
@@ -410,6 +439,8 @@ class _Reflector:
                     self.stop.wait(self.backoff.failed())
             except _Expired:
                 need_list = self._relist_after("watch_expired_relisting")
+            except _ProtoFallback as exc:
+                need_list = self._relist_in_json(str(exc))
             except ApiStatusError as exc:
                 if exc.status == 410:
                     need_list = self._relist_after("watch_gone_relisting")
@@ -434,10 +465,27 @@ class _Reflector:
         """A 410: relist, but through the backoff, so a compaction loop cannot become a LIST storm."""
         self._ran()
         self.stats["relists"] += 1
+        self.json_fallback = False
         delay = self.backoff.failed()
         log.info(event, resource=self.spec.name, relist_in=round(delay, 2))
         self.stop.wait(delay)
         return True
+
+    def _relist_in_json(self, why: str) -> bool:
+        """A protobuf event not reproduced: the watch is closed; relist now, in JSON, which the exact
+        parser can read whatever it holds, and watch in JSON until the next ordinary relist."""
+        self._ran()
+        self.json_fallback = True
+        self.stats["relists"] += 1
+        self.stats["proto_relists"] += 1
+        log.warning(
+            "protobuf_event_unhandled", resource=self.spec.name, reason=why, fallback="relist in json"
+        )
+        return True
+
+    def _protobuf(self) -> ProtoKind | None:
+        """The protobuf reader to use now (None: JSON)."""
+        return None if self.json_fallback else self.proto
 
     def _api_absent(self, exc: ApiStatusError) -> bool:
         """The server does not serve this kind (a cluster before resource.k8s.io/v1): hold it empty and
@@ -510,17 +558,23 @@ class _Reflector:
             "allowWatchBookmarks": True,
             "timeoutSeconds": timeout,
         }
-        stream = self.api.watch(self.spec.path, query, read_timeout=self.read_grace)
+        proto = self._protobuf()
+        accept = PROTOBUF_WATCH_ACCEPT if proto is not None else "application/json"
+        stream = self.api.watch(self.spec.path, query, read_timeout=self.read_grace, accept=accept)
         self._stream = stream
+        reader = proto if proto is not None and stream.protobuf else None
         items: dict[str, Any] = {}
         errors: dict[str, str] = {}
         bad_nodes: dict[str, str] = {}
         end: str | None = None
         try:
-            for received, line in self._numbered(stream):
+            for received, payload in self._numbered(stream, reader is not None):
                 if self.stop.is_set() or self.resync_requested.is_set():
                     break
-                end = self._initial_event(stream, line, items, errors, bad_nodes)
+                if reader is not None:
+                    end = self._initial_frame(reader, payload, items, errors, bad_nodes)
+                else:
+                    end = self._initial_event(stream, payload, items, errors, bad_nodes)
                 self.last_heard = self.wall_clock()
                 self.progress = time.monotonic()
                 if received % 500 == 0:
@@ -544,10 +598,11 @@ class _Reflector:
         self.synced.set()
         log.info("listed", resource=self.spec.name, objects=len(items), via="watchlist", errors=len(errors))
 
-    def _numbered(self, stream: WatchStream) -> Iterator[tuple[int, bytes]]:
-        """The stream's lines, numbered; a read that fails (a stall past ``read_grace``) is unfinished."""
+    def _numbered(self, stream: WatchStream, frames: bool) -> Iterator[tuple[int, bytes]]:
+        """The stream's events (protobuf frames or JSON lines), numbered; a read that fails (a stall past
+        ``read_grace``) is unfinished."""
         try:
-            yield from enumerate(stream.lines(), 1)
+            yield from enumerate(stream.frames() if frames else stream.lines(), 1)
         except ApiStatusError:
             raise
         except KubeError as exc:
@@ -597,6 +652,50 @@ class _Reflector:
             self._store(obj, items, errors, bad)
         return None
 
+    def _initial_frame(
+        self,
+        reader: ProtoKind,
+        frame: bytes,
+        items: dict[str, Any],
+        errors: dict[str, str],
+        bad: dict[str, str],
+    ) -> str | None:
+        """``_initial_event`` for a protobuf frame; one not reproduced ends the stream (``_ProtoFallback``:
+        the resource is listed again in JSON)."""
+        kind, obj = self._frame_event(reader, frame)
+        if kind == "BOOKMARK":
+            self.stats["bookmarks"] += 1
+            annotations = obj.metadata.annotations if obj.metadata is not None else None
+            if annotations and annotations.get(INITIAL_EVENTS_END) == "true":
+                return resource_version_of(obj)
+            return None
+        if kind == "DELETED":
+            self.stats["events"] += 1
+            key = key_of(obj, self.spec.namespaced)
+            if key is not None:
+                items.pop(key, None)
+                errors.pop(key, None)
+                bad.pop(key, None)
+            return None
+        converted = self._convert(obj)
+        if converted is None:
+            raise _ProtoFallback(f"an initial {kind} event the fast path does not reproduce")
+        items[converted[0]] = converted[1]
+        errors.pop(converted[0], None)
+        bad.pop(converted[0], None)
+        return None
+
+    def _frame_event(self, reader: ProtoKind, frame: bytes) -> tuple[str, Any]:
+        """(type, struct) of a protobuf watch frame. An ERROR event raises as in JSON (410: relist); any
+        other frame the reader does not reproduce raises ``_ProtoFallback``."""
+        try:
+            return reader.decode_event(frame)
+        except Unhandled as exc:
+            status = error_event_status(frame)
+            if status is not None:
+                self._apply({"type": "ERROR", "object": status})  # raises
+            raise _ProtoFallback(str(exc)) from None
+
     # -- list ---------------------------------------------------------------------------------------
     def _selectors(self) -> dict[str, str | None]:
         return {"labelSelector": self.label_selector, "fieldSelector": self.field_selector}
@@ -625,14 +724,14 @@ class _Reflector:
                 "limit": self.page_size if paginate else None,
                 "continue": token,
             }
-            body = self.api.request_bytes("GET", self.spec.path, query=query)
+            proto = self._protobuf()
+            accept = PROTOBUF_ACCEPT if proto is not None else "application/json"
+            body = self.api.request_bytes("GET", self.spec.path, query=query, accept=accept)
             pages += 1
-            fast = self.fast.decode_page(body) if self.fast is not None and body else None
-            if fast is not None:
-                structs, token, page_version = fast
-                self._store_fast(structs, body, items, errors, bad_nodes)
+            if proto is not None and body.startswith(MAGIC):
+                token, page_version = self._proto_page(proto, body, query, items, errors, bad_nodes)
             else:
-                token, page_version = self._store_page(body, items, errors, bad_nodes)
+                token, page_version = self._json_page(body, items, errors, bad_nodes)
             # The parsed objects live as long as the cache: move them out of the collector's generations, or
             # each page's allocations trigger full collections that rescan every object cached so far (this
             # was 40% of sync CPU at 150,000 pods). Cached values are acyclic, so nothing leaks.
@@ -654,6 +753,54 @@ class _Reflector:
         self.stats["lists"] += 1
         self.synced.set()
         log.info("listed", resource=self.spec.name, objects=len(items), pages=pages, errors=len(errors))
+
+    def _json_page(
+        self, body: bytes, items: dict[str, Any], errors: dict[str, str], bad_nodes: dict[str, str]
+    ) -> tuple[str | None, str]:
+        """A JSON page by the fast path where it decodes, else the exact one. (continue token, version)"""
+        fast = self.fast.decode_page(body) if self.fast is not None and body else None
+        if fast is None:
+            return self._store_page(body, items, errors, bad_nodes)
+        structs, token, page_version = fast
+        self._store_fast(structs, body, items, errors, bad_nodes)
+        return token or None, page_version
+
+    def _proto_page(
+        self,
+        reader: ProtoKind,
+        body: bytes,
+        query: Mapping[str, Any],
+        items: dict[str, Any],
+        errors: dict[str, str],
+        bad_nodes: dict[str, str],
+    ) -> tuple[str | None, str]:
+        """A protobuf page, stored only if every object is reproduced; else the page is asked for again
+        in JSON (the same continue token: the same snapshot) and read as before. (continue token, version)"""
+        try:
+            structs, token, page_version = reader.decode_page(body)
+        except Unhandled as exc:
+            why = str(exc)
+        else:
+            converted = [self._convert(obj) for obj in structs]
+            if all(c is not None for c in converted):
+                for key, value in cast(list[tuple[str, Any]], converted):
+                    self._put(key, value, items, errors, bad_nodes)
+                return token or None, page_version
+            why = "an object the fast path does not reproduce"
+        self.stats["proto_pages_as_json"] += 1
+        log.info("protobuf_page_as_json", resource=self.spec.name, reason=why)
+        body = self.api.request_bytes("GET", self.spec.path, query=query)
+        return self._json_page(body, items, errors, bad_nodes)
+
+    def _put(
+        self, key: str, value: Any, items: dict[str, Any], errors: dict[str, str], bad_nodes: dict[str, str]
+    ) -> None:
+        items[key] = value
+        if self.warned:
+            self.warned.pop(key, None)
+        if errors:
+            errors.pop(key, None)
+            bad_nodes.pop(key, None)
 
     def _store_page(
         self, body: bytes, items: dict[str, Any], errors: dict[str, str], bad_nodes: dict[str, str]
@@ -686,13 +833,7 @@ class _Reflector:
                     raw = decode_json("GET", self.spec.path, body)["items"]
                 self._store(exact_item(raw[i], self.spec.kind), items, errors, bad_nodes)
                 continue
-            key, parsed = value
-            items[key] = parsed
-            if self.warned:
-                self.warned.pop(key, None)
-            if errors:
-                errors.pop(key, None)
-                bad_nodes.pop(key, None)
+            self._put(*value, items, errors, bad_nodes)
 
     def _convert(self, obj: Any) -> tuple[str, Any] | None:
         """(key, value) by the fast path, or None: the exact parser must see this object."""
@@ -717,7 +858,9 @@ class _Reflector:
         }
         # The server ends the watch after ``timeout`` (a quiet one may hear nothing before): silence for
         # longer than that plus a little grace is a dead connection, not a quiet resource.
-        stream = self.api.watch(self.spec.path, query, read_timeout=timeout + self.read_grace)
+        proto = self._protobuf()
+        accept = PROTOBUF_WATCH_ACCEPT if proto is not None else "application/json"
+        stream = self.api.watch(self.spec.path, query, read_timeout=timeout + self.read_grace, accept=accept)
         self._stream = stream
         if self.stop.is_set():  # stop() ran before it could see this stream: close it ourselves
             self._stream = None
@@ -727,12 +870,16 @@ class _Reflector:
         self.stats["watches"] += 1
         self.last_heard = self.wall_clock()
         received = 0
+        reader = proto if proto is not None and stream.protobuf else None
         try:
-            for line in stream.lines():
+            for payload in stream.frames() if reader is not None else stream.lines():
                 if self.stop.is_set() or self.resync_requested.is_set() or self.reopen_requested.is_set():
                     break
-                if not self._apply_fast(line):
-                    self._apply(self._decode(stream, line))
+                if reader is not None:
+                    if not self._apply_struct(*self._frame_event(reader, payload)):
+                        raise _ProtoFallback("a watch event the fast path does not reproduce")
+                elif not self._apply_fast(payload):
+                    self._apply(self._decode(stream, payload))
                 received += 1
         finally:
             self._stream = None
@@ -756,7 +903,11 @@ class _Reflector:
         decoded = fast.decode_event(line) if fast is not None else None
         if decoded is None:
             return False
-        kind, obj = decoded
+        return self._apply_struct(*decoded)
+
+    def _apply_struct(self, kind: str, obj: Any) -> bool:
+        """Apply a decoded event (a slim struct, from JSON or protobuf); False (nothing done) when the fast
+        path does not reproduce its object."""
         resource_version = resource_version_of(obj)
         if kind == "BOOKMARK":
             self.last_heard = self.wall_clock()
@@ -942,8 +1093,10 @@ class ClusterCache:
         wall_clock: Callable[[], float] = time.time,
         fast_decode: bool = True,
         watch_list: str = "off",
+        encoding: str = "json",
     ) -> None:
-        """``fast_decode=False`` decodes with ``json.loads`` and ``parse.py`` alone (benchmarks compare)."""
+        """``fast_decode=False`` decodes with ``json.loads`` and ``parse.py`` alone (benchmarks compare).
+        ``encoding="protobuf"`` asks for pods and nodes in protobuf (not with ``fast_decode=False``)."""
         if page_size < 1:
             raise ValueError(f"page_size must be positive, got {page_size}")
         if watch_timeout < 1 or read_grace <= 0:
@@ -952,6 +1105,8 @@ class ClusterCache:
             )
         if watch_list not in WATCH_LIST_MODES:
             raise ValueError(f"watch_list must be one of {', '.join(WATCH_LIST_MODES)}, got {watch_list!r}")
+        if encoding not in ENCODINGS:
+            raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
         healthy = healthy_after if healthy_after is not None else min(30.0, watch_timeout / 2)
         names = {spec.name for spec in RESOURCES}
         wanted = set(resources) if resources is not None else set(DEFAULT_RESOURCES)
@@ -985,6 +1140,7 @@ class ClusterCache:
                 wall_clock=wall_clock,
                 fast=fast_decode,
                 watch_list=watch_list,
+                encoding=encoding,
             )
 
     def start(self) -> None:

@@ -65,14 +65,18 @@ class _Api:
     watches: list[tuple[dict[str, Any], float]] = field(default_factory=list)
     lists: int = 0
 
-    def watch(self, path: str, query: Mapping[str, Any], *, read_timeout: float) -> _Stream:
+    def watch(
+        self, path: str, query: Mapping[str, Any], *, read_timeout: float, accept: str = "application/json"
+    ) -> _Stream:
         self.watches.append((dict(query), read_timeout))
         answer = self.streams.pop(0)
         if isinstance(answer, ApiStatusError):
             raise answer
         return answer
 
-    def request_bytes(self, method: str, path: str, *, query: Mapping[str, Any]) -> bytes:
+    def request_bytes(
+        self, method: str, path: str, *, query: Mapping[str, Any], accept: str = "application/json"
+    ) -> bytes:
         self.lists += 1
         return json.dumps({"metadata": {"resourceVersion": "9"}, "items": self.listed}).encode()
 

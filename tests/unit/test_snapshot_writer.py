@@ -51,7 +51,9 @@ class _Pages:
         self.pages = pages
         self.asked: list[tuple[str, object]] = []
 
-    def request_bytes(self, method: str, path: str, *, query: dict[str, Any]) -> bytes:
+    def request_bytes(
+        self, method: str, path: str, *, query: dict[str, Any], accept: str = "application/json"
+    ) -> bytes:
         self.asked.append((path, query.get("continue")))
         pages = self.pages.get(path, [b'{"items": []}'])
         return pages[int(query.get("continue") or 0)]
