@@ -95,6 +95,7 @@ class Service:
             node_selector=selector_string(config.node_selector),
             watch_timeout=config.watch_cache.watch_timeout,
             watch_list=config.watch_cache.watch_list,
+            encoding=config.watch_cache.encoding,
             resources=cache_resources(effective),
         )
         self.usage = build_source(config.metrics_providers, metrics_api=MetricsServerApi(self.api))

@@ -222,6 +222,11 @@ REFUSED_CONFIGS = [
         "watchCache: watchTimeout (7200s) must be between 1s and 3600s",
     ),
     (
+        "an unknown wire encoding",
+        _config(watchCache="{encoding: cbor}"),
+        "watchCache.encoding: Input should be 'json' or 'protobuf' (got 'cbor')",
+    ),
+    (
         "an unknown watchList mode",
         _config(watchCache="{watchList: sometimes}"),
         "watchCache.watchList: Input should be 'auto', 'on' or 'off' (got 'sometimes')",
