@@ -245,9 +245,11 @@ _times: dict[int, str | None] = {_ZERO_TIME: None}
 
 
 def _time(buf: Buf, pos: int, stop: int) -> str | None:
-    """A ``metav1.Time`` as JSON writes it: RFC 3339 in UTC, whole seconds (the server sends no nanos;
-    JSON drops them); Go's zero time is absent."""
-    seconds = _scan(buf, pos, stop, _TIME, 2)[0] or 0
+    """A ``metav1.Time`` as JSON writes it: RFC 3339 in UTC, whole seconds (the server sends nanos 0;
+    JSON drops them). Go's zero time, which JSON leaves out, is sent as an empty message (or as year 1)."""
+    seconds = _scan(buf, pos, stop, _TIME, 2)[0]
+    if seconds is None:
+        return None
     if seconds in _times:
         return _times[seconds]
     try:
