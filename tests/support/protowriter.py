@@ -35,7 +35,6 @@ PROTOS = {
 CORE = "k8s.io.api.core.v1."
 META = "k8s.io.apimachinery.pkg.apis.meta.v1."
 MAGIC = b"k8s\x00"
-GO_ZERO_TIME = -62135596800
 SPECIAL = {
     "k8s.io.apimachinery.pkg.api.resource.Quantity",
     "k8s.io.apimachinery.pkg.util.intstr.IntOrString",
@@ -153,9 +152,9 @@ def special(name: str, value: Any) -> bytes:
         if isinstance(value, int):
             return tag(1, 0) + varint(0) + tag(2, 0) + varint(value)
         return tag(1, 0) + varint(1) + delimited(3, str(value).encode())
-    if name.endswith(".Time"):
+    if name.endswith(".Time"):  # seconds and nanos (always 0: JSON has whole seconds)
         seconds, _ = _seconds(value)
-        return tag(1, 0) + varint(seconds)
+        return tag(1, 0) + varint(seconds) + tag(2, 0) + varint(0)
     if name.endswith("MicroTime"):
         seconds, nanos = _seconds(value)
         return tag(1, 0) + varint(seconds) + (tag(2, 0) + varint(nanos) if nanos else b"")
@@ -204,7 +203,7 @@ def _empty(number: int, kind: str, ref: str | None) -> bytes:
     if kind == "message":
         assert ref is not None
         if ref.endswith(".Time"):
-            return delimited(number, tag(1, 0) + varint(GO_ZERO_TIME))
+            return delimited(number, b"")  # Go's zero time: an empty message
         if ref in SPECIAL:
             return delimited(number, special(ref, 0 if ref.endswith("IntOrString") else "0"))
         return delimited(number, encode(ref, {}))
