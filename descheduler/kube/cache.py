@@ -381,6 +381,8 @@ class _Reflector:
             "errors": 0,
             "fallbacks": 0,
             "watch_lists": 0,
+            "protobuf_pages": 0,
+            "protobuf_events": 0,
             "proto_pages_as_json": 0,
             "proto_relists": 0,
         }
@@ -688,6 +690,7 @@ class _Reflector:
     def _frame_event(self, reader: ProtoKind, frame: bytes) -> tuple[str, Any]:
         """(type, struct) of a protobuf watch frame. An ERROR event raises as in JSON (410: relist); any
         other frame the reader does not reproduce raises ``_ProtoFallback``."""
+        self.stats["protobuf_events"] += 1
         try:
             return reader.decode_event(frame)
         except Unhandled as exc:
@@ -729,6 +732,7 @@ class _Reflector:
             body = self.api.request_bytes("GET", self.spec.path, query=query, accept=accept)
             pages += 1
             if proto is not None and body.startswith(MAGIC):
+                self.stats["protobuf_pages"] += 1
                 token, page_version = self._proto_page(proto, body, query, items, errors, bad_nodes)
             else:
                 token, page_version = self._json_page(body, items, errors, bad_nodes)
