@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from benchmarks.common import summary_line
 from descheduler.cluster.fastparse import FAST_KINDS
 from descheduler.cluster.protoparse import PROTO_KINDS
 from descheduler.kube.cache import Interner
@@ -231,10 +232,18 @@ def main(argv: list[str] | None = None) -> int:
         "protobuf (protoparse)": PROTO_KINDS["Pod"].decode_page,
     }
     bodies = {"json (msgspec)": json_bodies, "protobuf (protoparse)": proto_bodies}
+    totals = []
     for name, decode in ways.items():
         only = min(run(decode, bodies[name], False) for _ in range(args.repeat)) * scale
         total = min(run(decode, bodies[name], True) for _ in range(args.repeat)) * scale
         print(f"  {name:22s} decode {only:6.3f} s   decode+convert {total:6.3f} s")
+        totals.append(total)
+    ratio = totals[1] / totals[0]
+    print(
+        summary_line(
+            {"json_cpu": f"{totals[0]:.3f}s", "protobuf_cpu": f"{totals[1]:.3f}s", "ratio": f"{ratio:.2f}x"}
+        )
+    )
     return 0
 
 

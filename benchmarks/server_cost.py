@@ -68,7 +68,10 @@ LEAN_ROW = "lean"
 LEAN_RESOURCES = ("pods", "nodes", "namespaces")
 """The ``lean`` row: ours (WatchList) syncing only what the peer's informers hold (less its PVCs), so the
 cost of the objects our safety checks rest on (workloads, PDBs) is told apart from the client's own."""
-ROWS = ("off", "on", LEAN_ROW, PEER_ROW)
+PROTOBUF_ROW = "protobuf"
+"""The ``lean`` row with pods and nodes asked for in protobuf (``watchCache.encoding: protobuf``), as the
+peer's client-go asks for them."""
+ROWS = ("off", "on", LEAN_ROW, PROTOBUF_ROW, PEER_ROW)
 PEER_SYNCED = "Resetting pod evictor counters"
 """The Kubernetes descheduler's first log line of a cycle (``-v=3``): it comes after every informer synced
 (``WaitForCacheSync`` in ``bootstrapDescheduler``)."""
@@ -163,7 +166,7 @@ def peer_sync(
                 interval=0.1,
             )
             seconds = time.monotonic() - started
-            peer_rss = proc_cpu_rss(popen.pid)[2] if popen.poll() is None else float("nan")
+            peer_cpu, _, peer_rss = proc_cpu_rss(popen.pid) if popen.poll() is None else (float("nan"),) * 3
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(popen.pid, 15)
@@ -171,7 +174,7 @@ def peer_sync(
     if PEER_SYNCED not in log_path.read_text(errors="replace"):
         raise RuntimeError(f"the peer exited before its first cycle:\n{log_path.read_text()[-2000:]}")
     return {"mode": PEER_ROW, **server.figures(), "sync_s": round(seconds, 2), "our_rss_mib": None,
-            "peer_rss_mib": round(peer_rss, 1)}  # fmt: skip
+            "peer_rss_mib": round(peer_rss, 1), "peer_cpu_total_s": round(peer_cpu, 2)}  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -215,6 +218,8 @@ def sync_row(
             figures = peer_sync(plane, kubeconfig, workdir / "peer", pid, timeout)
         elif row == LEAN_ROW:
             figures = {**measure(kubeconfig, "on", pid, LEAN_RESOURCES), "mode": LEAN_ROW}
+        elif row == PROTOBUF_ROW:
+            figures = {**measure(kubeconfig, "on", pid, LEAN_RESOURCES, "protobuf"), "mode": PROTOBUF_ROW}
         else:
             figures = measure(kubeconfig, row, pid)
     after = etcd_reads(plane)
@@ -346,7 +351,13 @@ def save(result: dict[str, Any], args: argparse.Namespace) -> None:
         out.write_text(json.dumps(result, indent=2) + "\n")
 
 
-LABELS = {"off": "LIST", "on": "WatchList", LEAN_ROW: "WL lean", PEER_ROW: "Go peer"}
+LABELS = {
+    "off": "LIST",
+    "on": "WatchList",
+    LEAN_ROW: "WL lean",
+    PROTOBUF_ROW: "WL proto",
+    PEER_ROW: "Go peer",
+}
 
 
 def table(result: dict[str, Any]) -> str:
@@ -354,7 +365,7 @@ def table(result: dict[str, Any]) -> str:
     lines = [
         f"{result['nodes']} nodes, {result['pods']} pods",
         f"{'row':<10}{'peak RSS':>10}{'growth':>9}{'CPU s':>8}{'etcd ranges':>13}{'etcd lists':>12}"
-        f"{'sync s':>9}{'RSS/peer':>10}",
+        f"{'sync s':>9}{'RSS/peer':>10}{'client CPU s':>14}",
     ]
     for r in result["rows"]:
         ratio = r["apiserver_peak_rss_mib"] / peer["apiserver_peak_rss_mib"] if peer else float("nan")
@@ -362,6 +373,7 @@ def table(result: dict[str, Any]) -> str:
             f"{LABELS.get(r['mode'], r['mode']):<10}{r['apiserver_peak_rss_mib']:>10.0f}"
             f"{r['apiserver_rss_growth_mib']:>9.0f}{r['apiserver_cpu_s']:>8.1f}{r['etcd_ranges']:>13.0f}"
             f"{r.get('apiserver_etcd_list', 0):>12.0f}{r['sync_s']:>9.1f}{ratio:>10.2f}"
+            f"{r.get('our_cpu_s', r.get('peer_cpu_total_s', float('nan'))):>14.2f}"
         )
     if "idle" in result:
         lines.append(f"idle cycles: {json.dumps(result['idle'])}")
@@ -380,7 +392,8 @@ def main(argv: list[str] | None = None) -> int:
         "--rows",
         default=f"off,on,{PEER_ROW}",
         help=f"rows in order: off (LIST), on (WatchList), {LEAN_ROW} (WatchList of "
-        f"{', '.join(LEAN_RESOURCES)} only), {PEER_ROW}",
+        f"{', '.join(LEAN_RESOURCES)} only), {PROTOBUF_ROW} ({LEAN_ROW} with pods and nodes in protobuf), "
+        f"{PEER_ROW}",
     )
     parser.add_argument("--cycles", type=int, default=4, help="idle cycles measured (0: none)")
     parser.add_argument("--interval", type=float, default=10.0, help="our cycle interval, s")

@@ -129,6 +129,20 @@ def _run(*args: str) -> dict[str, tuple[float, str]]:
             ("benchmarks.journal_capacity", "--records", "20", "--nodes", "20"),
             {"worst_bytes_per_record": "", "capacity_records": "", "bound_fits": "", "compacted_fits": ""},
         ),
+        (
+            (
+                "benchmarks.protowire_decode",
+                "--pods",
+                "20",
+                "--page",
+                "8",
+                "--repeat",
+                "1",
+                "--shape",
+                "running",
+            ),
+            {"json_cpu": "s", "protobuf_cpu": "s", "ratio": "x"},
+        ),
     ],
     ids=[
         "cycle_cost",
@@ -142,6 +156,7 @@ def _run(*args: str) -> dict[str, tuple[float, str]]:
         "snapshot_scale",
         "config_windows",
         "journal_capacity",
+        "protowire_decode",
     ],
 )
 def test_each_benchmark_script_runs_small_and_ends_with_a_parsable_summary(
@@ -352,7 +367,7 @@ def test_the_server_cost_benchmark_refuses_an_unknown_row_before_it_starts_anyth
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "--rows: unknown leaner; known: off, on, lean, peer" in proc.stderr
+    assert "--rows: unknown leaner; known: off, on, lean, protobuf, peer" in proc.stderr
 
 
 @pytest.mark.controlplane
