@@ -223,7 +223,12 @@ def _pair(buf: Buf, pos: int, stop: int) -> tuple[str, str]:
     annotations) read without the general loop."""
     if buf[pos] == 0x0A and (n := buf[pos + 1]) < 0x80:
         middle = pos + 2 + n
-        if middle + 2 <= stop and buf[middle] == 0x12 and middle + 2 + buf[middle + 1] == stop:
+        if (
+            middle + 2 <= stop
+            and buf[middle] == 0x12
+            and (m := buf[middle + 1]) < 0x80
+            and middle + 2 + m == stop
+        ):
             return buf[pos + 2 : middle].decode(), buf[middle + 2 : stop].decode()
     key, value = _scan(buf, pos, stop, _PAIR, 2)
     return key or "", value or ""
