@@ -23,17 +23,17 @@ named, and the caller does not act. ``broken_after`` is the age past which a wat
 broken (it should have ended and been re-opened by then). An idle cluster thus costs one watch re-open
 per resource per ``watch_timeout``, not per cycle.
 
-Only parsed snapshot values are kept (``descheduler.cluster.types``), so a cycle
-reads memory and sends no request. LIST pages and watch events of nodes, pods and workloads are decoded
-by ``fastparse`` (msgspec, into slim structs) and what it does not reproduce exactly by ``json.loads`` and
-``parse.py``, the definition of every value. With ``encoding="protobuf"`` pods and nodes are asked for in
-protobuf (far cheaper for the server to encode) and read into the same structs by ``protoparse``; a page it
-does not reproduce is asked for again in JSON, a watch event it does not reproduce relists in JSON. Objects that fail to parse are not guessed at: they are left
-out, named in ``object_errors``, and a node hosting such a pod is listed in ``nodes_with_unparsed_pods``
-so the caller can leave it alone. A node kept with a fallback (Koordinator's raw-allocatable annotation
-unreadable: its ``status.allocatable`` is used) is logged once and named in ``object_warnings``. Parsing
-an object is bounded in time by its size (``parse.py`` checks lengths and ranges before converting), so
-no object can hold a reflector thread, and with it the GIL, ``/healthz`` and shutdown.
+Only parsed snapshot values are kept (``descheduler.cluster.types``), so a cycle reads memory and sends no
+request. LIST pages and watch events of nodes, pods and workloads are decoded by ``fastparse`` (msgspec, into
+slim structs) and what it does not reproduce exactly by ``json.loads`` and ``parse.py``, the definition of
+every value. With ``encoding="protobuf"`` pods and nodes are asked for in protobuf (far cheaper for the server
+to encode) and read into the same structs by ``protoparse``; a page it does not reproduce is asked for again
+in JSON, a watch event it does not reproduce relists in JSON. Objects that fail to parse are not guessed at:
+they are left out, named in ``object_errors``, and a node hosting such a pod is listed in
+``nodes_with_unparsed_pods`` so the caller can leave it alone. A node kept with a fallback (Koordinator's
+raw-allocatable annotation unreadable: its ``status.allocatable`` is used) is logged once and named in
+``object_warnings``. Parsing an object is bounded in time by its size (``parse.py`` checks lengths and ranges
+before converting), so no object can hold a reflector thread, and with it the GIL, ``/healthz`` and shutdown.
 """
 
 from __future__ import annotations
