@@ -167,6 +167,22 @@ class _ProtoFallback(Exception):
     """A protobuf watch event the reader or the fast path does not reproduce: relist in JSON."""
 
 
+STATS = (
+    "lists",
+    "relists",
+    "watches",
+    "events",
+    "bookmarks",
+    "errors",
+    "fallbacks",
+    "watch_lists",
+    "protobuf_pages",
+    "protobuf_events",
+    "proto_pages_as_json",
+    "proto_relists",
+)
+"""A reflector's counters (``ClusterCache.stats``); the protobuf ones say what was read in protobuf and
+what fell back to JSON."""
 WATCH_JITTER = 0.25
 """Each watch asks for ``watch_timeout * (1 + U(0, WATCH_JITTER))`` so replicas do not reconnect in step."""
 
@@ -374,20 +390,7 @@ class _Reflector:
         self.last_heard = 0.0
         self.progress = time.monotonic()
         """Monotonic time of the last sign that the first LIST is moving: the start, or a page received."""
-        self.stats = {
-            "lists": 0,
-            "relists": 0,
-            "watches": 0,
-            "events": 0,
-            "bookmarks": 0,
-            "errors": 0,
-            "fallbacks": 0,
-            "watch_lists": 0,
-            "protobuf_pages": 0,
-            "protobuf_events": 0,
-            "proto_pages_as_json": 0,
-            "proto_relists": 0,
-        }
+        self.stats = dict.fromkeys(STATS, 0)
         self.fast: FastKind | None = FAST_KINDS.get(spec.kind) if fast else None
         """Decodes this kind's pages and events into slim structs (``fastparse``); None: ``parse.py`` only."""
         self.proto: ProtoKind | None = PROTO_KINDS.get(spec.kind) if encoding == "protobuf" and fast else None
