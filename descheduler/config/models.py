@@ -216,10 +216,11 @@ class WatchCache(StrictModel):
     """Sync (and re-sync after 410 Gone) by a streaming list, a watch with ``sendInitialEvents``: auto uses
     it where the server offers it and falls back to paginated LIST (remembered per resource); on never
     falls back; off always LISTs."""
-    encoding: Literal["json", "protobuf"] = "json"
-    """What pods and nodes are asked for in. protobuf costs the API server much less CPU than JSON (issue
-    40) and us more (a pure-Python reader); a page it does not reproduce is asked for again in JSON, a
-    watch event it does not reproduce relists that resource in JSON."""
+    encoding: Literal["json", "protobuf"] = "protobuf"
+    """What pods and nodes are asked for in. protobuf costs the API server a third of the CPU JSON costs it
+    (issue 40: about the Go peer's) and us more (a pure-Python reader); a page it does not reproduce is
+    asked for again in JSON, a watch event it does not reproduce relists that resource in JSON. A server
+    that answers JSON anyway is read as JSON."""
     watch_timeout: Duration = Field(default=600.0, alias="watchTimeout")
     """``timeoutSeconds`` asked for each watch (+ up to 25% jitter): how often an idle cache re-opens its
     watches. A silent connection is replaced after this plus 5 s, or at once when a cycle is about to act."""
