@@ -28,6 +28,37 @@ pytestmark = pytest.mark.controlplane
 RUNTIME_CLASS = "fast-decoder-overhead"
 
 
+def place_shaped(plane: ControlPlane, namespace: str, plain: int, *more: dict[str, Any]) -> list[str]:
+    """Two nodes (the second tainted), a RuntimeClass with overhead, 3 pods of every shape the parsers read
+    (``shaped_template``) on the first, ``plain`` plain pods and a bare pod on the second, and ``more``."""
+    plane.apply(
+        [
+            {
+                "apiVersion": "node.k8s.io/v1",
+                "kind": "RuntimeClass",
+                "metadata": {"name": RUNTIME_CLASS},
+                "handler": "runc",
+                "overhead": {"podFixed": {"cpu": "250m", "memory": "16Mi"}},
+            }
+        ]
+    )
+    nodes = [f"{namespace}-n{i}" for i in range(2)]
+    plane.add_nodes(namespace, nodes, cpu="16")
+    plane.kubectl("taint", "node", nodes[1], "dedicated=x:NoSchedule")
+    deployment = objects.deployment("shaped", namespace, replicas=3)
+    deployment["spec"]["template"] = shaped_template(namespace, nodes[0])
+    plane.apply(
+        [
+            deployment,
+            objects.deployment("plain", namespace, replicas=plain),
+            objects.bare_pod("bare", namespace, nodes[1]),
+            *more,
+        ],
+        namespace=namespace,
+    )
+    return nodes
+
+
 def shaped_template(group: str, node: str) -> dict[str, Any]:
     """A pod template with most of what ``parse.py`` reads: a sidecar and an init container, limits only
     on one container, a RuntimeClass, tolerations, required node affinity, local storage."""
@@ -90,31 +121,7 @@ def test_the_real_api_servers_objects_decode_the_same_by_the_fast_decoder_as_by_
     control_plane: ControlPlane, namespace: str, caches: tuple[ClusterCache, ClusterCache], admin_api: KubeApi
 ) -> None:
     fast, exact = caches
-    control_plane.apply(
-        [
-            {
-                "apiVersion": "node.k8s.io/v1",
-                "kind": "RuntimeClass",
-                "metadata": {"name": RUNTIME_CLASS},
-                "handler": "runc",
-                "overhead": {"podFixed": {"cpu": "250m", "memory": "16Mi"}},
-            }
-        ]
-    )
-    nodes = [f"{namespace}-n{i}" for i in range(2)]
-    control_plane.add_nodes(namespace, nodes, cpu="16")
-    control_plane.kubectl("taint", "node", nodes[1], "dedicated=x:NoSchedule")
-    deployment = objects.deployment("shaped", namespace, replicas=3)
-    deployment["spec"]["template"] = shaped_template(namespace, nodes[0])
-    control_plane.apply(
-        [
-            deployment,
-            objects.deployment("plain", namespace, replicas=2),
-            objects.bare_pod("bare", namespace, nodes[1]),
-            objects.pdb("shaped", "shaped", max_unavailable=1),
-        ],
-        namespace=namespace,
-    )
+    nodes = place_shaped(control_plane, namespace, 2, objects.pdb("shaped", "shaped", max_unavailable=1))
     assert fast.wait_synced(60) and exact.wait_synced(60)
 
     def agreed(pods: int) -> ClusterSnapshot | None:

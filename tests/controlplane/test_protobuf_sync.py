@@ -22,7 +22,7 @@ from descheduler.kube.api import KubeApi
 from descheduler.kube.cache import ClusterCache
 from tests.controlplane import objects
 from tests.controlplane.cluster import ControlPlane
-from tests.controlplane.test_fast_decoder import RUNTIME_CLASS, in_namespace, shaped_template
+from tests.controlplane.test_fast_decoder import in_namespace, place_shaped
 
 pytestmark = pytest.mark.controlplane
 
@@ -51,30 +51,7 @@ def test_a_protobuf_cache_holds_what_a_json_cache_holds(
     control_plane: ControlPlane, namespace: str, caches: tuple[ClusterCache, ClusterCache], admin_api: KubeApi
 ) -> None:
     proto, plain = caches
-    control_plane.apply(
-        [
-            {
-                "apiVersion": "node.k8s.io/v1",
-                "kind": "RuntimeClass",
-                "metadata": {"name": RUNTIME_CLASS},
-                "handler": "runc",
-                "overhead": {"podFixed": {"cpu": "250m", "memory": "16Mi"}},
-            }
-        ]
-    )
-    nodes = [f"{namespace}-n{i}" for i in range(2)]
-    control_plane.add_nodes(namespace, nodes, cpu="16")
-    control_plane.kubectl("taint", "node", nodes[1], "dedicated=x:NoSchedule")
-    deployment = objects.deployment("shaped", namespace, replicas=3)
-    deployment["spec"]["template"] = shaped_template(namespace, nodes[0])
-    control_plane.apply(
-        [
-            deployment,
-            objects.deployment("plain", namespace, replicas=4),
-            objects.bare_pod("bare", namespace, nodes[1]),
-        ],
-        namespace=namespace,
-    )
+    nodes = place_shaped(control_plane, namespace, 4)
     assert proto.wait_synced(60) and plain.wait_synced(60)
 
     def agreed(pods: int, check: Any = None) -> ClusterSnapshot | None:
