@@ -163,6 +163,14 @@ class _Expired(Exception):
     """The resourceVersion we hold is compacted away: relist."""
 
 
+def _drop(key: str | None, items: dict[str, Any], errors: dict[str, str], bad: dict[str, str]) -> None:
+    """An object deleted while a new store fills: gone from it, its parse error and its node's mark too."""
+    if key is not None:
+        items.pop(key, None)
+        errors.pop(key, None)
+        bad.pop(key, None)
+
+
 class _ProtoFallback(Exception):
     """A protobuf watch event the reader or the fast path does not reproduce: relist in JSON."""
 
@@ -578,10 +586,7 @@ class _Reflector:
             for received, payload in self._numbered(stream, reader is not None):
                 if self.stop.is_set() or self.resync_requested.is_set():
                     break
-                if reader is not None:
-                    end = self._initial_frame(reader, payload, items, errors, bad_nodes)
-                else:
-                    end = self._initial_event(stream, payload, items, errors, bad_nodes)
+                end = self._initial_event(stream, payload, reader, items, errors, bad_nodes)
                 self.last_heard = self.wall_clock()
                 self.progress = time.monotonic()
                 if received % 500 == 0:
@@ -619,19 +624,21 @@ class _Reflector:
         self,
         stream: WatchStream,
         line: bytes,
+        reader: ProtoKind | None,
         items: dict[str, Any],
         errors: dict[str, str],
         bad: dict[str, str],
     ) -> str | None:
         """Apply one event of the initial stream to the new store; the resourceVersion of the
-        ``initial-events-end`` bookmark when this is it, else None."""
+        ``initial-events-end`` bookmark when this is it, else None. With ``reader`` the event is a protobuf
+        frame (``_initial_struct``)."""
+        if reader is not None:
+            return self._initial_struct(*self._frame_event(reader, line), items, errors, bad)
         decoded = self.fast.decode_event(line) if self.fast is not None else None
         if decoded is not None and decoded[0] in ("ADDED", "MODIFIED"):
             converted = self._convert(decoded[1])
             if converted is not None:
-                items[converted[0]] = converted[1]
-                errors.pop(converted[0], None)
-                bad.pop(converted[0], None)
+                self._put(*converted, items, errors, bad)
                 return None
         event = self._decode(stream, line)
         obj = event.get("object") if isinstance(event, Mapping) else None
@@ -649,27 +656,17 @@ class _Reflector:
             return None
         self.stats["events"] += 1
         if kind == "DELETED":
-            key = self._key(obj)
-            if key is not None:
-                items.pop(key, None)
-                errors.pop(key, None)
-                bad.pop(key, None)
+            _drop(self._key(obj), items, errors, bad)
         elif kind in ("ADDED", "MODIFIED"):
             obj.setdefault("kind", self.spec.kind)
             self._store(obj, items, errors, bad)
         return None
 
-    def _initial_frame(
-        self,
-        reader: ProtoKind,
-        frame: bytes,
-        items: dict[str, Any],
-        errors: dict[str, str],
-        bad: dict[str, str],
+    def _initial_struct(
+        self, kind: str, obj: Any, items: dict[str, Any], errors: dict[str, str], bad: dict[str, str]
     ) -> str | None:
-        """``_initial_event`` for a protobuf frame; one not reproduced ends the stream (``_ProtoFallback``:
-        the resource is listed again in JSON)."""
-        kind, obj = self._frame_event(reader, frame)
+        """``_initial_event`` for a protobuf frame's event; one not reproduced ends the stream
+        (``_ProtoFallback``: the resource is listed again in JSON)."""
         if kind == "BOOKMARK":
             self.stats["bookmarks"] += 1
             annotations = obj.metadata.annotations if obj.metadata is not None else None
@@ -678,18 +675,12 @@ class _Reflector:
             return None
         if kind == "DELETED":
             self.stats["events"] += 1
-            key = key_of(obj, self.spec.namespaced)
-            if key is not None:
-                items.pop(key, None)
-                errors.pop(key, None)
-                bad.pop(key, None)
+            _drop(key_of(obj, self.spec.namespaced), items, errors, bad)
             return None
         converted = self._convert(obj)
         if converted is None:
             raise _ProtoFallback(f"an initial {kind} event the fast path does not reproduce")
-        items[converted[0]] = converted[1]
-        errors.pop(converted[0], None)
-        bad.pop(converted[0], None)
+        self._put(*converted, items, errors, bad)
         return None
 
     def _frame_event(self, reader: ProtoKind, frame: bytes) -> tuple[str, Any]:
