@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks.common import summary_line
+from benchmarks.synth import ADMISSION_TOLERATIONS
 from descheduler.cluster.fastparse import FAST_KINDS
 from descheduler.cluster.protoparse import PROTO_KINDS
 from descheduler.kube.cache import Interner
@@ -36,7 +37,10 @@ def server_pod(i: int, workloads: int = 300, nodes: int = 1000) -> dict[str, Any
     w = i % workloads
     name = f"w{w:04d}-5d8f7c9b6-{i:06x}"
     created = f"2026-11-28T10:{(i // 600) % 60:02d}:{i % 60:02d}Z"
-    fields = {"f:metadata": {"f:labels": {".": {}, "f:app": {}, "f:pod-template-hash": {}}}, "f:spec": {}}
+    fields: dict[str, Any] = {
+        "f:metadata": {"f:labels": {".": {}, "f:app": {}, "f:pod-template-hash": {}}},
+        "f:spec": {},
+    }
     return {
         "metadata": {
             "name": name,
@@ -100,18 +104,7 @@ def server_pod(i: int, workloads: int = 300, nodes: int = 1000) -> dict[str, Any
             "schedulerName": "default-scheduler",
             "tolerations": [
                 {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"},
-                {
-                    "key": "node.kubernetes.io/not-ready",
-                    "operator": "Exists",
-                    "effect": "NoExecute",
-                    "tolerationSeconds": 300,
-                },
-                {
-                    "key": "node.kubernetes.io/unreachable",
-                    "operator": "Exists",
-                    "effect": "NoExecute",
-                    "tolerationSeconds": 300,
-                },
+                *ADMISSION_TOLERATIONS,
             ],
             "priority": 0,
             "enableServiceLinks": False,

@@ -53,6 +53,13 @@ APP_PREFIXES = ("api", "web", "worker", "cache", "search", "billing", "auth", "i
 ZONES = ("zone-a", "zone-b", "zone-c")
 
 
+ADMISSION_TOLERATIONS: tuple[dict[str, Any], ...] = tuple(
+    {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+)
+"""What kube-apiserver's DefaultTolerationSeconds admission adds to every pod."""
+
+
 @dataclass(frozen=True)
 class SynthSpec:
     """The size and shape of a synthetic cluster; the same spec and seed give the same cluster."""
@@ -738,21 +745,7 @@ def pod_object(pod: SynthPod, daemonset_uids: dict[str, str] | None = None) -> O
     spec["priority"] = priority
     spec["enableServiceLinks"] = True
     spec["preemptionPolicy"] = "PreemptLowerPriority"
-    spec["tolerations"] = [
-        *spec.get("tolerations", []),
-        {
-            "key": "node.kubernetes.io/not-ready",
-            "operator": "Exists",
-            "effect": "NoExecute",
-            "tolerationSeconds": 300,
-        },
-        {
-            "key": "node.kubernetes.io/unreachable",
-            "operator": "Exists",
-            "effect": "NoExecute",
-            "tolerationSeconds": 300,
-        },
-    ]
+    spec["tolerations"] = [*spec.get("tolerations", []), *(dict(t) for t in ADMISSION_TOLERATIONS)]
     spec["volumes"] = [
         *spec.get("volumes", []),
         {
